@@ -1,0 +1,80 @@
+# RoCE appliance firmware. `make run` boots one appliance; `make test` runs every
+# test. Both install what they need (QEMU, the bare-metal Rust target) first.
+
+TARGET   := x86_64-unknown-none
+IMAGE    := $(abspath target/$(TARGET)/release/appliance)
+# Root needs no sudo (CI, these machines); elsewhere apt-get runs under sudo.
+SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# One appliance per NODE; nodes 1 and 2 share one wire (a UDP socket pair on
+# 127.0.0.1), each with its own MAC and shared-memory ring file.
+NODE     ?= 1
+PEER     ?= $(if $(filter 1,$(NODE)),2,1)
+PORT_BASE ?= 47000
+MAC      := 52:54:00:00:00:$(shell printf %02x $(NODE))
+RING     ?= /dev/shm/roce-appliance-$(NODE)
+RING_SIZE ?= 16M
+MEM      ?= 512M
+ACCEL    ?= tcg
+APPEND   ?=
+
+ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(,)thread=single)
+, := ,
+
+QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) \
+	-netdev socket,id=n0,udp=127.0.0.1:$$(($(PORT_BASE)+$(PEER))),localaddr=127.0.0.1:$$(($(PORT_BASE)+$(NODE))) \
+	-device virtio-net-pci,netdev=n0,mac=$(MAC) \
+	-object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
+	-device ivshmem-plain,memdev=shm \
+	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
+
+.PHONY: all run test host-test qemu-test image image-path boot-time fuzz deps deps-rust deps-qemu clean
+
+all: image
+
+## deps: install QEMU and the bare-metal target if missing (idempotent, quiet)
+deps: deps-rust deps-qemu
+
+deps-rust:
+	@rustup target list --installed 2>/dev/null | grep -qx '$(TARGET)' || rustup target add $(TARGET) >/dev/null 2>&1
+
+deps-qemu:
+	@command -v qemu-system-x86_64 >/dev/null || { \
+		echo "installing qemu-system-x86 ..."; \
+		$(SUDO) apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq qemu-system-x86 >/dev/null; }
+
+## image: build the bootable ELF; `make -s image-path` prints where it is
+image: deps-rust
+	cargo build --release -p kernel --target $(TARGET)
+
+image-path:
+	@echo $(IMAGE)
+
+## run: boot one appliance (NODE=2 in a second terminal joins the same wire)
+run: image deps-qemu
+	@test -e $(RING) || truncate -s $(RING_SIZE) $(RING)
+	@echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$$(($(PORT_BASE)+$(NODE))) <-> 127.0.0.1:$$(($(PORT_BASE)+$(PEER))), ring $(RING)"
+	@echo "(type 'shutdown' to power off; Ctrl-C kills QEMU)"
+	qemu-system-x86_64 $(QEMU_ARGS)
+
+## test: host unit tests, then the QEMU integration tests
+test: host-test qemu-test
+
+host-test:
+	cargo test
+
+qemu-test: image deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests
+
+## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
+boot-time: image deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin boot-time -- 5
+
+## fuzz: the property tests of the parsers, with many more cases
+fuzz:
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} cargo test --release -p rdma -p kbase
+
+clean:
+	cargo clean

@@ -1,0 +1,5 @@
+//! Thin drivers for the appliance's devices. Each one is a small piece of port or
+//! MMIO access behind a trait, so the logic above can be tested with fakes.
+#![no_std]
+
+pub mod serial;

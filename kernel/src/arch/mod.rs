@@ -1,0 +1,8 @@
+//! x86-64 specifics: descriptor tables, exception reporting, the legacy interrupt
+//! controller and leaving QEMU.
+
+pub mod exceptions;
+pub mod exit;
+pub mod gdt;
+pub mod idt;
+pub mod irq;

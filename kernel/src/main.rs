@@ -1,0 +1,75 @@
+//! The appliance kernel: brings up the machine from the boot information, then
+//! runs every driver, protocol engine and the console from one poll loop.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod arch;
+mod console;
+mod logger;
+mod mem;
+mod panic;
+mod pci;
+mod poll;
+mod shell;
+mod time;
+
+use boot::{BootInfo, BootResult};
+use log::LevelFilter;
+use shell::Shell;
+
+boot::entry_point!(kmain);
+
+fn kmain(boot: BootResult) -> ! {
+    console::init();
+    arch::gdt::init();
+    arch::idt::init();
+    let info = match boot {
+        Ok(info) => info,
+        Err(e) => fatal!("cannot read the boot information: {e}"),
+    };
+    let level = kbase::cmdline::get(&info.cmdline, "log").and_then(logger::parse_level);
+    logger::init(level.unwrap_or(LevelFilter::Info));
+    mem::init(&info);
+    time::init();
+    arch::irq::init();
+    arch::irq::enable(arch::irq::IRQ_TIMER);
+    arch::irq::enable(arch::irq::IRQ_COM1);
+    x86_64::instructions::interrupts::enable();
+    let devices = pci::scan();
+    banner(&info, devices);
+
+    let mut shell = Shell::new();
+    poll::run(&mut [&mut shell])
+}
+
+fn banner(info: &BootInfo, devices: &[kbase::pci::Function]) {
+    use shell::builtin_size as size;
+    let heap = mem::heap::stats();
+    let frames = mem::frames::stats();
+    println!("\n{}", shell::version_line());
+    println!(
+        "memory: {} RAM, heap {}, {} free in frames",
+        size(mem::ram_bytes(&info)),
+        size(heap.size as u64),
+        size(frames.free)
+    );
+    println!(
+        "clock: TSC {}.{:03} GHz, calibrated against the PIT",
+        time::tsc_hz() / 1_000_000_000,
+        time::tsc_hz() / 1_000_000 % 1000
+    );
+    println!("pci: {} functions", devices.len());
+    for f in devices.iter().filter(|f| f.class != 0x06) {
+        println!("  {}", kbase::pci::LspciLine(f));
+    }
+    if !info.cmdline.is_empty() {
+        println!("cmdline: {}", info.cmdline);
+    }
+    log::debug!("memory map:");
+    for r in &info.memory_map {
+        log::debug!("  {:#014x}-{:#014x} {:?}", r.start, r.end, r.kind);
+    }
+    println!("Type 'help' for commands.");
+}

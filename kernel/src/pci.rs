@@ -1,0 +1,80 @@
+//! PCI configuration access through I/O ports 0xCF8/0xCFC (mechanism #1), and
+//! the list of functions found at boot.
+
+use crate::mem::paging::{Caching, map_device};
+use alloc::vec::Vec;
+use kbase::pci::{Bar, Bdf, ConfigAccess, Function};
+use spin::{Mutex, Once};
+use x86_64::instructions::port::Port;
+
+/// Configuration mechanism #1. The address/data pair must not interleave, hence the lock.
+pub struct PortConfig {
+    lock: Mutex<()>,
+}
+
+pub static CONFIG: PortConfig = PortConfig { lock: Mutex::new(()) };
+
+static FUNCTIONS: Once<Vec<Function>> = Once::new();
+
+fn address(bdf: Bdf, offset: u8) -> u32 {
+    0x8000_0000
+        | u32::from(bdf.bus) << 16
+        | u32::from(bdf.device & 31) << 11
+        | u32::from(bdf.function & 7) << 8
+        | u32::from(offset & 0xfc)
+}
+
+impl ConfigAccess for PortConfig {
+    fn read32(&self, bdf: Bdf, offset: u8) -> u32 {
+        let _g = self.lock.lock();
+        // SAFETY: 0xCF8/0xCFC are the PCI configuration ports; a read of a
+        // configuration register has no side effect on memory.
+        unsafe {
+            Port::<u32>::new(0xcf8).write(address(bdf, offset));
+            Port::<u32>::new(0xcfc).read()
+        }
+    }
+
+    fn write32(&self, bdf: Bdf, offset: u8, value: u32) {
+        let _g = self.lock.lock();
+        // SAFETY: as for `read32`; callers only write registers they own
+        // (BAR probes restore the value, drivers set up their own device).
+        unsafe {
+            Port::<u32>::new(0xcf8).write(address(bdf, offset));
+            Port::<u32>::new(0xcfc).write(value);
+        }
+    }
+}
+
+/// Enumerates the buses once and maps every assigned memory BAR, wherever
+/// the firmware put it: registers uncached, prefetchable memory write-back.
+pub fn scan() -> &'static [Function] {
+    FUNCTIONS.call_once(|| {
+        let functions = kbase::pci::enumerate(&CONFIG);
+        for f in &functions {
+            for bar in f.bars.iter().flatten() {
+                if let Bar::Memory { addr, size, prefetchable, .. } = *bar {
+                    let caching = if prefetchable { Caching::WriteBack } else { Caching::Uncached };
+                    match map_device(addr, size, caching) {
+                        Ok(()) => log::debug!("{}: mapped BAR {addr:#x}+{size:#x} {caching:?}", f.bdf),
+                        Err(e) => log::warn!("{}: cannot map BAR {addr:#x}+{size:#x}: {e:?}", f.bdf),
+                    }
+                }
+            }
+        }
+        functions
+    })
+}
+
+/// The functions found at boot (empty before `scan`).
+pub fn functions() -> &'static [Function] {
+    FUNCTIONS.get().map_or(&[], Vec::as_slice)
+}
+
+/// The ACPI PM1a control port of QEMU's chipsets (PIIX4 on `pc`, ICH9 on
+/// `q35`), where the firmware placed the PM I/O block (PMBA, config 0x40).
+pub fn acpi_pm1a_control() -> Option<u16> {
+    let f = functions().iter().find(|f| matches!((f.vendor, f.device), (0x8086, 0x7113) | (0x8086, 0x2918)))?;
+    let base = CONFIG.read32(f.bdf, 0x40) as u16 & 0xffc0;
+    (base != 0).then_some(base + 4)
+}

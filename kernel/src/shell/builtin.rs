@@ -1,0 +1,266 @@
+//! The built-in commands: system information and control.
+
+use super::table::{Command, CommandError, CommandResult, Context};
+use crate::{mem, pci, poll, print, println, time};
+use alloc::boxed::Box;
+use alloc::format;
+use core::sync::atomic::Ordering;
+use kbase::pci::{Bar, Capability, LspciLine};
+
+pub static COMMANDS: &[Command] = &[
+    Command { name: "help", usage: "help [command]", help: "list commands, or show one command's usage", run: help },
+    Command { name: "version", usage: "version", help: "show the firmware version", run: version },
+    Command { name: "uptime", usage: "uptime", help: "time since boot, idle halts and interrupts", run: uptime },
+    Command { name: "mem", usage: "mem", help: "heap and physical frame usage", run: mem_cmd },
+    Command { name: "lspci", usage: "lspci [-v]", help: "list PCI devices (-v: BARs and capabilities)", run: lspci },
+    Command {
+        name: "log",
+        usage: "log level [off|error|warn|info|debug|trace]",
+        help: "show or set the console log level",
+        run: log_cmd,
+    },
+    Command {
+        name: "md",
+        usage: "md <hex address> [words]",
+        help: "display memory as 32-bit words (mapped RAM and device BARs only)",
+        run: md,
+    },
+    Command { name: "sleep", usage: "sleep <ms>", help: "wait before the next prompt (for scripts)", run: sleep },
+    Command { name: "shutdown", usage: "shutdown", help: "power off the appliance", run: shutdown },
+    Command {
+        name: "fault",
+        usage: "fault panic|page|ud|stack",
+        help: "crash on purpose, to test fault reporting",
+        run: fault,
+    },
+];
+
+fn no_args(args: &[&str]) -> CommandResult {
+    if args.is_empty() { Ok(()) } else { Err(CommandError::Usage) }
+}
+
+fn help(_: &mut Context, args: &[&str]) -> CommandResult {
+    match args {
+        [] => {
+            for c in super::table::all() {
+                println!("  {:<10} {}", c.name, c.help);
+            }
+            Ok(())
+        }
+        [name] => match super::table::find(name) {
+            Some(c) => {
+                println!("usage: {}\n  {}", c.usage, c.help);
+                Ok(())
+            }
+            None => Err(CommandError::Invalid(format!("no command '{name}'"))),
+        },
+        _ => Err(CommandError::Usage),
+    }
+}
+
+pub fn version_line() -> &'static str {
+    concat!("RoCE appliance firmware ", env!("CARGO_PKG_VERSION"), " (x86_64, no_std)")
+}
+
+fn version(_: &mut Context, args: &[&str]) -> CommandResult {
+    no_args(args)?;
+    println!("{}", version_line());
+    Ok(())
+}
+
+fn uptime(_: &mut Context, args: &[&str]) -> CommandResult {
+    no_args(args)?;
+    let irq = |n: u8| crate::arch::irq::COUNTS[n as usize].load(Ordering::Relaxed);
+    println!(
+        "up {}, {} idle halts, irqs: timer {} serial {} spurious {}",
+        time::now() - time::Instant::ZERO,
+        poll::HALTS.load(Ordering::Relaxed),
+        irq(crate::arch::irq::IRQ_TIMER),
+        irq(crate::arch::irq::IRQ_COM1),
+        crate::arch::irq::spurious(),
+    );
+    Ok(())
+}
+
+/// Bytes as `12.3 MiB`.
+pub struct Size(pub u64);
+
+impl core::fmt::Display for Size {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut v = self.0 as f64;
+        let mut u = 0;
+        while v >= 1024.0 && u + 1 < UNITS.len() {
+            v /= 1024.0;
+            u += 1;
+        }
+        if u == 0 { write!(f, "{} B", self.0) } else { write!(f, "{v:.1} {}", UNITS[u]) }
+    }
+}
+
+fn mem_cmd(_: &mut Context, args: &[&str]) -> CommandResult {
+    no_args(args)?;
+    let h = mem::heap::stats();
+    let fr = mem::frames::stats();
+    println!("heap:   total {}, used {}, free {}", Size(h.size as u64), Size(h.used as u64), Size(h.free as u64));
+    println!(
+        "frames: total {}, free {} ({} free 4 KiB frames), untracked {}",
+        Size(fr.total),
+        Size(fr.free),
+        fr.free / 4096,
+        Size(fr.leaked)
+    );
+    Ok(())
+}
+
+fn lspci(_: &mut Context, args: &[&str]) -> CommandResult {
+    let verbose = match args {
+        [] => false,
+        ["-v"] => true,
+        _ => return Err(CommandError::Usage),
+    };
+    for f in pci::functions() {
+        println!("{}", LspciLine(f));
+        if !verbose {
+            continue;
+        }
+        if f.interrupt_pin != 0 {
+            println!("\tInterrupt: pin {} routed to IRQ {}", (b'A' + f.interrupt_pin - 1) as char, f.interrupt_line);
+        }
+        for (i, bar) in f.bars.iter().enumerate() {
+            match bar {
+                Some(Bar::Memory { addr, size, is_64bit, prefetchable }) => println!(
+                    "\tRegion {i}: Memory at {addr:x} ({}-bit, {}) [size={}]",
+                    if *is_64bit { 64 } else { 32 },
+                    if *prefetchable { "prefetchable" } else { "non-prefetchable" },
+                    crate::shell::builtin::Size(*size)
+                ),
+                Some(Bar::Io { port, size }) => println!("\tRegion {i}: I/O ports at {port:04x} [size={size}]"),
+                None => {}
+            }
+        }
+        for cap in &f.capabilities {
+            match cap {
+                Capability::MsiX { offset, table_size, table_bar, table_offset, .. } => println!(
+                    "\tCapabilities: [{offset:02x}] MSI-X: Count={table_size} Table: BAR={table_bar} offset={table_offset:08x}"
+                ),
+                Capability::Msi { offset } => println!("\tCapabilities: [{offset:02x}] MSI"),
+                Capability::Vendor { offset, cfg_type } => {
+                    println!("\tCapabilities: [{offset:02x}] Vendor Specific Information: type={cfg_type}")
+                }
+                Capability::PciExpress { offset } => println!("\tCapabilities: [{offset:02x}] Express"),
+                Capability::Other { id, offset } => println!("\tCapabilities: [{offset:02x}] ID {id:#04x}"),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn log_cmd(_: &mut Context, args: &[&str]) -> CommandResult {
+    match args {
+        ["level"] => {
+            println!("log level {}", log::max_level().as_str().to_ascii_lowercase());
+            Ok(())
+        }
+        ["level", lvl] => match crate::logger::parse_level(lvl) {
+            Some(level) => {
+                log::set_max_level(level);
+                println!("log level {}", level.as_str().to_ascii_lowercase());
+                Ok(())
+            }
+            None => Err(CommandError::Invalid(format!(
+                "unknown level '{lvl}' (expected off, error, warn, info, debug or trace)"
+            ))),
+        },
+        _ => Err(CommandError::Usage),
+    }
+}
+
+fn sleep(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    let [ms] = args else { return Err(CommandError::Usage) };
+    let ms: u64 = ms
+        .parse()
+        .ok()
+        .filter(|&ms| ms <= 600_000)
+        .ok_or_else(|| CommandError::Invalid(format!("'{ms}' is not a number of milliseconds up to 600000")))?;
+    let ready = ctx.ready.clone();
+    ready.set(false);
+    ctx.timers.arm(time::now() + time::Duration::from_millis(ms), Box::new(move || ready.set(true)));
+    Ok(())
+}
+
+fn shutdown(_: &mut Context, args: &[&str]) -> CommandResult {
+    no_args(args)?;
+    println!("Powering off.");
+    crate::arch::exit::power_off(pci::acpi_pm1a_control())
+}
+
+fn fault(_: &mut Context, args: &[&str]) -> CommandResult {
+    match args {
+        ["panic"] => panic!("panic requested from the console"),
+        ["page"] => {
+            // SAFETY: none: this reads page 0, which is unmapped, to raise a page fault.
+            let v = unsafe { core::ptr::read_volatile(core::ptr::null::<u64>().wrapping_add(1)) };
+            println!("read {v} from page 0?");
+            Ok(())
+        }
+        // SAFETY: ud2 raises an invalid-opcode exception; that is the point.
+        ["ud"] => unsafe { core::arch::asm!("ud2", options(noreturn)) },
+        ["stack"] => {
+            let depth = recurse(0);
+            println!("recursion returned at {depth}?");
+            Ok(())
+        }
+        _ => Err(CommandError::Usage),
+    }
+}
+
+/// Eats the stack until the guard page stops it (a double fault on IST1).
+fn recurse(depth: u64) -> u64 {
+    let frame = core::hint::black_box([depth; 64]);
+    if depth == u64::MAX { frame[0] } else { recurse(depth + 1) + core::hint::black_box(frame[1]) }
+}
+
+/// Most words `md` shows at once.
+const MD_MAX_WORDS: u64 = 256;
+
+fn md(_: &mut Context, args: &[&str]) -> CommandResult {
+    let (addr, words) = match args {
+        [a] => (*a, "4"),
+        [a, w] => (*a, *w),
+        _ => return Err(CommandError::Usage),
+    };
+    let hex = addr.trim_start_matches("0x").replace('_', "");
+    let addr = u64::from_str_radix(&hex, 16)
+        .ok()
+        .filter(|a| a % 4 == 0)
+        .ok_or_else(|| CommandError::Invalid(format!("'{addr}' is not a 4-byte aligned hex address")))?;
+    let words: u64 = words
+        .parse()
+        .ok()
+        .filter(|w| (1..=MD_MAX_WORDS).contains(w))
+        .ok_or_else(|| CommandError::Invalid(format!("word count '{words}' is not in 1..={MD_MAX_WORDS}")))?;
+    let end = addr
+        .checked_add(words * 4 - 1)
+        .ok_or_else(|| CommandError::Invalid(format!("{addr:#x} + {words} words wraps around")))?;
+    // Check every page first: an unmapped address would fault the firmware.
+    for page in (addr & !0xfff..=end).step_by(4096) {
+        if mem::paging::translate(page).is_none() {
+            return Err(CommandError::Invalid(format!("address {:#x} is not mapped", page.max(addr))));
+        }
+    }
+    for (i, a) in (addr..=end).step_by(4).enumerate() {
+        if i % 4 == 0 {
+            if i > 0 {
+                println!();
+            }
+            print!("{:08x}_{:08x}:", a >> 32, a as u32);
+        }
+        // SAFETY: the page is mapped (checked above) and `a` is 4-byte aligned;
+        // a volatile read of RAM or a BAR has no effect beyond the device's own.
+        let v = unsafe { core::ptr::read_volatile(a as *const u32) };
+        print!(" {v:08x}");
+    }
+    println!();
+    Ok(())
+}

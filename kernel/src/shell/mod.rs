@@ -1,0 +1,90 @@
+//! The serial console shell. Tools and tests drive it, so its shape is a
+//! contract: after each command's output the prompt [`PROMPT`] is printed at the
+//! start of a line; errors are one line starting with `error: `.
+
+mod builtin;
+mod table;
+
+use crate::poll::{Task, Timers};
+use crate::time::Instant;
+use alloc::rc::Rc;
+pub use builtin::{Size as builtin_size, version_line};
+use core::cell::Cell;
+use kbase::line::{Action, LINE_MAX, LineEditor};
+pub use table::{CommandError, Context};
+
+/// The prompt; it ends in `> `, which tools wait for.
+pub const PROMPT: &str = "roce> ";
+
+pub struct Shell {
+    editor: LineEditor,
+    /// Cleared while a command (like `sleep`) finishes later; the prompt waits.
+    ready: Rc<Cell<bool>>,
+    prompt_due: bool,
+}
+
+impl Shell {
+    pub fn new() -> Self {
+        Self { editor: LineEditor::new(), ready: Rc::new(Cell::new(true)), prompt_due: true }
+    }
+
+    fn execute(&mut self, line: &str, timers: &mut Timers) {
+        let words: heapless::Vec<&str, { LINE_MAX / 2 }> = line.split_ascii_whitespace().collect();
+        let Some((&name, args)) = words.split_first() else { return };
+        let Some(cmd) = table::find(name) else {
+            crate::println!("error: unknown command '{name}' (try 'help')");
+            return;
+        };
+        let mut ctx = Context { timers, ready: &self.ready };
+        match (cmd.run)(&mut ctx, args) {
+            Ok(()) => {}
+            Err(CommandError::Usage) => crate::println!("error: usage: {}", cmd.usage),
+            Err(CommandError::Invalid(msg)) => crate::println!("error: {name}: {msg}"),
+        }
+    }
+}
+
+impl Task for Shell {
+    fn poll(&mut self, _now: Instant, timers: &mut Timers) -> bool {
+        if !self.ready.get() {
+            return false; // input waits in the UART (and QEMU) until the command is done
+        }
+        if core::mem::take(&mut self.prompt_due) {
+            crate::print!("{PROMPT}");
+        }
+        let mut busy = false;
+        while let Some(byte) = crate::console::read_byte() {
+            busy = true;
+            match self.editor.feed(byte) {
+                Action::None => {}
+                Action::Echo(b) => crate::console::write_bytes(&[b]),
+                Action::Erase(n) => {
+                    for _ in 0..n {
+                        crate::console::write_bytes(b"\x08 \x08");
+                    }
+                }
+                Action::Cancel => {
+                    crate::println!("^C");
+                    self.prompt_due = true;
+                }
+                Action::TooLong => {
+                    crate::println!();
+                    crate::println!("error: line too long (at most {LINE_MAX} characters)");
+                    self.prompt_due = true;
+                }
+                Action::Submit => {
+                    crate::println!();
+                    let mut line = heapless::String::<LINE_MAX>::new();
+                    let _ = line.push_str(self.editor.take());
+                    self.execute(&line, timers);
+                    self.prompt_due = true;
+                }
+            }
+            if self.prompt_due {
+                // Finish this line before reading the next: the prompt comes first.
+                break;
+            }
+        }
+        busy
+    }
+}

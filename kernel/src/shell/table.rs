@@ -1,0 +1,38 @@
+//! The command table: one row per command, looked up by its first word.
+
+use crate::poll::Timers;
+use alloc::rc::Rc;
+use alloc::string::String;
+use core::cell::Cell;
+
+/// What a command can reach.
+pub struct Context<'a> {
+    pub timers: &'a mut Timers,
+    /// Set to false to hold the prompt until a timer sets it back.
+    pub ready: &'a Rc<Cell<bool>>,
+}
+
+/// Why a command failed; printed as one `error: ` line.
+pub enum CommandError {
+    /// Wrong arguments: the usage line is shown.
+    Usage,
+    /// A specific complaint.
+    Invalid(String),
+}
+
+pub type CommandResult = Result<(), CommandError>;
+
+pub struct Command {
+    pub name: &'static str,
+    pub usage: &'static str,
+    pub help: &'static str,
+    pub run: fn(&mut Context, &[&str]) -> CommandResult,
+}
+
+pub fn all() -> &'static [Command] {
+    super::builtin::COMMANDS
+}
+
+pub fn find(name: &str) -> Option<&'static Command> {
+    all().iter().find(|c| c.name == name)
+}

@@ -1,0 +1,23 @@
+//! Time: a monotonic microsecond clock from the TSC (calibrated against the
+//! PIT at boot) and the one-shot PIT interrupt that ends an idle halt at the
+//! next deadline.
+
+pub mod pit;
+mod tsc;
+
+pub use kbase::time::{Duration, Instant};
+
+/// Now, in microseconds since the clock was calibrated (0 before that).
+pub fn now() -> Instant {
+    tsc::now()
+}
+
+/// Calibrates the TSC; call once with interrupts off.
+pub fn init() {
+    tsc::calibrate();
+}
+
+/// The calibrated TSC frequency in Hz.
+pub fn tsc_hz() -> u64 {
+    tsc::hz()
+}

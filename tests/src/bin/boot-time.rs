@@ -1,0 +1,27 @@
+//! Boot-to-prompt time: boots the image N times (default 5) and prints each
+//! time and the median, from QEMU's start to the first prompt.
+
+use appliance_tests::{Accel, Appliance, Options};
+use std::time::Instant;
+
+fn main() {
+    let runs: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(5).max(1);
+    let accel = Accel::from_env();
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let start = Instant::now();
+        let a = match Appliance::boot(Options::default()) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("boot {i} failed: {e}");
+                std::process::exit(1);
+            }
+        };
+        let t = start.elapsed();
+        drop(a);
+        println!("boot {}: {:.3} s", i + 1, t.as_secs_f64());
+        times.push(t);
+    }
+    times.sort();
+    println!("boot-to-prompt ({accel:?}): median {:.3} s over {runs} boots", times[runs / 2].as_secs_f64());
+}

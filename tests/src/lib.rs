@@ -1,0 +1,27 @@
+//! The QEMU harness every integration test uses: boot an appliance image,
+//! talk to its serial console, and always kill QEMU when done.
+//!
+//! ```no_run
+//! use appliance_tests::{Appliance, Options};
+//! let mut a = Appliance::boot(Options::default()).unwrap();
+//! let out = a.cmd("version").unwrap();
+//! assert!(out.contains("RoCE appliance"));
+//! a.shutdown().unwrap();
+//! ```
+#![deny(unsafe_code)]
+
+mod console;
+mod image;
+mod qemu;
+
+pub use console::PROMPT;
+pub use image::image;
+pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options};
+
+/// A free UDP port on 127.0.0.1 for a wire between two appliances.
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("no free UDP port on 127.0.0.1")
+}

@@ -1,0 +1,102 @@
+//! The console shell: commands, errors, line editing.
+
+use appliance_tests::{Appliance, Options};
+
+fn boot() -> Appliance {
+    Appliance::boot(Options::default()).unwrap()
+}
+
+#[test]
+fn help_lists_every_command() {
+    let mut a = boot();
+    let out = a.cmd("help").unwrap();
+    for c in ["help", "version", "uptime", "mem", "lspci", "log", "md", "sleep", "shutdown", "fault"] {
+        assert!(out.lines().any(|l| l.trim_start().starts_with(c)), "no {c} in:\n{out}");
+    }
+    let one = a.cmd("help log").unwrap();
+    assert!(one.starts_with("usage: log level"), "{one}");
+}
+
+#[test]
+fn unknown_command_and_bad_arguments_give_one_error_line() {
+    let mut a = boot();
+    let cases = [
+        ("frobnicate now", "error: unknown command 'frobnicate' (try 'help')"),
+        ("log level loud", "error: log: unknown level 'loud'"),
+        ("version extra", "error: usage: version"),
+        ("md zz", "error: md: 'zz' is not a 4-byte aligned hex address"),
+        ("md 0 1", "error: md: address 0x0 is not mapped"),
+        ("sleep -5", "error: sleep: '-5' is not a number"),
+        ("help nothing", "error: help: no command 'nothing'"),
+    ];
+    for (line, expected) in cases {
+        let out = a.cmd(line).unwrap();
+        assert_eq!(out.lines().count(), 1, "`{line}` printed:\n{out}");
+        assert!(out.starts_with(expected), "`{line}` printed:\n{out}");
+    }
+    // The shell goes on.
+    assert!(a.cmd("version").unwrap().starts_with("RoCE appliance firmware"));
+}
+
+#[test]
+fn empty_line_just_prompts_again() {
+    let mut a = boot();
+    assert_eq!(a.cmd("").unwrap(), "");
+    assert_eq!(a.cmd("   ").unwrap(), "");
+}
+
+#[test]
+fn backspace_and_ctrl_u_edit_the_line() {
+    let mut a = boot();
+    // "vx" DEL "ersion" = "version"; then "junk" Ctrl-U "uptime".
+    let out = a.cmd("vx\x7fersion").unwrap();
+    assert!(out.starts_with("RoCE appliance firmware"), "{out}");
+    let out = a.cmd("junk\x15uptime").unwrap();
+    assert!(out.starts_with("up "), "{out}");
+}
+
+#[test]
+fn an_overlong_line_is_refused_and_the_shell_goes_on() {
+    let mut a = boot();
+    let long = "x".repeat(1000);
+    let out = a.cmd(&long).unwrap();
+    assert!(out.contains("error: line too long (at most 256 characters)"), "{out}");
+    assert!(a.cmd("version").unwrap().starts_with("RoCE appliance firmware"));
+}
+
+#[test]
+fn mem_shows_heap_and_frames() {
+    let mut a = boot();
+    let out = a.cmd("mem").unwrap();
+    assert!(out.contains("heap:   total ") && out.contains("used "), "{out}");
+    assert!(out.contains("frames: total ") && out.contains("free 4 KiB frames"), "{out}");
+}
+
+/// `uptime`'s seconds since boot.
+fn uptime_secs(a: &mut Appliance) -> f64 {
+    let out = a.cmd("uptime").unwrap();
+    let hms = out.strip_prefix("up ").and_then(|s| s.split(',').next()).unwrap_or_else(|| panic!("{out}"));
+    hms.split(':').fold(0.0, |acc, part| acc * 60.0 + part.parse::<f64>().unwrap())
+}
+
+#[test]
+fn sleep_waits_on_the_timer_queue_and_the_clock_advances() {
+    let mut a = boot();
+    let before = uptime_secs(&mut a);
+    let wall = std::time::Instant::now();
+    assert_eq!(a.cmd("sleep 500").unwrap(), "");
+    assert!(wall.elapsed().as_millis() >= 500);
+    let after = uptime_secs(&mut a);
+    assert!(after - before >= 0.5, "uptime went from {before} to {after}");
+    // The CPU halted while idle: the loop reports halts and timer interrupts.
+    let out = a.cmd("uptime").unwrap();
+    let halts: u64 = out.split(", ").nth(1).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap();
+    assert!(halts > 0, "{out}");
+}
+
+#[test]
+fn log_level_can_be_changed() {
+    let mut a = boot();
+    assert_eq!(a.cmd("log level warn").unwrap().trim(), "log level warn");
+    assert_eq!(a.cmd("log level").unwrap().trim(), "log level warn");
+}
