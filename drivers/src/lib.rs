@@ -2,4 +2,8 @@
 //! MMIO access behind a trait, so the logic above can be tested with fakes.
 #![no_std]
 
+extern crate alloc;
+
+pub mod nic;
 pub mod serial;
+pub mod virtio_net;

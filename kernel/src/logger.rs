@@ -9,7 +9,13 @@ static LOGGER: ConsoleLogger = ConsoleLogger;
 
 impl Log for ConsoleLogger {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        metadata.level() <= log::max_level()
+        // Library chatter (virtio-drivers' feature negotiation) is debug detail.
+        let level = if metadata.target().starts_with("appliance") || metadata.level() <= log::Level::Warn {
+            metadata.level()
+        } else {
+            log::Level::Debug
+        };
+        level <= log::max_level()
     }
 
     fn log(&self, record: &Record) {

@@ -9,13 +9,16 @@ mod arch;
 mod console;
 mod logger;
 mod mem;
+mod net;
 mod panic;
 mod pci;
 mod poll;
 mod shell;
 mod time;
 
+use alloc::rc::Rc;
 use boot::{BootInfo, BootResult};
+use core::cell::RefCell;
 use log::LevelFilter;
 use shell::Shell;
 
@@ -38,10 +41,37 @@ fn kmain(boot: BootResult) -> ! {
     arch::irq::enable(arch::irq::IRQ_COM1);
     x86_64::instructions::interrupts::enable();
     let devices = pci::scan();
-    banner(&info, devices);
 
-    let mut shell = Shell::new();
-    poll::run(&mut [&mut shell])
+    let net = Rc::new(RefCell::new(net::probe(devices, time::now())));
+    if let Some(n) = net.borrow_mut().as_mut() {
+        arch::irq::enable_level(n.irq);
+        if let Some(ip) = kbase::cmdline::get(&info.cmdline, "ip") {
+            match ip.parse() {
+                Ok(cidr) => match n.add_address(cidr) {
+                    Ok(()) => log::info!("{}: address {cidr} (from ip=)", n.name),
+                    Err(e) => log::error!("ip={ip}: {e}"),
+                },
+                Err(_) => log::error!("ip={ip}: not an address/prefix such as 10.0.0.2/24"),
+            }
+        }
+    }
+    banner(&info, devices);
+    let mut net_task = NetTask(net.clone());
+    let mut shell = Shell::new(net);
+    poll::run(&mut [&mut net_task, &mut shell])
+}
+
+/// The network interface as a poll-loop task (shared with the shell).
+struct NetTask(Rc<RefCell<Option<net::Net>>>);
+
+impl poll::Task for NetTask {
+    fn poll(&mut self, now: time::Instant, timers: &mut poll::Timers) -> bool {
+        self.0.borrow_mut().as_mut().is_some_and(|n| poll::Task::poll(n, now, timers))
+    }
+
+    fn deadline(&mut self, now: time::Instant) -> Option<time::Instant> {
+        self.0.borrow_mut().as_mut().and_then(|n| poll::Task::deadline(n, now))
+    }
 }
 
 fn banner(info: &BootInfo, devices: &[kbase::pci::Function]) {

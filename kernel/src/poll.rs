@@ -13,6 +13,11 @@ use x86_64::instructions::interrupts;
 pub trait Task {
     /// Does whatever work is ready; returns whether there was any.
     fn poll(&mut self, now: Instant, timers: &mut Timers) -> bool;
+
+    /// When the task next needs polling even if no interrupt comes.
+    fn deadline(&mut self, _now: Instant) -> Option<Instant> {
+        None
+    }
 }
 
 /// A deferred action, run by the loop at its deadline.
@@ -36,7 +41,8 @@ pub fn run(tasks: &mut [&mut dyn Task]) -> ! {
             busy |= task.poll(now, &mut timers);
         }
         if !busy {
-            idle(timers.next_deadline());
+            let deadline = tasks.iter_mut().filter_map(|t| t.deadline(now)).chain(timers.next_deadline()).min();
+            idle(deadline);
         }
     }
 }

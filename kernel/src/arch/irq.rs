@@ -3,7 +3,7 @@
 //! work, so nothing runs in interrupt context that could contend for a lock.
 
 use core::arch::naked_asm;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use x86_64::instructions::port::Port;
 
 pub const VECTOR_BASE: u8 = 32;
@@ -24,6 +24,8 @@ pub static WAKE: AtomicBool = AtomicBool::new(false);
 /// Interrupts taken per IRQ line.
 pub static COUNTS: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
 static SPURIOUS: AtomicU64 = AtomicU64::new(0);
+/// Lines that are level-triggered (bit per IRQ).
+static LEVEL: AtomicU16 = AtomicU16::new(0);
 
 fn outb(port: u16, v: u8) {
     // SAFETY: the PIC ports belong to this module; the writes only program it.
@@ -55,6 +57,28 @@ pub fn enable(irq: u8) {
     x86_64::instructions::interrupts::without_interrupts(|| outb(port, inb(port) & !(1 << bit)));
 }
 
+/// Unmasks a level-triggered line after its device was serviced and acked.
+/// (PCI INTx stays asserted until the driver acks the device; the handler masks
+/// the line so it cannot storm, and the poll loop calls this when done.)
+pub fn unmask(irq: u8) {
+    if irq < 16 && LEVEL.load(Ordering::Relaxed) & (1 << irq) != 0 {
+        enable(irq);
+    }
+}
+
+/// Routes a level-triggered (PCI) line: masked on each interrupt until `unmask`.
+pub fn enable_level(irq: u8) {
+    if irq < 16 {
+        LEVEL.fetch_or(1 << irq, Ordering::Relaxed);
+        enable(irq);
+    }
+}
+
+fn mask(irq: u8) {
+    let (port, bit) = if irq < 8 { (MASTER_DATA, irq) } else { (SLAVE_DATA, irq - 8) };
+    outb(port, inb(port) | (1 << bit));
+}
+
 /// Interrupts taken on spurious IRQ 7/15.
 pub fn spurious() -> u64 {
     SPURIOUS.load(Ordering::Relaxed)
@@ -80,6 +104,9 @@ extern "C" fn dispatch(irq: u64) {
         return;
     }
     COUNTS[irq as usize].fetch_add(1, Ordering::Relaxed);
+    if LEVEL.load(Ordering::Relaxed) & (1 << irq) != 0 {
+        mask(irq);
+    }
     WAKE.store(true, Ordering::Release);
     if irq >= 8 {
         outb(SLAVE_CMD, EOI);

@@ -35,6 +35,11 @@ pub fn alloc_zeroed(count: u64, align: u64) -> Result<u64, FrameError> {
     Ok(addr)
 }
 
+/// Returns frames to the allocator.
+pub fn free(addr: u64, count: u64) {
+    with(|r| r.free(addr, count));
+}
+
 pub(super) fn carve_heap(bytes: u64) -> Result<core::ops::Range<u64>, FrameError> {
     with(|r| r.carve_top(bytes))
 }

@@ -25,6 +25,18 @@ pub static COMMANDS: &[Command] = &[
         help: "display memory as 32-bit words (mapped RAM and device BARs only)",
         run: md,
     },
+    Command {
+        name: "ip",
+        usage: "ip link show | ip -s link | ip addr show | ip addr add|del <a.b.c.d/len> dev <dev>",
+        help: "show and configure the network interface",
+        run: super::net::ip,
+    },
+    Command {
+        name: "ping",
+        usage: "ping <a.b.c.d> [-c count] [-i interval_ms] [-s size]",
+        help: "send ICMP echo requests",
+        run: super::net::ping,
+    },
     Command { name: "sleep", usage: "sleep <ms>", help: "wait before the next prompt (for scripts)", run: sleep },
     Command { name: "shutdown", usage: "shutdown", help: "power off the appliance", run: shutdown },
     Command {

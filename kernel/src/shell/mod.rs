@@ -3,13 +3,14 @@
 //! start of a line; errors are one line starting with `error: `.
 
 mod builtin;
+mod net;
 mod table;
 
 use crate::poll::{Task, Timers};
 use crate::time::Instant;
 use alloc::rc::Rc;
 pub use builtin::{Size as builtin_size, version_line};
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use kbase::line::{Action, LINE_MAX, LineEditor};
 pub use table::{CommandError, Context};
 
@@ -18,14 +19,15 @@ pub const PROMPT: &str = "roce> ";
 
 pub struct Shell {
     editor: LineEditor,
+    net: Rc<RefCell<Option<crate::net::Net>>>,
     /// Cleared while a command (like `sleep`) finishes later; the prompt waits.
     ready: Rc<Cell<bool>>,
     prompt_due: bool,
 }
 
 impl Shell {
-    pub fn new() -> Self {
-        Self { editor: LineEditor::new(), ready: Rc::new(Cell::new(true)), prompt_due: true }
+    pub fn new(net: Rc<RefCell<Option<crate::net::Net>>>) -> Self {
+        Self { editor: LineEditor::new(), net, ready: Rc::new(Cell::new(true)), prompt_due: true }
     }
 
     fn execute(&mut self, line: &str, timers: &mut Timers) {
@@ -35,7 +37,7 @@ impl Shell {
             crate::println!("error: unknown command '{name}' (try 'help')");
             return;
         };
-        let mut ctx = Context { timers, ready: &self.ready };
+        let mut ctx = Context { timers, ready: &self.ready, net: &self.net };
         match (cmd.run)(&mut ctx, args) {
             Ok(()) => {}
             Err(CommandError::Usage) => crate::println!("error: usage: {}", cmd.usage),

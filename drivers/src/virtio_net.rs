@@ -1,0 +1,172 @@
+//! virtio-net over PCI, on the `virtio-drivers` queue layer (`VirtIONetRaw`),
+//! with our own buffer pools: 256-entry queues kept full of receive buffers,
+//! transmit buffers recycled, and notifications suppressed by EVENT_IDX so a
+//! burst of frames costs the host one kick, not one per frame.
+
+use crate::nic::Nic;
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use virtio_drivers::Hal;
+use virtio_drivers::device::net::VirtIONetRaw;
+use virtio_drivers::transport::Transport;
+
+/// Descriptors per queue.
+pub const QUEUE_SIZE: usize = 256;
+/// The MTU when the device does not advertise one.
+pub const DEFAULT_MTU: usize = 1500;
+/// virtio-net header (with `num_buffers`) in front of every frame.
+const HEADER_LEN: usize = 12;
+/// Ethernet header plus one VLAN tag: room around the MTU in a buffer.
+const L2_OVERHEAD: usize = 18;
+
+/// Frame counters kept by the driver.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Receive completions the device reported as errors.
+    pub rx_errors: u64,
+    /// Transmit attempts refused because the queue was full.
+    pub tx_queue_full: u64,
+}
+
+pub struct VirtioNet<H: Hal, T: Transport> {
+    raw: VirtIONetRaw<H, T, QUEUE_SIZE>,
+    /// Receive buffers the device holds, by descriptor token.
+    rx: Vec<Option<Box<[u8]>>>,
+    /// Transmit buffers in flight, by token, with the length given to the device.
+    tx_in_flight: Vec<Option<(Box<[u8]>, usize)>>,
+    tx_free: Vec<Box<[u8]>>,
+    buf_len: usize,
+    mtu: usize,
+    link_up: bool,
+    stats: Stats,
+}
+
+impl<H: Hal, T: Transport> VirtioNet<H, T> {
+    /// Initialises the device and fills the receive queue. `mtu` is what the
+    /// device advertised (VIRTIO_NET_F_MTU), if anything.
+    pub fn new(transport: T, mtu: Option<u16>) -> Result<Self, virtio_drivers::Error> {
+        let mtu = mtu.map_or(DEFAULT_MTU, usize::from).max(68);
+        let mut raw = VirtIONetRaw::new(transport)?;
+        let buf_len = HEADER_LEN + mtu + L2_OVERHEAD;
+        let mut rx: Vec<Option<Box<[u8]>>> = (0..QUEUE_SIZE).map(|_| None).collect();
+        for _ in 0..QUEUE_SIZE {
+            let mut buf = vec![0u8; buf_len].into_boxed_slice();
+            // SAFETY: the buffer is heap memory owned by `rx` from now on and
+            // not touched until the device returns it through `poll_receive`.
+            let token = unsafe { raw.receive_begin(&mut buf)? };
+            if let Some(slot) = rx.get_mut(usize::from(token)) {
+                *slot = Some(buf);
+            }
+        }
+        raw.enable_interrupts();
+        Ok(Self {
+            raw,
+            rx,
+            tx_in_flight: (0..QUEUE_SIZE).map(|_| None).collect(),
+            tx_free: Vec::new(),
+            buf_len,
+            mtu,
+            link_up: true,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Acknowledges the device's interrupt (INTx is level-triggered: it stays
+    /// asserted until this read).
+    pub fn ack_interrupt(&mut self) {
+        let _ = self.raw.ack_interrupt();
+    }
+
+    fn reclaim_tx(&mut self) {
+        while let Some(token) = self.raw.poll_transmit() {
+            let Some((buf, len)) = self.tx_in_flight.get_mut(usize::from(token)).and_then(Option::take) else {
+                break; // a token we never issued: the device is confused; stop here
+            };
+            // SAFETY: the same buffer and length that `transmit_begin` got for this token.
+            let _ = unsafe { self.raw.transmit_complete(token, &buf[..len]) };
+            self.tx_free.push(buf);
+        }
+    }
+}
+
+impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
+    fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let token = self.raw.poll_receive()?;
+        let mut buf = self.rx.get_mut(usize::from(token)).and_then(Option::take)?;
+        // SAFETY: `buf` is the buffer given to `receive_begin` for this token.
+        let result = match unsafe { self.raw.receive_complete(token, &mut buf) } {
+            Ok((hdr, len)) => {
+                self.stats.rx_frames += 1;
+                buf.get(hdr..hdr + len).map(f)
+            }
+            Err(_) => {
+                self.stats.rx_errors += 1;
+                None
+            }
+        };
+        // Give the buffer straight back so the queue stays full.
+        // SAFETY: as in `new`.
+        if let Ok(t) = unsafe { self.raw.receive_begin(&mut buf) } {
+            if let Some(slot) = self.rx.get_mut(usize::from(t)) {
+                *slot = Some(buf);
+            }
+        }
+        result
+    }
+
+    fn transmit<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        if len > self.max_frame_len() {
+            return None;
+        }
+        if !self.raw.can_send() {
+            self.reclaim_tx();
+            if !self.raw.can_send() {
+                self.stats.tx_queue_full += 1;
+                return None;
+            }
+        }
+        let mut buf = self.tx_free.pop().unwrap_or_else(|| vec![0u8; self.buf_len].into_boxed_slice());
+        let hdr = self.raw.fill_buffer_header(&mut buf).ok()?;
+        let total = hdr + len;
+        let result = f(buf.get_mut(hdr..total)?);
+        // SAFETY: `buf` moves into `tx_in_flight` and is not touched until the
+        // device hands the token back in `reclaim_tx`.
+        match unsafe { self.raw.transmit_begin(&buf[..total]) } {
+            Ok(token) => {
+                if let Some(slot) = self.tx_in_flight.get_mut(usize::from(token)) {
+                    *slot = Some((buf, total));
+                }
+                self.stats.tx_frames += 1;
+                Some(result)
+            }
+            Err(_) => {
+                self.tx_free.push(buf);
+                self.stats.tx_queue_full += 1;
+                None
+            }
+        }
+    }
+
+    fn service(&mut self) {
+        self.reclaim_tx();
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.raw.mac_address()
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn link_up(&self) -> bool {
+        self.link_up
+    }
+}
