@@ -1,0 +1,666 @@
+//! Whole RoCE v2 frames (annex A17): Ethernet II, IPv4 or IPv6, UDP to port 4791, the
+//! RoCE headers, payload, pad and ICRC.
+//!
+//! [`emit`] builds a frame in place at the start of a TX buffer and lets the caller write
+//! the payload straight into it. [`parse`] turns a received frame into an [`RxFrame`] or
+//! a [`DropReason`] for the caller's counters.
+//!
+//! Frames are built as Linux rxe builds them: IPv4 without options, DF set, the IP ID
+//! chosen by the caller (see [`IpId`]), UDP checksum 0. The shortest RoCE frame is 58
+//! bytes; padding it to the 60-byte Ethernet minimum is left to the NIC, and the parser
+//! ignores bytes past the IP length for the same reason.
+
+use core::fmt;
+
+use super::icrc::{self, ICRC_LEN};
+use super::ip::{self, Ecn};
+use super::opcode_table::OpcodeInfo;
+use super::roce::{self, RoceRepr};
+use super::udp::ROCE_V2_PORT;
+use super::{
+    EtherType, EthernetAddress, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address,
+    Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
+};
+
+/// The IP part of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpPath {
+    V4 {
+        src: Ipv4Address,
+        dst: Ipv4Address,
+    },
+    V6 {
+        src: Ipv6Address,
+        dst: Ipv6Address,
+        /// 20 bits.
+        flow_label: u32,
+    },
+}
+
+/// Everything before the BTH that stays the same for the packets of a QP: what its
+/// address vector resolves to. For a received frame it describes the frame as its
+/// sender built it (`src_*` are the peer's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Path {
+    pub src_mac: EthernetAddress,
+    pub dst_mac: EthernetAddress,
+    pub ip: IpPath,
+    /// 6 bits.
+    pub dscp: u8,
+    pub ecn: Ecn,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub hop_limit: u8,
+    /// UDP source port; see [`crate::wire::sport`] for how a QP chooses it.
+    pub src_port: u16,
+}
+
+impl Path {
+    /// Length of the IP header on this path.
+    pub const fn ip_header_len(&self) -> usize {
+        match self.ip {
+            IpPath::V4 { .. } => ipv4::HEADER_LEN,
+            IpPath::V6 { .. } => ipv6::HEADER_LEN,
+        }
+    }
+
+    /// Offset of the BTH in a frame on this path.
+    pub const fn bth_offset(&self) -> usize {
+        ethernet::HEADER_LEN + self.ip_header_len() + udp::HEADER_LEN
+    }
+
+    /// Length of a frame on this path whose RoCE headers take `roce_header_len` bytes
+    /// and which carries `payload_len` bytes: everything from the Ethernet header to the
+    /// ICRC, pad included.
+    /// Saturates rather than overflows for absurd lengths, which `emit` then refuses.
+    pub const fn frame_len(&self, roce_header_len: usize, payload_len: usize) -> usize {
+        let fixed = self.bth_offset() + roce::pad_len(payload_len) + ICRC_LEN;
+        fixed.saturating_add(roce_header_len).saturating_add(payload_len)
+    }
+}
+
+/// Counts IPv4 identification values: one per frame sent, wrapping. DF frames need no
+/// unique ID, but the captures show Linux's growing per sender, and one counter per
+/// device gives the same picture to anyone comparing traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IpId(u16);
+
+impl IpId {
+    /// A counter whose next value is `start`.
+    pub const fn new(start: u16) -> IpId {
+        IpId(start)
+    }
+
+    /// Returns the next ID and advances.
+    pub fn next_id(&mut self) -> u16 {
+        let id = self.0;
+        self.0 = self.0.wrapping_add(1);
+        id
+    }
+}
+
+/// A whole frame as plain values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRepr<'a> {
+    pub path: Path,
+    /// IPv4 identification. IPv6 has none: emit ignores it and parse gives 0.
+    pub ip_id: u16,
+    /// The RoCE headers. On emit the BTH pad count is derived from the payload length,
+    /// whatever `roce.bth.pad_count` says; parse reports the pad count received.
+    pub roce: RoceRepr,
+    /// The payload without pad.
+    pub payload: &'a [u8],
+}
+
+impl FrameRepr<'_> {
+    /// Bytes `emit` writes.
+    pub fn buffer_len(&self) -> usize {
+        self.path.frame_len(self.roce.header_len(), self.payload.len())
+    }
+
+    /// Writes the frame at the start of `buffer` and returns its length.
+    pub fn emit(&self, buffer: &mut [u8]) -> Result<usize, EmitError> {
+        let payload = self.payload;
+        emit(buffer, &self.path, self.ip_id, &self.roce, payload.len(), |out| out.copy_from_slice(payload))
+            .map(|(len, ())| len)
+    }
+}
+
+/// A received frame that passed every check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxFrame<'a> {
+    pub repr: FrameRepr<'a>,
+    /// The opcode's table row, so the transport does not look it up again.
+    pub info: &'static OpcodeInfo,
+}
+
+/// Why a frame could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmitError {
+    /// The opcode has no row in the opcode table.
+    UnknownOpcode,
+    /// The extension headers present are not the ones the opcode calls for.
+    HeaderMismatch,
+    /// A non-empty payload for an opcode that carries none.
+    PayloadNotAllowed,
+    /// The frame would not fit in an IP datagram.
+    TooLong,
+    /// The TX buffer is shorter than the frame.
+    BufferTooSmall { needed: usize },
+}
+
+impl fmt::Display for EmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmitError::UnknownOpcode => f.write_str("opcode not in the opcode table"),
+            EmitError::HeaderMismatch => f.write_str("extension headers do not match the opcode"),
+            EmitError::PayloadNotAllowed => f.write_str("payload on an opcode that carries none"),
+            EmitError::TooLong => f.write_str("frame longer than an IP datagram"),
+            EmitError::BufferTooSmall { needed } => {
+                write!(f, "TX buffer too small, {needed} bytes needed")
+            }
+        }
+    }
+}
+
+impl core::error::Error for EmitError {}
+
+/// Why a received frame was dropped. Each has an index for a counter array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Shorter than a header, or than a length field says.
+    Truncated,
+    /// The EtherType is neither IPv4 nor IPv6 (ARP, a VLAN tag, ...). Not RoCE.
+    NotIp,
+    /// The IP version disagrees with the EtherType.
+    BadIpVersion,
+    /// An IPv4 header with options; RoCE v2 never sends them.
+    IpOptions,
+    /// An IPv4 fragment; RoCE v2 is sent unfragmented.
+    IpFragment,
+    /// The IPv4 header checksum is wrong.
+    BadIpChecksum,
+    /// IP and UDP lengths disagree or are too small for their headers.
+    BadLength,
+    /// Not UDP (or IPv6 extension headers before it). Not RoCE.
+    NotUdp,
+    /// UDP to a port other than 4791. Not RoCE.
+    NotRoce,
+    /// The ICRC does not match.
+    BadIcrc,
+    /// BTH transport version other than 0.
+    BadTransportVersion,
+    /// An opcode with no row in the opcode table (RD, XRC, reserved).
+    UnknownOpcode,
+    /// Too short for the headers the opcode calls for, or a payload where it allows none.
+    HeaderMismatch,
+    /// Payload and pad are not whole words, or the pad count exceeds them.
+    BadPadding,
+}
+
+impl DropReason {
+    /// Number of reasons: the length of a counter array.
+    pub const COUNT: usize = 14;
+
+    /// Every reason, in index order.
+    pub const ALL: [DropReason; DropReason::COUNT] = [
+        DropReason::Truncated,
+        DropReason::NotIp,
+        DropReason::BadIpVersion,
+        DropReason::IpOptions,
+        DropReason::IpFragment,
+        DropReason::BadIpChecksum,
+        DropReason::BadLength,
+        DropReason::NotUdp,
+        DropReason::NotRoce,
+        DropReason::BadIcrc,
+        DropReason::BadTransportVersion,
+        DropReason::UnknownOpcode,
+        DropReason::HeaderMismatch,
+        DropReason::BadPadding,
+    ];
+
+    /// Index into a counter array, `0..COUNT`.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Short name for counters and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::NotIp => "not_ip",
+            DropReason::BadIpVersion => "bad_ip_version",
+            DropReason::IpOptions => "ip_options",
+            DropReason::IpFragment => "ip_fragment",
+            DropReason::BadIpChecksum => "bad_ip_checksum",
+            DropReason::BadLength => "bad_length",
+            DropReason::NotUdp => "not_udp",
+            DropReason::NotRoce => "not_roce",
+            DropReason::BadIcrc => "bad_icrc",
+            DropReason::BadTransportVersion => "bad_transport_version",
+            DropReason::UnknownOpcode => "unknown_opcode",
+            DropReason::HeaderMismatch => "header_mismatch",
+            DropReason::BadPadding => "bad_padding",
+        }
+    }
+
+    /// Whether the frame is simply not RoCE v2, so the caller may offer it to another
+    /// protocol, rather than a broken RoCE frame.
+    pub const fn is_not_roce(self) -> bool {
+        matches!(self, DropReason::NotIp | DropReason::NotUdp | DropReason::NotRoce)
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A counter per drop reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DropCounters([u64; DropReason::COUNT]);
+
+impl DropCounters {
+    pub fn record(&mut self, reason: DropReason) {
+        let slot = &mut self.0[reason.index()];
+        *slot = slot.wrapping_add(1);
+    }
+
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// `(reason, count)` for every reason.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|r| (*r, self.get(*r)))
+    }
+}
+
+/// Builds one frame at the start of `buffer` and returns its length and what
+/// `fill_payload` returned.
+///
+/// The headers come from `path`, `ip_id` and `roce`; the BTH pad count is set from
+/// `payload_len`. `fill_payload` gets exactly `payload_len` bytes of the buffer to write
+/// the payload into; pad and ICRC are written after it returns, so the payload is never
+/// copied twice. A `fill_payload` that fails can report it through its return value; the
+/// frame is then complete but the caller should not send it.
+pub fn emit<R>(
+    buffer: &mut [u8],
+    path: &Path,
+    ip_id: u16,
+    roce: &RoceRepr,
+    payload_len: usize,
+    fill_payload: impl FnOnce(&mut [u8]) -> R,
+) -> Result<(usize, R), EmitError> {
+    // No datagram holds more than 64 KiB; refusing here keeps the sums below small.
+    if payload_len > usize::from(u16::MAX) {
+        return Err(EmitError::TooLong);
+    }
+    let info = roce.check(payload_len)?;
+    let pad = roce::pad_len(payload_len);
+    let roce_len = info.header_len() + payload_len + pad + ICRC_LEN;
+    let udp_len = udp::HEADER_LEN + roce_len;
+    let ip_len = path.ip_header_len() + udp_len;
+    // IPv4 counts its header in the total length, IPv6 does not; UDP has its own limit.
+    let ip_length_field = match path.ip {
+        IpPath::V4 { .. } => ip_len,
+        IpPath::V6 { .. } => udp_len,
+    };
+    if ip_length_field > usize::from(u16::MAX) || udp_len > usize::from(u16::MAX) {
+        return Err(EmitError::TooLong);
+    }
+    let frame_len = ethernet::HEADER_LEN + ip_len;
+    let frame = buffer.get_mut(..frame_len).ok_or(EmitError::BufferTooSmall { needed: frame_len })?;
+
+    let (eth, rest) = frame.split_at_mut(ethernet::HEADER_LEN);
+    let (ip_header, rest) = rest.split_at_mut(path.ip_header_len());
+    let (udp_header, rest) = rest.split_at_mut(udp::HEADER_LEN);
+    let (roce_headers, rest) = rest.split_at_mut(info.header_len());
+    let (payload, rest) = rest.split_at_mut(payload_len);
+    let (pad_bytes, _icrc) = rest.split_at_mut(pad);
+
+    let ethertype = match path.ip {
+        IpPath::V4 { .. } => EtherType::Ipv4,
+        IpPath::V6 { .. } => EtherType::Ipv6,
+    };
+    EthernetRepr { src_addr: path.src_mac, dst_addr: path.dst_mac, ethertype }
+        .emit(&mut EthernetPacket::new_unchecked(eth));
+    match path.ip {
+        IpPath::V4 { src, dst } => Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            protocol: ip::PROTOCOL_UDP,
+            payload_len: udp_len,
+            ttl: path.hop_limit,
+            dscp: path.dscp,
+            ecn: path.ecn,
+            ident: ip_id,
+            dont_frag: true,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(ip_header)),
+        IpPath::V6 { src, dst, flow_label } => Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: ip::PROTOCOL_UDP,
+            payload_len: udp_len,
+            hop_limit: path.hop_limit,
+            dscp: path.dscp,
+            ecn: path.ecn,
+            flow_label,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(ip_header)),
+    }
+    UdpRepr { src_port: path.src_port, dst_port: ROCE_V2_PORT, payload_len: roce_len }
+        .emit(&mut UdpPacket::new_unchecked(udp_header));
+
+    let mut headers = *roce;
+    headers.bth.pad_count = pad as u8;
+    headers.emit(info, roce_headers)?;
+
+    let filled = fill_payload(payload);
+    pad_bytes.fill(0);
+
+    let covered_end = frame_len - ICRC_LEN;
+    // The IP, UDP and BTH headers were written above, so the ICRC input is well formed;
+    // the error arm cannot be taken.
+    let crc = icrc::compute(&frame[ethernet::HEADER_LEN..covered_end])
+        .map_err(|_| EmitError::BufferTooSmall { needed: frame_len })?;
+    frame[covered_end..].copy_from_slice(&crc.to_le_bytes());
+    Ok((frame_len, filled))
+}
+
+/// Parses a received frame, from the first byte of its Ethernet header, checking it in
+/// wire order: Ethernet, IP, UDP, ICRC, then the RoCE headers against the opcode table.
+pub fn parse(frame: &[u8]) -> Result<RxFrame<'_>, DropReason> {
+    let eth = EthernetPacket::new_checked(frame).map_err(|_| DropReason::Truncated)?;
+    let ip_bytes = eth.payload();
+    let (mut path, ip_id, ip_packet, udp_bytes) = match eth.ethertype() {
+        EtherType::Ipv4 => parse_ipv4(ip_bytes)?,
+        EtherType::Ipv6 => parse_ipv6(ip_bytes)?,
+        _ => return Err(DropReason::NotIp),
+    };
+    path.src_mac = eth.src_addr();
+    path.dst_mac = eth.dst_addr();
+
+    if udp_bytes.len() < udp::HEADER_LEN {
+        return Err(DropReason::Truncated);
+    }
+    let udp = UdpPacket::new_unchecked(udp_bytes);
+    if udp.dst_port() != ROCE_V2_PORT {
+        return Err(DropReason::NotRoce);
+    }
+    // The IP length is authoritative; a UDP length that disagrees means a broken sender.
+    if usize::from(udp.length()) != udp_bytes.len() {
+        return Err(DropReason::BadLength);
+    }
+    path.src_port = udp.src_port();
+    let roce_bytes = udp.payload();
+    if roce_bytes.len() < super::bth::HEADER_LEN + ICRC_LEN {
+        return Err(DropReason::Truncated);
+    }
+    if !icrc::verify(ip_packet) {
+        return Err(DropReason::BadIcrc);
+    }
+    let covered = roce_bytes.get(..roce_bytes.len() - ICRC_LEN).ok_or(DropReason::Truncated)?;
+    let (roce, info, payload) = RoceRepr::parse(covered)?;
+    Ok(RxFrame { repr: FrameRepr { path, ip_id, roce, payload }, info })
+}
+
+/// A path with the MACs and port still to fill in, the IP ID, the whole IP packet (for
+/// the ICRC) and the UDP datagram.
+type IpParts<'a> = (Path, u16, &'a [u8], &'a [u8]);
+
+fn parse_ipv4(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
+    if bytes.len() < ipv4::HEADER_LEN {
+        return Err(DropReason::Truncated);
+    }
+    let packet = Ipv4Packet::new_unchecked(bytes);
+    if packet.version() != 4 {
+        return Err(DropReason::BadIpVersion);
+    }
+    let header_len = usize::from(packet.header_len());
+    if header_len < ipv4::HEADER_LEN {
+        return Err(DropReason::BadLength);
+    }
+    if header_len > ipv4::HEADER_LEN {
+        return Err(DropReason::IpOptions);
+    }
+    let total_len = usize::from(packet.total_len());
+    if total_len < header_len {
+        return Err(DropReason::BadLength);
+    }
+    if total_len > bytes.len() {
+        return Err(DropReason::Truncated);
+    }
+    if !packet.verify_checksum() {
+        return Err(DropReason::BadIpChecksum);
+    }
+    if packet.is_fragment() {
+        return Err(DropReason::IpFragment);
+    }
+    if packet.protocol() != ip::PROTOCOL_UDP {
+        return Err(DropReason::NotUdp);
+    }
+    let ip_packet = bytes.get(..total_len).ok_or(DropReason::Truncated)?;
+    let udp_bytes = ip_packet.get(header_len..).ok_or(DropReason::Truncated)?;
+    let path = Path {
+        src_mac: EthernetAddress::default(),
+        dst_mac: EthernetAddress::default(),
+        ip: IpPath::V4 { src: packet.src_addr(), dst: packet.dst_addr() },
+        dscp: packet.dscp(),
+        ecn: packet.ecn(),
+        hop_limit: packet.ttl(),
+        src_port: 0,
+    };
+    Ok((path, packet.ident(), ip_packet, udp_bytes))
+}
+
+fn parse_ipv6(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
+    if bytes.len() < ipv6::HEADER_LEN {
+        return Err(DropReason::Truncated);
+    }
+    let packet = Ipv6Packet::new_unchecked(bytes);
+    if packet.version() != 6 {
+        return Err(DropReason::BadIpVersion);
+    }
+    let total_len = ipv6::HEADER_LEN + usize::from(packet.payload_len());
+    if total_len > bytes.len() {
+        return Err(DropReason::Truncated);
+    }
+    if packet.next_header() != ip::PROTOCOL_UDP {
+        return Err(DropReason::NotUdp);
+    }
+    let ip_packet = bytes.get(..total_len).ok_or(DropReason::Truncated)?;
+    let udp_bytes = ip_packet.get(ipv6::HEADER_LEN..).ok_or(DropReason::Truncated)?;
+    let path = Path {
+        src_mac: EthernetAddress::default(),
+        dst_mac: EthernetAddress::default(),
+        ip: IpPath::V6 { src: packet.src_addr(), dst: packet.dst_addr(), flow_label: packet.flow_label() },
+        dscp: packet.dscp(),
+        ecn: packet.ecn(),
+        hop_limit: packet.hop_limit(),
+        src_port: 0,
+    };
+    Ok((path, 0, ip_packet, udp_bytes))
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::wire::{AethRepr, ExtHeaders, Opcode, Psn, RethRepr, Syndrome, sport};
+    use alloc::vec;
+
+    fn path_v4() -> Path {
+        Path {
+            src_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
+            dst_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+            ip: IpPath::V4 { src: Ipv4Address([10, 0, 0, 2]), dst: Ipv4Address([10, 0, 0, 1]) },
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            hop_limit: 64,
+            src_port: sport::src_port_for_connection(0, 0x11, 0x11),
+        }
+    }
+
+    fn path_v6() -> Path {
+        let mut src = [0u8; 16];
+        src[..2].copy_from_slice(&[0xfe, 0x80]);
+        src[15] = 2;
+        let mut dst = src;
+        dst[15] = 1;
+        Path {
+            ip: IpPath::V6 { src: Ipv6Address(src), dst: Ipv6Address(dst), flow_label: 0x12345 },
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            ..path_v4()
+        }
+    }
+
+    fn bth(opcode: Opcode) -> crate::wire::BthRepr {
+        crate::wire::BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            tver: 0,
+            pkey: 0xFFFF,
+            fecn: false,
+            becn: false,
+            dest_qpn: 0x11,
+            ack_req: true,
+            psn: Psn::new(0x80545a),
+        }
+    }
+
+    /// The first frame of rc_send_small, rebuilt from values: SEND ONLY of 64 x 0x7b.
+    #[test]
+    fn rebuilds_a_captured_send_only() {
+        let payload = [0x7bu8; 64];
+        let repr = FrameRepr {
+            path: path_v4(),
+            ip_id: 0xe99c,
+            roce: RoceRepr { bth: bth(Opcode::RcSendOnly), ext: ExtHeaders::NONE },
+            payload: &payload,
+        };
+        assert_eq!(repr.buffer_len(), 122);
+        let mut buf = [0u8; 200];
+        assert_eq!(repr.emit(&mut buf), Ok(122));
+        assert_eq!(&buf[14..20], &[0x45, 0x00, 0x00, 0x6c, 0xe9, 0x9c]);
+        assert_eq!(&buf[118..122], &[0x09, 0xd0, 0x85, 0x86]);
+        let rx = parse(&buf[..122]).expect("parses");
+        assert_eq!(rx.repr, repr);
+        assert_eq!(rx.info.opcode, Opcode::RcSendOnly);
+    }
+
+    #[test]
+    fn ipv6_round_trip_with_pad() {
+        let payload = [1u8, 2, 3, 4, 5];
+        let repr = FrameRepr {
+            path: path_v6(),
+            ip_id: 0,
+            roce: RoceRepr {
+                bth: crate::wire::BthRepr { pad_count: 3, ..bth(Opcode::RcRdmaWriteOnly) },
+                ext: ExtHeaders { reth: Some(RethRepr { va: 0x1000, rkey: 7, dma_len: 5 }), ..ExtHeaders::NONE },
+            },
+            payload: &payload,
+        };
+        let mut buf = vec![0xAAu8; 256];
+        let len = repr.emit(&mut buf).expect("fits");
+        assert_eq!(len, repr.buffer_len());
+        assert_eq!(len, 14 + 40 + 8 + 28 + 5 + 3 + 4);
+        assert_eq!(&buf[len - 7..len - 4], &[0, 0, 0], "pad is zero");
+        let rx = parse(&buf[..len]).expect("parses");
+        assert_eq!(rx.repr, repr);
+    }
+
+    #[test]
+    fn payload_is_written_in_place() {
+        let roce = RoceRepr {
+            bth: bth(Opcode::RcRdmaReadResponseOnly),
+            ext: ExtHeaders { aeth: Some(AethRepr { syndrome: Syndrome::ACK, msn: 3 }), ..ExtHeaders::NONE },
+        };
+        let mut buf = [0u8; 1500];
+        let (len, seen) = emit(&mut buf, &path_v4(), 9, &roce, 10, |p| {
+            p.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+            p.len()
+        })
+        .expect("fits");
+        assert_eq!(seen, 10);
+        let rx = parse(&buf[..len]).expect("parses");
+        assert_eq!(rx.repr.payload, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(rx.repr.roce.bth.pad_count, 2);
+    }
+
+    #[test]
+    fn emit_errors() {
+        let ack = RoceRepr {
+            bth: bth(Opcode::RcAcknowledge),
+            ext: ExtHeaders { aeth: Some(AethRepr { syndrome: Syndrome::ACK, msn: 1 }), ..ExtHeaders::NONE },
+        };
+        let mut small = [0u8; 61];
+        assert_eq!(emit(&mut small, &path_v4(), 0, &ack, 0, |_| ()), Err(EmitError::BufferTooSmall { needed: 62 }));
+        assert_eq!(emit(&mut small, &path_v4(), 0, &ack, usize::MAX, |_| ()), Err(EmitError::TooLong));
+        assert_eq!(path_v4().frame_len(16, usize::MAX), usize::MAX);
+        let mut buf = vec![0u8; 70_000];
+        assert_eq!(emit(&mut buf, &path_v4(), 0, &ack, 1, |_| ()), Err(EmitError::PayloadNotAllowed));
+        let send = RoceRepr { bth: bth(Opcode::RcSendOnly), ext: ExtHeaders::NONE };
+        assert_eq!(emit(&mut buf, &path_v4(), 0, &send, 65_489, |_| ()), Err(EmitError::TooLong));
+        // 20 + 8 + 12 + 65488 + 4 = 65532; one more byte needs 3 pad bytes and overflows.
+        let (len, ()) = emit(&mut buf, &path_v4(), 0, &send, 65_488, |_| ()).expect("max");
+        assert_eq!(len, 14 + 65_532);
+        assert!(parse(&buf[..len]).is_ok());
+    }
+
+    #[test]
+    fn ip_id_counts_and_wraps() {
+        let mut id = IpId::new(0xFFFE);
+        assert_eq!([id.next_id(), id.next_id(), id.next_id()], [0xFFFE, 0xFFFF, 0]);
+    }
+
+    #[test]
+    fn drop_reasons_index_their_counters() {
+        for (i, reason) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), i);
+        }
+        let mut counters = DropCounters::default();
+        counters.record(DropReason::BadIcrc);
+        counters.record(DropReason::BadIcrc);
+        assert_eq!(counters.get(DropReason::BadIcrc), 2);
+        assert_eq!(counters.iter().map(|(_, n)| n).sum::<u64>(), 2);
+    }
+
+    #[test]
+    fn parse_reasons_in_order() {
+        let payload = [0x7bu8; 64];
+        let repr = FrameRepr {
+            path: path_v4(),
+            ip_id: 1,
+            roce: RoceRepr { bth: bth(Opcode::RcSendOnly), ext: ExtHeaders::NONE },
+            payload: &payload,
+        };
+        let mut good = [0u8; 122];
+        repr.emit(&mut good).expect("fits");
+        let with = |f: &dyn Fn(&mut [u8; 122])| {
+            let mut b = good;
+            f(&mut b);
+            parse(&b).map(|_| ())
+        };
+        assert_eq!(parse(&good[..13]).map(|_| ()), Err(DropReason::Truncated));
+        assert_eq!(with(&|b| b[12] = 0x81), Err(DropReason::NotIp));
+        assert_eq!(with(&|b| b[14] = 0x65), Err(DropReason::BadIpVersion));
+        assert_eq!(with(&|b| b[14] = 0x46), Err(DropReason::IpOptions));
+        assert_eq!(with(&|b| b[14] = 0x44), Err(DropReason::BadLength));
+        assert_eq!(parse(&good[..121]).map(|_| ()), Err(DropReason::Truncated));
+        assert_eq!(with(&|b| b[22] = 63), Err(DropReason::BadIpChecksum));
+        assert_eq!(with(&|b| b[37] = 0), Err(DropReason::NotRoce));
+        assert_eq!(with(&|b| b[39] ^= 4), Err(DropReason::BadLength));
+        assert_eq!(with(&|b| b[100] ^= 1), Err(DropReason::BadIcrc));
+        assert_eq!(with(&|b| b[40] = 0xFF), Ok(()), "UDP checksum is ignored");
+        // Trailing Ethernet padding is not part of the frame.
+        let mut padded = [0u8; 130];
+        padded[..122].copy_from_slice(&good);
+        assert_eq!(parse(&padded).map(|rx| rx.repr), Ok(repr));
+    }
+}

@@ -1,0 +1,196 @@
+//! The invariant CRC (IBA vol. 1 7.8, as RoCE v2 annex A17 applies it to IP/UDP): a
+//! CRC-32 over the parts of a packet that no router may change, appended little-endian.
+//!
+//! The CRC runs over 8 bytes of ones (standing in for the InfiniBand LRH), then the IP
+//! header with its variable fields set to ones (IPv4: TOS, TTL, header checksum; IPv6:
+//! traffic class, flow label, hop limit), the UDP header with its checksum set to ones,
+//! the BTH with its FECN/BECN/reserved byte set to ones, then everything else up to the
+//! ICRC. The result is the standard (zlib) CRC-32 of that byte string.
+
+use crc32fast::Hasher;
+
+use super::{Error, Result, bth, ipv4, ipv6, udp};
+
+/// Length of the ICRC trailer.
+pub const ICRC_LEN: usize = 4;
+
+/// CRC-32 of the 8 bytes of ones that open the covered string. Starting the hasher from
+/// it saves hashing them for every packet.
+const ONES_PREFIX_CRC: u32 = 0x2144_DF1C;
+
+/// Most bytes the masked prefix can span: IPv6 header, UDP header, BTH.
+const MAX_MASKED: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
+
+/// Computes the ICRC of `packet`, which runs from the first byte of the IP header to the
+/// last byte before the ICRC (pad included).
+///
+/// Fails if the IP version is neither 4 nor 6, or the packet is too short to hold the IP
+/// header (IHL as given for IPv4), a UDP header and a BTH.
+pub fn compute(packet: &[u8]) -> Result<u32> {
+    let mut masked = [0u8; MAX_MASKED];
+    let masked_len = mask_headers(packet, &mut masked)?;
+    let (prefix, rest) = (&masked[..masked_len], packet.get(masked_len..).ok_or(Error)?);
+    let mut hasher = Hasher::new_with_initial(ONES_PREFIX_CRC);
+    hasher.update(prefix);
+    hasher.update(rest);
+    Ok(hasher.finalize())
+}
+
+/// Checks the ICRC of `packet`, which runs from the first byte of the IP header through
+/// the ICRC.
+pub fn verify(packet: &[u8]) -> bool {
+    let Some(split) = packet.len().checked_sub(ICRC_LEN) else {
+        return false;
+    };
+    let (covered, trailer) = packet.split_at(split);
+    match compute(covered) {
+        Ok(crc) => trailer == crc.to_le_bytes(),
+        Err(Error) => false,
+    }
+}
+
+/// Copies the IP, UDP and BTH headers of `packet` into `out` with the variant fields
+/// set to ones, and returns how many bytes it copied.
+fn mask_headers(packet: &[u8], out: &mut [u8; MAX_MASKED]) -> Result<usize> {
+    let first = *packet.first().ok_or(Error)?;
+    let ip_len = match first >> 4 {
+        4 => usize::from(first & 0x0F) * 4,
+        6 => ipv6::HEADER_LEN,
+        _ => return Err(Error),
+    };
+    if ip_len < ipv4::HEADER_LEN {
+        return Err(Error);
+    }
+    let masked_len = ip_len + udp::HEADER_LEN + bth::HEADER_LEN;
+    let headers = packet.get(..masked_len).ok_or(Error)?;
+    let out = out.get_mut(..masked_len).ok_or(Error)?;
+    out.copy_from_slice(headers);
+
+    if first >> 4 == 4 {
+        for at in ipv4::ICRC_MASKED {
+            out[at] = 0xFF;
+        }
+    } else {
+        // Keep the version nibble; traffic class and flow label fill the rest of the
+        // first word.
+        out[0] |= 0x0F;
+        out[1..4].fill(0xFF);
+        out[ipv6::HOP_LIMIT_OFFSET] = 0xFF;
+    }
+    let udp_checksum = ip_len + udp::CHECKSUM_OFFSET;
+    out[udp_checksum..udp_checksum + 2].fill(0xFF);
+    out[ip_len + udp::HEADER_LEN + bth::VARIANT_BYTE] = 0xFF;
+    Ok(masked_len)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    // The first rc_send_small frame from its IP header on: SEND ONLY of 64 x 0x7b.
+    fn send_only() -> [u8; 108] {
+        let mut p = [0x7bu8; 108];
+        let head: [u8; 40] = [
+            0x45, 0x00, 0x00, 0x6c, 0xe9, 0x9c, 0x40, 0x00, 0x40, 0x11, 0x3c, 0xe2, 0x0a, 0x00, 0x00, 0x02, 0x0a, 0x00,
+            0x00, 0x01, 0xc1, 0x21, 0x12, 0xb7, 0x00, 0x58, 0x00, 0x00, 0x04, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11,
+            0x80, 0x80, 0x54, 0x5a,
+        ];
+        p[..40].copy_from_slice(&head);
+        p[104..].copy_from_slice(&[0x09, 0xd0, 0x85, 0x86]);
+        p
+    }
+
+    #[test]
+    fn ones_prefix_constant() {
+        let mut h = Hasher::new();
+        h.update(&[0xFF; 8]);
+        assert_eq!(h.finalize(), ONES_PREFIX_CRC);
+    }
+
+    #[test]
+    fn captured_frame_verifies() {
+        let p = send_only();
+        assert_eq!(compute(&p[..104]), Ok(0x8685_d009));
+        assert!(verify(&p));
+    }
+
+    #[test]
+    fn equals_plain_crc32_of_the_masked_string() {
+        let p = send_only();
+        let mut s = [0u8; 8 + 104];
+        s[..8].fill(0xFF);
+        s[8..].copy_from_slice(&p[..104]);
+        for at in [8 + 1, 8 + 8, 8 + 10, 8 + 11, 8 + 26, 8 + 27, 8 + 32] {
+            s[at] = 0xFF;
+        }
+        let mut h = Hasher::new();
+        h.update(&s);
+        assert_eq!(compute(&p[..104]), Ok(h.finalize()));
+    }
+
+    #[test]
+    fn masked_fields_do_not_count() {
+        let mut p = send_only();
+        p[1] = 0xB8; // DSCP 46
+        p[8] = 1; // TTL
+        p[10] ^= 0x55; // IP checksum
+        p[26] = 0x12; // UDP checksum
+        p[32] = 0xC0; // FECN, BECN
+        assert!(verify(&p));
+        p[4] ^= 1; // IP ID is covered
+        assert!(!verify(&p));
+    }
+
+    /// An IPv6 packet: IPv6 header, UDP, BTH, 8 bytes of payload.
+    fn ipv6_packet() -> [u8; 68] {
+        let mut p = [0x3Cu8; 68];
+        p[0..4].copy_from_slice(&[0x6B, 0xA1, 0x23, 0x45]); // TC 0xBA, flow label 0x12345
+        p[4..6].copy_from_slice(&28u16.to_be_bytes());
+        p[6] = 17;
+        p[7] = 64;
+        p[40..48].copy_from_slice(&[0xC1, 0x21, 0x12, 0xB7, 0x00, 0x1C, 0x00, 0x00]);
+        p[48..60].copy_from_slice(&[0x04, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x11, 0x80, 0, 0, 1]);
+        p
+    }
+
+    #[test]
+    fn ipv6_masks_traffic_class_flow_label_and_hop_limit() {
+        let p = ipv6_packet();
+        let mut s = [0xFFu8; 8 + 64];
+        s[8..].copy_from_slice(&p[..64]);
+        s[8] = 0x6F; // version kept, traffic class high nibble masked
+        s[9..12].fill(0xFF);
+        s[8 + 7] = 0xFF;
+        s[8 + 46..8 + 48].fill(0xFF);
+        s[8 + 52] = 0xFF;
+        let mut h = Hasher::new();
+        h.update(&s);
+        let expected = h.finalize();
+        assert_eq!(compute(&p[..64]), Ok(expected));
+
+        let mut q = p;
+        q[0] = 0x60;
+        q[1..4].copy_from_slice(&[0, 0, 0]);
+        q[7] = 1;
+        q[46] = 0xAB;
+        assert_eq!(compute(&q[..64]), Ok(expected), "variant fields");
+        for (at, xor) in [(0, 0x10), (4, 1), (6, 1), (8, 1), (39, 0x80), (41, 1), (48, 1), (63, 1)] {
+            let mut q = p;
+            q[at] ^= xor;
+            assert_ne!(compute(&q[..64]), Ok(expected), "byte {at}");
+        }
+    }
+
+    #[test]
+    fn short_or_foreign_input_fails_cleanly() {
+        let p = send_only();
+        assert_eq!(compute(&p[..39]), Err(Error));
+        assert_eq!(compute(&[]), Err(Error));
+        assert!(!verify(&p[..3]));
+        let mut q = p;
+        q[0] = 0x55;
+        assert_eq!(compute(&q), Err(Error));
+        q[0] = 0x44;
+        assert_eq!(compute(&q), Err(Error));
+    }
+}
