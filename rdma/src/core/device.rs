@@ -1,0 +1,562 @@
+//! An RDMA device: the driver behind it (`struct ib_device_ops`), its
+//! attributes (`struct ib_device_attr`) and its ports, as registered with the
+//! core.
+//!
+//! Seed §2, `ib_register_device`: a driver advertises which ops it implements
+//! ([`OpSet`]); registration refuses a driver missing one of the mandatory ops
+//! (`ib_device_check_mandatory`), and a later command that needs an optional
+//! op the driver lacks (SRQ, memory windows, address handles, multicast, ...)
+//! is refused with "not supported" through [`Device::require`]. Device
+//! attributes are queried once at registration (`setup_device`) and cached.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::any::Any;
+
+use super::counters::Counters;
+use super::error::Error;
+use super::gid::Guid;
+use super::netdev::NetdevInfo;
+use super::port::{Port, PortAttr, PortImmutable};
+
+/// Which driver a device belongs to (`enum rdma_driver_id`); rxe's check
+/// "this netdev already has an rxe" compares it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct DriverId(pub &'static str);
+
+impl DriverId {
+    pub const RXE: DriverId = DriverId("rxe");
+}
+
+/// `enum rdma_node_type`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum NodeType {
+    /// A channel adapter: every rxe device.
+    Ca,
+}
+
+impl NodeType {
+    /// The name `rdma dev show` prints after `node_type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeType::Ca => "ca",
+        }
+    }
+}
+
+/// `enum ib_atomic_cap`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum AtomicCap {
+    None = 0,
+    Hca = 1,
+    Glob = 2,
+}
+
+impl AtomicCap {
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicCap::None => "ATOMIC_NONE",
+            AtomicCap::Hca => "ATOMIC_HCA",
+            AtomicCap::Glob => "ATOMIC_GLOB",
+        }
+    }
+}
+
+/// One driver op (a member of `struct ib_device_ops`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Op {
+    QueryDevice,
+    QueryPort,
+    GetPortImmutable,
+    AllocPd,
+    DeallocPd,
+    CreateQp,
+    ModifyQp,
+    QueryQp,
+    DestroyQp,
+    PostSend,
+    PostRecv,
+    CreateCq,
+    ResizeCq,
+    DestroyCq,
+    PollCq,
+    ReqNotifyCq,
+    GetDmaMr,
+    RegUserMr,
+    DeregMr,
+    CreateSrq,
+    ModifySrq,
+    QuerySrq,
+    DestroySrq,
+    PostSrqRecv,
+    AllocMw,
+    DeallocMw,
+    CreateAh,
+    DestroyAh,
+    AttachMcast,
+    DetachMcast,
+    AllocUcontext,
+    DeallocUcontext,
+    Mmap,
+}
+
+impl Op {
+    pub const ALL: [Op; 33] = [
+        Op::QueryDevice,
+        Op::QueryPort,
+        Op::GetPortImmutable,
+        Op::AllocPd,
+        Op::DeallocPd,
+        Op::CreateQp,
+        Op::ModifyQp,
+        Op::QueryQp,
+        Op::DestroyQp,
+        Op::PostSend,
+        Op::PostRecv,
+        Op::CreateCq,
+        Op::ResizeCq,
+        Op::DestroyCq,
+        Op::PollCq,
+        Op::ReqNotifyCq,
+        Op::GetDmaMr,
+        Op::RegUserMr,
+        Op::DeregMr,
+        Op::CreateSrq,
+        Op::ModifySrq,
+        Op::QuerySrq,
+        Op::DestroySrq,
+        Op::PostSrqRecv,
+        Op::AllocMw,
+        Op::DeallocMw,
+        Op::CreateAh,
+        Op::DestroyAh,
+        Op::AttachMcast,
+        Op::DetachMcast,
+        Op::AllocUcontext,
+        Op::DeallocUcontext,
+        Op::Mmap,
+    ];
+
+    /// The op's name in `struct ib_device_ops`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::QueryDevice => "query_device",
+            Op::QueryPort => "query_port",
+            Op::GetPortImmutable => "get_port_immutable",
+            Op::AllocPd => "alloc_pd",
+            Op::DeallocPd => "dealloc_pd",
+            Op::CreateQp => "create_qp",
+            Op::ModifyQp => "modify_qp",
+            Op::QueryQp => "query_qp",
+            Op::DestroyQp => "destroy_qp",
+            Op::PostSend => "post_send",
+            Op::PostRecv => "post_recv",
+            Op::CreateCq => "create_cq",
+            Op::ResizeCq => "resize_cq",
+            Op::DestroyCq => "destroy_cq",
+            Op::PollCq => "poll_cq",
+            Op::ReqNotifyCq => "req_notify_cq",
+            Op::GetDmaMr => "get_dma_mr",
+            Op::RegUserMr => "reg_user_mr",
+            Op::DeregMr => "dereg_mr",
+            Op::CreateSrq => "create_srq",
+            Op::ModifySrq => "modify_srq",
+            Op::QuerySrq => "query_srq",
+            Op::DestroySrq => "destroy_srq",
+            Op::PostSrqRecv => "post_srq_recv",
+            Op::AllocMw => "alloc_mw",
+            Op::DeallocMw => "dealloc_mw",
+            Op::CreateAh => "create_ah",
+            Op::DestroyAh => "destroy_ah",
+            Op::AttachMcast => "attach_mcast",
+            Op::DetachMcast => "detach_mcast",
+            Op::AllocUcontext => "alloc_ucontext",
+            Op::DeallocUcontext => "dealloc_ucontext",
+            Op::Mmap => "mmap",
+        }
+    }
+
+    fn bit(self) -> u64 {
+        1u64 << (self as u8)
+    }
+}
+
+/// The set of ops a driver implements.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct OpSet(u64);
+
+impl OpSet {
+    pub const EMPTY: OpSet = OpSet(0);
+
+    /// The ops every device must have (`ib_device_check_mandatory`).
+    pub const MANDATORY: [Op; 17] = [
+        Op::QueryDevice,
+        Op::QueryPort,
+        Op::GetPortImmutable,
+        Op::AllocPd,
+        Op::DeallocPd,
+        Op::CreateQp,
+        Op::ModifyQp,
+        Op::DestroyQp,
+        Op::PostSend,
+        Op::PostRecv,
+        Op::CreateCq,
+        Op::DestroyCq,
+        Op::PollCq,
+        Op::ReqNotifyCq,
+        Op::GetDmaMr,
+        Op::RegUserMr,
+        Op::DeregMr,
+    ];
+
+    pub fn of(ops: &[Op]) -> OpSet {
+        OpSet(ops.iter().fold(0, |acc, op| acc | op.bit()))
+    }
+
+    /// Every op there is.
+    pub fn all() -> OpSet {
+        OpSet::of(&Op::ALL)
+    }
+
+    /// Just the mandatory ops.
+    pub fn mandatory() -> OpSet {
+        OpSet::of(&OpSet::MANDATORY)
+    }
+
+    pub fn with(self, op: Op) -> OpSet {
+        OpSet(self.0 | op.bit())
+    }
+
+    pub fn without(self, op: Op) -> OpSet {
+        OpSet(self.0 & !op.bit())
+    }
+
+    pub fn contains(self, op: Op) -> bool {
+        self.0 & op.bit() != 0
+    }
+
+    /// The first mandatory op missing, if any.
+    pub fn first_missing_mandatory(self) -> Option<Op> {
+        OpSet::MANDATORY.into_iter().find(|op| !self.contains(*op))
+    }
+}
+
+/// Device capability flags (`enum ib_device_cap_flags`, same bits as
+/// libibverbs' `IBV_DEVICE_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct DeviceCapFlags(pub u64);
+
+impl DeviceCapFlags {
+    /// Bit and name, in the order `ibv_devinfo -v` lists them.
+    pub const NAMES: [(u64, &'static str); 24] = [
+        (1 << 0, "RESIZE_MAX_WR"),
+        (1 << 1, "BAD_PKEY_CNTR"),
+        (1 << 2, "BAD_QKEY_CNTR"),
+        (1 << 3, "RAW_MULTI"),
+        (1 << 4, "AUTO_PATH_MIG"),
+        (1 << 5, "CHANGE_PHY_PORT"),
+        (1 << 6, "UD_AV_PORT_ENFORCE"),
+        (1 << 7, "CURR_QP_STATE_MOD"),
+        (1 << 8, "SHUTDOWN_PORT"),
+        (1 << 9, "INIT_TYPE"),
+        (1 << 10, "PORT_ACTIVE_EVENT"),
+        (1 << 11, "SYS_IMAGE_GUID"),
+        (1 << 12, "RC_RNR_NAK_GEN"),
+        (1 << 13, "SRQ_RESIZE"),
+        (1 << 14, "N_NOTIFY_CQ"),
+        (1 << 17, "MEM_WINDOW"),
+        (1 << 18, "UD_IP_CSUM"),
+        (1 << 20, "XRC"),
+        (1 << 21, "MEM_MGT_EXTENSIONS"),
+        (1 << 23, "MEM_WINDOW_TYPE_2A"),
+        (1 << 24, "MEM_WINDOW_TYPE_2B"),
+        (1 << 25, "RC_IP_CSUM"),
+        (1 << 26, "RAW_IP_CSUM"),
+        (1 << 29, "MANAGED_FLOW_STEERING"),
+    ];
+
+    pub const BAD_PKEY_CNTR: u64 = 1 << 1;
+    pub const BAD_QKEY_CNTR: u64 = 1 << 2;
+    pub const AUTO_PATH_MIG: u64 = 1 << 4;
+    pub const CHANGE_PHY_PORT: u64 = 1 << 5;
+    pub const UD_AV_PORT_ENFORCE: u64 = 1 << 6;
+    pub const PORT_ACTIVE_EVENT: u64 = 1 << 10;
+    pub const SYS_IMAGE_GUID: u64 = 1 << 11;
+    pub const RC_RNR_NAK_GEN: u64 = 1 << 12;
+    pub const SRQ_RESIZE: u64 = 1 << 13;
+    pub const MEM_WINDOW: u64 = 1 << 17;
+    pub const MEM_MGT_EXTENSIONS: u64 = 1 << 21;
+    pub const MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
+
+    /// The names of the set bits, in `ibv_devinfo` order.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        DeviceCapFlags::NAMES.into_iter().filter(move |(bit, _)| self.0 & bit != 0).map(|(_, name)| name)
+    }
+
+    /// Set bits `ibv_devinfo` has no name for (only the low 32 bits count).
+    pub fn unknown(self) -> u64 {
+        let known = DeviceCapFlags::NAMES.iter().fold(0, |acc, (b, _)| acc | b);
+        self.0 & 0xffff_ffff & !known
+    }
+}
+
+/// Device attributes (`struct ib_device_attr`), queried once at registration.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct DeviceAttr {
+    /// Firmware version as a number; verbs print it `major.minor.sub`
+    /// from bits 47..32, 31..16 and 15..0.
+    pub fw_ver: u64,
+    pub node_guid: Guid,
+    pub sys_image_guid: Guid,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: u32,
+    pub max_qp_wr: u32,
+    pub device_cap_flags: DeviceCapFlags,
+    pub max_sge: u32,
+    pub max_sge_rd: u32,
+    pub max_cq: u32,
+    pub max_cqe: u32,
+    pub max_mr: u32,
+    pub max_pd: u32,
+    pub max_qp_rd_atom: u32,
+    pub max_ee_rd_atom: u32,
+    pub max_res_rd_atom: u32,
+    pub max_qp_init_rd_atom: u32,
+    pub max_ee_init_rd_atom: u32,
+    pub atomic_cap: AtomicCap,
+    pub max_ee: u32,
+    pub max_rdd: u32,
+    pub max_mw: u32,
+    pub max_raw_ipv6_qp: u32,
+    pub max_raw_ethy_qp: u32,
+    pub max_mcast_grp: u32,
+    pub max_mcast_qp_attach: u32,
+    pub max_total_mcast_qp_attach: u32,
+    pub max_ah: u32,
+    pub max_srq: u32,
+    pub max_srq_wr: u32,
+    pub max_srq_sge: u32,
+    pub max_fast_reg_page_list_len: u32,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    /// `IBK_ALLOW_USER_UNREG`: `rdma link delete` may remove the device.
+    pub allow_user_unreg: bool,
+}
+
+impl DeviceAttr {
+    /// `fw_ver` the way the verbs provider prints it.
+    pub fn fw_ver_string(&self) -> String {
+        alloc::format!("{}.{}.{}", (self.fw_ver >> 32) & 0xffff, (self.fw_ver >> 16) & 0xffff, self.fw_ver & 0xffff)
+    }
+}
+
+/// The driver behind a device: what Linux calls `struct ib_device_ops`,
+/// reduced to what the control path needs. A test fake and the rxe transport
+/// both implement it.
+pub trait Driver {
+    /// Which driver this is; one rxe per netdev is enforced with it.
+    fn driver_id(&self) -> DriverId;
+
+    /// The ops this driver implements; registration checks the mandatory
+    /// ones and commands check the optional ones.
+    fn ops(&self) -> OpSet;
+
+    /// Number of physical ports (rxe: 1). Ports are numbered from 1.
+    fn phys_port_cnt(&self) -> u32;
+
+    fn node_type(&self) -> NodeType {
+        NodeType::Ca
+    }
+
+    /// `query_device`: asked once, at registration.
+    fn query_device(&self) -> Result<DeviceAttr, Error>;
+
+    /// `query_port`: the port's static attributes. The core owns the live
+    /// state (state, physical state, active MTU) and overrides those fields.
+    fn query_port(&self, port: u32) -> Result<PortAttr, Error>;
+
+    /// `get_port_immutable`: asked once per port, at registration.
+    fn get_port_immutable(&self, port: u32) -> Result<PortImmutable, Error>;
+
+    /// `get_dev_fw_str`: the firmware string `rdma dev show` prints after
+    /// `fw`; empty means none is printed.
+    fn dev_fw_str(&self) -> String {
+        String::new()
+    }
+
+    /// `enable_driver`: the device is live, clients are about to be added.
+    fn enable_driver(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// A port's live state or active MTU changed (the transport needs the
+    /// path MTU and must stop sending on a down port).
+    fn port_changed(&mut self, _port: u32, _attr: &PortAttr) {}
+
+    /// Downcast hook for the code that created this driver.
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
+}
+
+/// A registered device.
+pub struct Device {
+    pub(crate) index: u32,
+    pub(crate) name: String,
+    pub(crate) driver: Box<dyn Driver>,
+    pub(crate) driver_id: DriverId,
+    pub(crate) node_type: NodeType,
+    pub(crate) ops: OpSet,
+    pub(crate) attr: DeviceAttr,
+    pub(crate) fw_str: String,
+    pub(crate) ports: Vec<Port>,
+    pub(crate) netdev: NetdevInfo,
+    pub(crate) counters: Counters,
+    pub(crate) created_by_link: bool,
+}
+
+impl Device {
+    /// The device index (stable for the device's life, not reused at once).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn driver_id(&self) -> DriverId {
+        self.driver_id
+    }
+
+    pub fn node_type(&self) -> NodeType {
+        self.node_type
+    }
+
+    pub fn attr(&self) -> &DeviceAttr {
+        &self.attr
+    }
+
+    /// The firmware string for `rdma dev show` (may be empty).
+    pub fn fw_str(&self) -> &str {
+        &self.fw_str
+    }
+
+    pub fn ops(&self) -> OpSet {
+        self.ops
+    }
+
+    /// Does the driver implement `op`?
+    pub fn supports(&self, op: Op) -> bool {
+        self.ops.contains(op)
+    }
+
+    /// Refuse a command whose op the driver lacks ("not supported").
+    pub fn require(&self, op: Op) -> Result<(), Error> {
+        if self.supports(op) { Ok(()) } else { Err(Error::NotSupported(op.name())) }
+    }
+
+    /// Number of ports.
+    pub fn phys_port_cnt(&self) -> u32 {
+        u32::try_from(self.ports.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Port `num`, counting from 1.
+    pub fn port(&self, num: u32) -> Option<&Port> {
+        let i = usize::try_from(num).ok()?.checked_sub(1)?;
+        self.ports.get(i)
+    }
+
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    /// The netdev the device's ports are bound to, as last seen.
+    pub fn netdev(&self) -> &NetdevInfo {
+        &self.netdev
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
+
+    /// Was the device created with `rdma link add` (and so may be deleted)?
+    pub fn created_by_link(&self) -> bool {
+        self.created_by_link
+    }
+
+    pub fn driver(&self) -> &dyn Driver {
+        self.driver.as_ref()
+    }
+
+    pub fn driver_mut(&mut self) -> &mut dyn Driver {
+        self.driver.as_mut()
+    }
+}
+
+impl core::fmt::Debug for Device {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("index", &self.index)
+            .field("name", &self.name)
+            .field("driver_id", &self.driver_id)
+            .field("netdev", &self.netdev.name)
+            .field("ports", &self.ports.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::rxe_params;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn mandatory_ops_are_checked_one_by_one() {
+        assert_eq!(OpSet::all().first_missing_mandatory(), None);
+        assert_eq!(OpSet::mandatory().first_missing_mandatory(), None);
+        assert_eq!(OpSet::all().without(Op::PollCq).first_missing_mandatory(), Some(Op::PollCq));
+        assert_eq!(OpSet::EMPTY.first_missing_mandatory(), Some(Op::QueryDevice));
+        assert!(!OpSet::mandatory().contains(Op::CreateSrq));
+    }
+
+    #[test]
+    fn op_bits_are_distinct() {
+        let mut seen = 0u64;
+        for op in Op::ALL {
+            assert_eq!(seen & op.bit(), 0, "{}", op.name());
+            seen |= op.bit();
+        }
+    }
+
+    #[test]
+    fn rxe_cap_flags_match_linux_6_1() {
+        let attr = rxe_params::device_attr(crate::core::netdev::MacAddr::default());
+        assert_eq!(attr.device_cap_flags.0, 0x0122_3c76);
+        let names: Vec<&str> = attr.device_cap_flags.names().collect();
+        assert_eq!(names.first(), Some(&"BAD_PKEY_CNTR"));
+        assert_eq!(names.last(), Some(&"MEM_WINDOW_TYPE_2B"));
+        assert_eq!(names.len(), 12);
+        assert_eq!(attr.device_cap_flags.unknown(), 0);
+    }
+
+    #[test]
+    fn fw_ver_prints_as_three_fields() {
+        let mut attr = rxe_params::device_attr(crate::core::netdev::MacAddr::default());
+        assert_eq!(attr.fw_ver_string(), "0.0.0");
+        attr.fw_ver = (6 << 32) | (1 << 16) | 2;
+        assert_eq!(attr.fw_ver_string(), "6.1.2");
+    }
+}
