@@ -45,10 +45,11 @@ pub struct VirtioNet<H: Hal, T: Transport> {
 }
 
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
-    /// Initialises the device and fills the receive queue. `mtu` is what the
-    /// device advertised (VIRTIO_NET_F_MTU), if anything.
-    pub fn new(transport: T, mtu: Option<u16>) -> Result<Self, virtio_drivers::Error> {
-        let mtu = mtu.map_or(DEFAULT_MTU, usize::from).max(68);
+    /// Initialises the device and fills the receive queue. The MTU is the
+    /// device's own (VIRTIO_NET_F_MTU, e.g. QEMU's `host_mtu=9000`) when it
+    /// offers one, else 1500.
+    pub fn new(mut transport: T) -> Result<Self, virtio_drivers::Error> {
+        let mtu = advertised_mtu(&mut transport).map_or(DEFAULT_MTU, usize::from).max(68);
         let mut raw = VirtIONetRaw::new(transport)?;
         let buf_len = HEADER_LEN + mtu + L2_OVERHEAD;
         let mut rx: Vec<Option<Box<[u8]>>> = (0..QUEUE_SIZE).map(|_| None).collect();
@@ -96,6 +97,18 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 }
 
+/// VIRTIO_NET_F_MTU: the device reports its MTU in config space.
+const F_MTU: u64 = 1 << 3;
+/// Offset of `mtu` in virtio-net's config space (after mac, status, max_virtqueue_pairs).
+const CONFIG_MTU: usize = 10;
+
+fn advertised_mtu(transport: &mut impl Transport) -> Option<u16> {
+    if transport.read_device_features() & F_MTU == 0 {
+        return None;
+    }
+    transport.read_config_space::<u16>(CONFIG_MTU).ok().filter(|&m| m >= 68)
+}
+
 impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let token = self.raw.poll_receive()?;
@@ -113,10 +126,10 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
         };
         // Give the buffer straight back so the queue stays full.
         // SAFETY: as in `new`.
-        if let Ok(t) = unsafe { self.raw.receive_begin(&mut buf) } {
-            if let Some(slot) = self.rx.get_mut(usize::from(t)) {
-                *slot = Some(buf);
-            }
+        if let Ok(t) = unsafe { self.raw.receive_begin(&mut buf) }
+            && let Some(slot) = self.rx.get_mut(usize::from(t))
+        {
+            *slot = Some(buf);
         }
         result
     }

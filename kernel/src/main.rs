@@ -45,20 +45,24 @@ fn kmain(boot: BootResult) -> ! {
     let net = Rc::new(RefCell::new(net::probe(devices, time::now())));
     if let Some(n) = net.borrow_mut().as_mut() {
         arch::irq::enable_level(n.irq);
-        if let Some(ip) = kbase::cmdline::get(&info.cmdline, "ip") {
-            match ip.parse() {
-                Ok(cidr) => match n.add_address(cidr) {
-                    Ok(()) => log::info!("{}: address {cidr} (from ip=)", n.name),
-                    Err(e) => log::error!("ip={ip}: {e}"),
-                },
-                Err(_) => log::error!("ip={ip}: not an address/prefix such as 10.0.0.2/24"),
-            }
-        }
+        configure_from_cmdline(n, &info.cmdline);
     }
     banner(&info, devices);
     let mut net_task = NetTask(net.clone());
     let mut shell = Shell::new(net);
     poll::run(&mut [&mut net_task, &mut shell])
+}
+
+/// Applies `ip=ADDR/LEN[,DEV]` from the kernel command line.
+fn configure_from_cmdline(net: &mut net::Net, cmdline: &str) {
+    match knet::bootparam::from_cmdline(cmdline) {
+        Ok(Some(p)) => match net.netdevs.add_ipv4(&p.dev, p.cidr) {
+            Ok(()) => net.sync_addresses(),
+            Err(e) => log::error!("ip={}: {e}", p.cidr),
+        },
+        Ok(None) => {}
+        Err(e) => log::error!("{e}"),
+    }
 }
 
 /// The network interface as a poll-loop task (shared with the shell).
@@ -81,7 +85,7 @@ fn banner(info: &BootInfo, devices: &[kbase::pci::Function]) {
     println!("\n{}", shell::version_line());
     println!(
         "memory: {} RAM, heap {}, {} free in frames",
-        size(mem::ram_bytes(&info)),
+        size(mem::ram_bytes(info)),
         size(heap.size as u64),
         size(frames.free)
     );

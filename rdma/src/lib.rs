@@ -9,4 +9,5 @@ extern crate alloc;
 extern crate std;
 
 pub mod core;
+pub mod rxe;
 pub mod wire;

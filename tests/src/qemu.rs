@@ -130,7 +130,7 @@ const EXIT_FAILED: i32 = 3; // isa-debug-exit: (1 << 1) | 1
 impl Appliance {
     /// Starts QEMU and waits for the first prompt.
     pub fn boot(opts: Options) -> Result<Self, Error> {
-        let mut a = Self::start(opts)?;
+        let a = Self::start(opts)?;
         a.wait_prompt(0, a.opts.boot_timeout).map_err(|e| a.error(format!("no prompt after boot: {}", e.message)))?;
         Ok(a)
     }
@@ -173,7 +173,7 @@ impl Appliance {
 
     fn wait_prompt(&self, from: usize, timeout: Duration) -> Result<usize, Error> {
         self.console
-            .wait_for(from, timeout, |b| find_prompt(b))
+            .wait_for(from, timeout, find_prompt)
             .map(|p| from + p)
             .ok_or_else(|| self.error(format!("no prompt within {timeout:?}")))
     }

@@ -1,15 +1,21 @@
-//! Two appliances on one wire.
+//! Two appliances on one wire: ping, addresses, link events, steering and
+//! counters, and a capture of the wire.
 
 use appliance_tests::{Appliance, Nic, Options, free_udp_port};
+use std::net::UdpSocket;
+use std::time::Duration;
+
+fn node(mac: &str, local: u16, peer: u16, ip: &str) -> Options {
+    Options {
+        nic: Some(Nic { mac: mac.into(), local_port: local, peer_port: peer }),
+        append: if ip.is_empty() { String::new() } else { format!("ip={ip}") },
+        ..Options::default()
+    }
+}
 
 /// Boots two appliances joined by a UDP socket wire, with the given addresses.
 fn pair(ip1: &str, ip2: &str) -> (Appliance, Appliance) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let node = |mac: &str, local, peer, ip: &str| Options {
-        nic: Some(Nic { mac: mac.into(), local_port: local, peer_port: peer }),
-        append: format!("ip={ip}"),
-        ..Options::default()
-    };
     let a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, ip1)).unwrap();
     let b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, ip2)).unwrap();
     (a, b)
@@ -20,7 +26,8 @@ fn two_appliances_ping_each_other() {
     let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
     let out = a.cmd("ping 10.0.0.2 -c 3 -i 100").unwrap();
     assert!(out.contains("3 packets transmitted, 3 received, 0% packet loss"), "{out}");
-    assert!(out.contains("64 bytes from 10.0.0.2: icmp_seq=3 time="), "{out}");
+    assert!(out.contains("64 bytes from 10.0.0.2: icmp_seq=3 ttl=64 time="), "{out}");
+    assert!(out.contains("rtt min/avg/max/mdev = "), "{out}");
     let out = b.cmd("ping 10.0.0.1 -c 2 -i 100 -s 1000").unwrap();
     assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
     assert!(out.contains("1008 bytes from 10.0.0.1"), "{out}");
@@ -30,27 +37,153 @@ fn two_appliances_ping_each_other() {
 fn ip_addr_shows_and_del_makes_ping_fail() {
     let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
     let out = b.cmd("ip addr show").unwrap();
+    assert!(out.contains("2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP"), "{out}");
     assert!(out.contains("link/ether 52:54:00:00:00:02 brd ff:ff:ff:ff:ff:ff"), "{out}");
     assert!(out.contains("inet 10.0.0.2/24 scope global eth0"), "{out}");
-    b.expect("ip addr add 10.0.0.2/24 dev eth0", "error: ip: 10.0.0.2/24 on eth0: address already assigned").unwrap();
-    b.expect("ip addr del 10.0.0.2/24 dev eth9", "error: ip: Cannot find device \"eth9\"").unwrap();
-    b.expect("ip addr add 10.0.0.300/24 dev eth0", "error: ip: invalid address \"10.0.0.300/24\"").unwrap();
-    assert_eq!(b.cmd("ip addr del 10.0.0.2/24 dev eth0").unwrap(), "");
+    assert!(out.contains("inet6 fe80::5054:ff:fe00:2/64 scope link"), "{out}");
+    for (line, error) in [
+        ("ip addr add 10.0.0.2/24 dev eth0", "error: ip: address 10.0.0.2/24 already assigned to eth0"),
+        ("ip addr del 10.0.0.2/24 dev eth9", "error: ip: Cannot find device \"eth9\""),
+        ("ip addr add 10.0.0.300/24 dev eth0", "error: ip: invalid address \"10.0.0.300/24\""),
+        ("ip link set eth0 sideways", "error: "),
+    ] {
+        let out = b.cmd(line).unwrap();
+        assert_eq!(out.lines().count(), 1, "`{line}`:\n{out}");
+        assert!(out.starts_with(error), "`{line}`:\n{out}");
+    }
+    let out = b.cmd("ip addr del 10.0.0.2/24 dev eth0").unwrap();
+    assert!(out.contains("inetaddr NETDEV_DOWN 10.0.0.2/24"), "{out}");
     let out = a.cmd("ping 10.0.0.2 -c 2 -i 100").unwrap();
     assert!(out.contains("2 packets transmitted, 0 received, 100% packet loss"), "{out}");
-    assert_eq!(b.cmd("ip addr add 10.0.0.2/24 dev eth0").unwrap(), "");
+    b.cmd("ip addr add 10.0.0.2/24 dev eth0").unwrap();
     let out = a.cmd("ping 10.0.0.2 -c 1").unwrap();
     assert!(out.contains("1 packets transmitted, 1 received"), "{out}");
 }
 
 #[test]
+fn link_down_and_up_emit_events_in_order_and_stop_traffic() {
+    let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
+    let down = b.cmd("ip link set eth0 down").unwrap();
+    let lines: Vec<&str> = down.lines().map(|l| l.split("appliance::net: ").nth(1).unwrap_or(l)).collect();
+    assert_eq!(lines, ["eth0: NETDEV_DOWN", "eth0: inet6addr NETDEV_DOWN fe80::5054:ff:fe00:2/64"], "{down}");
+    assert!(b.cmd("ip link show").unwrap().contains("<BROADCAST,MULTICAST> mtu 1500 state DOWN"));
+    let out = a.cmd("ping 10.0.0.2 -c 1").unwrap();
+    assert!(out.contains("1 packets transmitted, 0 received"), "{out}");
+    let up = b.cmd("ip link set eth0 up").unwrap();
+    let lines: Vec<&str> = up.lines().map(|l| l.split("appliance::net: ").nth(1).unwrap_or(l)).collect();
+    assert_eq!(lines, ["eth0: NETDEV_UP", "eth0: inet6addr NETDEV_UP fe80::5054:ff:fe00:2/64"], "{up}");
+    let out = a.cmd("ping 10.0.0.2 -c 1").unwrap();
+    assert!(out.contains("1 packets transmitted, 1 received"), "{out}");
+    // The boot sequence came through the same chain, in order.
+    let boot = b.transcript();
+    let order = ["NETDEV_REGISTER", "eth0: NETDEV_UP", "inet6addr NETDEV_UP", "inetaddr NETDEV_UP 10.0.0.2/24"];
+    let at: Vec<usize> = order.iter().map(|e| boot.find(e).unwrap_or_else(|| panic!("no {e}:\n{boot}"))).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{boot}");
+}
+
+#[test]
+fn malformed_frames_are_dropped_and_counted() {
+    let (wire, port) = (free_udp_port(), free_udp_port());
+    let mut a = Appliance::boot(node("52:54:00:00:00:01", port, wire, "10.0.0.1/24")).unwrap();
+    let inject = UdpSocket::bind(("127.0.0.1", wire)).unwrap();
+    let mac = [0x52, 0x54, 0, 0, 0, 1];
+    let eth = |ethertype: [u8; 2], rest: &[u8]| [&mac[..], &[2, 0, 0, 0, 0, 9], &ethertype, rest].concat();
+    let mut ipv4 = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 9, 10, 0, 0, 1];
+    let frames = [
+        vec![1, 2, 3],                    // runt
+        eth([0x88, 0xb5], &[0; 50]),      // unknown ethertype
+        eth([0x08, 0x00], &[0x45, 0, 0]), // truncated IPv4 header
+        eth([0x08, 0x00], &[0x65; 40]),   // IP version 6 in an IPv4 ethertype
+        eth([0x08, 0x00], &{
+            ipv4[3] = 200;
+            ipv4.clone()
+        }), // total length beyond the frame
+        eth([0x08, 0x00], &{
+            ipv4[3] = 24;
+            [ipv4.clone(), vec![0x12, 0xb7, 0x12]].concat()
+        }), // truncated UDP
+    ];
+    for f in &frames {
+        inject.send_to(f, ("127.0.0.1", port)).unwrap();
+    }
+    // Still alive and answering; the drops are counted.
+    std::thread::sleep(Duration::from_millis(300));
+    let out = a.cmd("ip -s link").unwrap();
+    let dropped: u64 = out
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("RX:"))
+        .nth(1)
+        .and_then(|l| {
+            let cols: Vec<u64> = l.split_whitespace().filter_map(|c| c.parse().ok()).collect();
+            Some(cols.get(2)? + cols.get(3)?) // errors + dropped
+        })
+        .unwrap_or_else(|| panic!("no RX counters:\n{out}"));
+    assert!(dropped >= frames.len() as u64, "{out}");
+    assert!(a.cmd("version").unwrap().starts_with("RoCE appliance"));
+}
+
+#[test]
+fn rdma_link_follows_the_netdev() {
+    let (mut a, _b) = pair("10.0.0.1/24", "10.0.0.2/24");
+    assert_eq!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    assert_eq!(a.cmd("rdma link show").unwrap().trim(), "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0");
+    let gids = a.cmd("show_gids").unwrap();
+    assert!(gids.contains("rxe0\t1\t0\tfe80:0000:0000:0000:5054:00ff:fe00:0001"), "{gids}");
+    assert!(gids.contains("rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1"), "{gids}");
+    assert!(gids.contains("n_gids_found=2"), "{gids}");
+    // A new address takes the next slot; removing one frees its slot, which is reused.
+    a.cmd("ip addr add 10.0.0.7/24 dev eth0").unwrap();
+    a.cmd("ip addr del 10.0.0.1/24 dev eth0").unwrap();
+    let gids = a.cmd("show_gids").unwrap();
+    assert!(gids.contains("rxe0\t1\t2\t0000:0000:0000:0000:0000:ffff:0a00:0007\t10.0.0.7"), "{gids}");
+    assert!(!gids.contains("10.0.0.1"), "{gids}");
+    a.cmd("ip addr add 10.0.0.9/24 dev eth0").unwrap();
+    assert!(a.cmd("show_gids").unwrap().contains("rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0009"));
+    // Port state follows the link.
+    a.cmd("ip link set eth0 down").unwrap();
+    assert!(a.cmd("rdma link show").unwrap().contains("state DOWN physical_state DISABLED"));
+    a.cmd("ip link set eth0 up").unwrap();
+    assert!(a.cmd("rdma link show").unwrap().contains("state ACTIVE physical_state LINK_UP"));
+    let info = a.cmd("ibv_devinfo").unwrap();
+    for want in
+        ["hca_id:\trxe0", "node_guid:\t\t\t5054:00ff:fe00:0001", "active_mtu:\t\t1024 (3)", "link_layer:\t\tEthernet"]
+    {
+        assert!(info.contains(want), "no {want:?} in:\n{info}");
+    }
+    // Refusals are one clear line each.
+    for (line, error) in [
+        ("rdma link add rxe1 type rxe netdev eth0", "error: "),
+        ("rdma link add rxe1 type foo netdev eth0", "error: "),
+        ("rdma link add rxe1 type rxe netdev eth7", "error: "),
+        ("rdma link add rxe0 type rxe netdev eth0", "error: "),
+    ] {
+        let out = a.cmd(line).unwrap();
+        assert_eq!(out.lines().count(), 1, "`{line}`:\n{out}");
+        assert!(out.starts_with(error), "`{line}`:\n{out}");
+    }
+    assert_eq!(a.cmd("rdma link delete rxe0").unwrap(), "");
+    assert_eq!(a.cmd("rdma link show").unwrap().trim(), "");
+}
+
+#[test]
+fn netbench_frames_reach_the_peer() {
+    let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
+    let out = a.cmd("netbench send 10.0.0.2 1514 200").unwrap();
+    let sent: u64 = out.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{out}"));
+    assert!(sent > 0, "{out}");
+    std::thread::sleep(Duration::from_millis(200));
+    let rx = b.cmd("netbench rx").unwrap();
+    let got: u64 = rx.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{rx}"));
+    assert!(got > 0 && got <= sent, "sent {sent}, received {rx}");
+    a.expect("netbench send 10.0.0.2 20 10", "error: netbench: frame length '20' is not in 60..=1514").unwrap();
+}
+
+#[test]
 fn ping_without_an_address_or_with_bad_arguments_says_why() {
-    let mut a = Appliance::boot(Options {
-        nic: Some(Nic { mac: "52:54:00:00:00:09".into(), local_port: free_udp_port(), peer_port: free_udp_port() }),
-        ..Options::default()
-    })
-    .unwrap();
+    let mut a = Appliance::boot(node("52:54:00:00:00:09", free_udp_port(), free_udp_port(), "")).unwrap();
     a.expect("ping 10.0.0.2", "error: ping: connect: Network is unreachable").unwrap();
-    a.expect("ping nowhere", "error: ping: unknown host nowhere").unwrap();
-    a.expect("ping 10.0.0.2 -c 0", "error: ping: -c 0 is out of range").unwrap();
+    let out = a.cmd("ping nowhere").unwrap();
+    assert!(out.starts_with("error: ") && out.lines().count() == 1, "{out}");
+    let out = a.cmd("ping 10.0.0.2 -c 0").unwrap();
+    assert!(out.starts_with("error: ") && out.lines().count() == 1, "{out}");
 }

@@ -168,6 +168,8 @@ impl FrameRanges {
 }
 
 #[cfg(test)]
+// Lists of one range are what the API takes, not a mistyped `vec![a; n]`.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 

@@ -92,7 +92,7 @@ fn map_range(
 ) -> Result<(), MapError> {
     let mut addr = range.start & !(SMALL - 1);
     while addr < range.end {
-        if addr % LARGE == 0 && range.end - addr >= LARGE {
+        if addr.is_multiple_of(LARGE) && range.end - addr >= LARGE {
             let page = Page::<Size2MiB>::containing_address(VirtAddr::new(addr));
             let frame = PhysFrame::<Size2MiB>::containing_address(PhysAddr::new(addr));
             // SAFETY: identity mapping of memory nobody else maps elsewhere.

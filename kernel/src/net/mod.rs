@@ -1,19 +1,32 @@
-//! Networking: the virtio-net NIC, frame steering (RoCE v2 to the RDMA hook,
-//! the rest to smoltcp) and the smoltcp interface that answers ARP and ICMP and
-//! runs `ping`.
+//! Networking: the virtio-net NIC, the netdev layer (`eth0`, addresses, the
+//! notifier chain), frame steering, the neighbour table for the RDMA path, the
+//! smoltcp interface (ICMP, `ping`) and the RDMA core that follows the netdev.
+//!
+//! One pass of [`Net::poll`]: take frames from the NIC and steer each (RoCE v2
+//! to the RDMA hook, ARP to the neighbour table, the rest to smoltcp, malformed
+//! ones dropped and counted); let smoltcp and the neighbour table transmit;
+//! deliver netdev events, in order, to their subscribers (console log, RDMA core).
 
+pub mod bench;
 mod device;
 mod hal;
 pub mod ping;
+pub mod rdma;
 
 use crate::poll::{Task, Timers};
 use crate::time::Instant;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::string::String;
 use alloc::vec::Vec;
-use device::{NoRdma, SteerStats, Steered};
+use device::{STACK_QUEUE, StackDevice};
 use drivers::nic::Nic;
 use drivers::virtio_net::VirtioNet;
 use hal::{KernelHal, PciConfig};
 use kbase::pci::Function;
+use knet::neigh::{NeighConfig, NeighTable};
+use knet::netdev::{IfIndex, NetdevConfig, NetdevError, Netdevs};
+use knet::steer::{Steer, steer};
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
 use virtio_drivers::transport::pci::PciTransport;
@@ -21,17 +34,23 @@ use virtio_drivers::transport::pci::bus::{Command, DeviceFunction, PciRoot};
 
 pub type NetDevice = VirtioNet<KernelHal, PciTransport>;
 
-/// One network interface and its stack.
+/// Frames taken from the NIC per pass, so other tasks get their turn.
+const RX_BUDGET: usize = 256;
+
+/// The appliance's network: one NIC, its netdev and the stacks above it.
 pub struct Net {
-    pub name: &'static str,
     pub nic: NetDevice,
     pub irq: u8,
+    pub ifindex: IfIndex,
+    pub netdevs: Netdevs,
+    pub neigh: NeighTable,
     pub iface: Interface,
     pub sockets: SocketSet<'static>,
-    rx_buf: Vec<u8>,
-    rdma: NoRdma,
-    pub steer: SteerStats,
+    pub rdma: rdma::Rdma,
     pub ping: Option<ping::PingJob>,
+    pub bench: bench::Bench,
+    stack_queue: VecDeque<Vec<u8>>,
+    scratch: Vec<u8>,
 }
 
 fn smol_now(now: Instant) -> smoltcp::time::Instant {
@@ -44,105 +63,187 @@ pub fn probe(functions: &[Function], now: Instant) -> Option<Net> {
     let df = DeviceFunction { bus: f.bdf.bus, device: f.bdf.device, function: f.bdf.function };
     let mut root = PciRoot::new(PciConfig);
     root.set_command(df, Command::IO_SPACE | Command::MEMORY_SPACE | Command::BUS_MASTER);
-    let transport = match PciTransport::new::<KernelHal, _>(&mut root, df) {
-        Ok(t) => t,
+    let nic = PciTransport::new::<KernelHal, _>(&mut root, df)
+        .map_err(|e| log::error!("{}: virtio transport: {e:?}", f.bdf))
+        .ok()
+        .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok())?;
+    match Net::new(nic, f.interrupt_line, now) {
+        Ok(net) => Some(net),
         Err(e) => {
-            log::error!("{}: virtio transport: {e:?}", f.bdf);
-            return None;
+            log::error!("{}: {e}", f.bdf);
+            None
         }
-    };
-    let mut nic = match VirtioNet::new(transport, None) {
-        Ok(n) => n,
-        Err(e) => {
-            log::error!("{}: virtio-net init: {e:?}", f.bdf);
-            return None;
-        }
-    };
-    let mac = EthernetAddress(nic.mac());
-    let mut config = Config::new(HardwareAddress::Ethernet(mac));
-    config.random_seed =
-        now.as_micros() ^ u64::from_le_bytes([mac.0[0], mac.0[1], mac.0[2], mac.0[3], mac.0[4], mac.0[5], 0, 0]);
-    let (mut rx_buf, mut rdma, mut steer, mut frames) = (Vec::new(), NoRdma::default(), SteerStats::default(), 0);
-    let iface = {
-        let mut dev =
-            Steered { nic: &mut nic, rdma: &mut rdma, rx_buf: &mut rx_buf, stats: &mut steer, frames_in: &mut frames };
-        Interface::new(config, &mut dev, smol_now(now))
-    };
-    log::info!("eth0: virtio-net at {} mac {} mtu {} irq {}", f.bdf, mac, nic.mtu(), f.interrupt_line);
-    Some(Net {
-        name: "eth0",
-        nic,
-        irq: f.interrupt_line,
-        iface,
-        sockets: SocketSet::new(Vec::new()),
-        rx_buf,
-        rdma,
-        steer,
-        ping: None,
-    })
+    }
 }
 
 impl Net {
-    pub fn add_address(&mut self, cidr: IpCidr) -> Result<(), &'static str> {
-        let mut result = Ok(());
+    fn new(mut nic: NetDevice, irq: u8, now: Instant) -> Result<Self, NetdevError> {
+        let mac = EthernetAddress(nic.mac());
+        let mtu = nic.mtu() as u32;
+        let mut netdevs = Netdevs::new();
+        let rdma = rdma::Rdma::new();
+        // Subscribers first, so they see the device appear: the console log,
+        // then the RDMA core (GID cache, port state).
+        netdevs.subscribe(Box::new(|ev: &knet::events::NetdevEvent| log::info!("{ev}")));
+        netdevs.subscribe(Box::new(rdma.notifier()));
+        let ifindex = netdevs.register(&NetdevConfig { mtu, max_mtu: mtu, ..NetdevConfig::ethernet(mac) })?;
+        let name = String::from(netdevs.by_index(ifindex).map_or("eth0", |d| d.name()));
+        netdevs.set_up(&name, true)?;
+        // smoltcp on the same device answers ARP requests: the table only learns and asks.
+        let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
+        let neigh = NeighTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
+
+        let mut config = Config::new(HardwareAddress::Ethernet(mac));
+        config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac.0[2], mac.0[3], mac.0[4], mac.0[5]]));
+        let (mut queue, mut scratch, mut stats) = (VecDeque::new(), Vec::new(), knet::steer::LinkStats::default());
+        let iface = {
+            let mut dev =
+                StackDevice { queue: &mut queue, nic: &mut nic, stats: &mut stats, scratch: &mut scratch, up: true };
+            Interface::new(config, &mut dev, smol_now(now))
+        };
+        log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", knet::addr::Mac(mac));
+        let mut net = Net {
+            nic,
+            irq,
+            ifindex,
+            netdevs,
+            neigh,
+            iface,
+            sockets: SocketSet::new(Vec::new()),
+            rdma,
+            ping: None,
+            bench: bench::Bench::default(),
+            stack_queue: queue,
+            scratch,
+        };
+        net.sync_addresses();
+        Ok(net)
+    }
+
+    /// The device's name (`eth0`).
+    pub fn name(&self) -> &str {
+        self.dev().map_or("eth0", |d| d.name())
+    }
+
+    pub fn dev(&self) -> Option<&knet::netdev::Netdev> {
+        self.netdevs.by_index(self.ifindex)
+    }
+
+    fn is_up(&self) -> bool {
+        self.dev().is_some_and(|d| d.is_up())
+    }
+
+    /// Makes smoltcp and the neighbour table use the netdev's current addresses.
+    pub fn sync_addresses(&mut self) {
+        let Some(dev) = self.netdevs.by_index(self.ifindex) else { return };
+        let v4: Vec<_> = dev.ipv4().to_vec();
+        let v6: Vec<_> = dev.ipv6().iter().map(|a| a.cidr).collect();
+        self.neigh.set_local_addrs(&v4);
         self.iface.update_ip_addrs(|addrs| {
-            if addrs.contains(&cidr) {
-                result = Err("address already assigned");
-            } else if addrs.push(cidr).is_err() {
-                result = Err("too many addresses on the interface");
+            addrs.clear();
+            for c in v4.iter().map(|c| IpCidr::Ipv4(*c)).chain(v6.iter().map(|c| IpCidr::Ipv6(*c))) {
+                // smoltcp holds 8; the netdev may hold more, which smoltcp then won't answer for.
+                let _ = addrs.push(c);
             }
         });
-        result
     }
 
-    pub fn del_address(&mut self, cidr: IpCidr) -> Result<(), &'static str> {
-        let mut result = Err("no such address on the interface");
-        self.iface.update_ip_addrs(|addrs| {
-            if let Some(i) = addrs.iter().position(|a| *a == cidr) {
-                addrs.remove(i);
-                result = Ok(());
+    /// Takes frames from the NIC and steers them; returns how many.
+    fn receive(&mut self, now: Instant) -> usize {
+        let mac = self.nic.mac();
+        let up = self.is_up();
+        let Self { nic, netdevs, neigh, rdma, bench, stack_queue, ifindex, .. } = self;
+        let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
+        let mut n = 0;
+        while n < RX_BUDGET {
+            let got = nic.receive(|frame| {
+                if !up {
+                    stats.rx_dropped += 1;
+                    return;
+                }
+                match steer(frame, mac, stats) {
+                    Steer::Rdma => rdma.rx.receive(frame),
+                    Steer::Arp => {
+                        // smoltcp answers requests (and learns from them, as Linux
+                        // does); the neighbour table learns for the RDMA path.
+                        if let Err(e) = neigh.process_arp(frame, now) {
+                            log::debug!("arp: {e}");
+                        }
+                        if stack_queue.len() < STACK_QUEUE {
+                            stack_queue.push_back(frame.to_vec());
+                        }
+                    }
+                    Steer::Stack if bench::is_discard(frame) => bench.receive(frame, now),
+                    Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
+                    Steer::Stack => stats.rx_dropped += 1,
+                    Steer::Drop(_) => {}
+                }
+            });
+            if got.is_none() {
+                break;
             }
-        });
-        result
+            n += 1;
+        }
+        n
     }
 
-    /// RoCE frames dropped for want of a transport.
-    pub fn rdma_dropped(&self) -> u64 {
-        self.rdma.dropped
+    /// Sends what the neighbour table queued (ARP requests and replies).
+    fn transmit_arp(&mut self, now: Instant) -> bool {
+        self.neigh.poll(now);
+        let mut sent = false;
+        let mut frame = [0u8; 64];
+        while let Ok(Some(len)) = self.neigh.poll_transmit(now, &mut frame) {
+            let bytes = &frame[..len];
+            if self.nic.transmit(len, |buf| buf.copy_from_slice(bytes)).is_some()
+                && let Some(s) = self.netdevs.stats_mut(self.ifindex)
+            {
+                s.record_tx(len);
+            }
+            sent = true;
+        }
+        sent
     }
 
-    /// When the interface next needs polling by itself (timers inside smoltcp, ping).
-    pub fn deadline(&mut self, now: Instant) -> Option<Instant> {
+    /// When the network next needs a pass even without an interrupt.
+    fn next_deadline(&mut self, now: Instant) -> Option<Instant> {
         let smol = self
             .iface
             .poll_at(smol_now(now), &self.sockets)
             .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
         let ping = self.ping.as_ref().map(|p| p.deadline());
-        [smol, ping].into_iter().flatten().min()
+        [smol, ping, self.neigh.poll_at(), self.bench.deadline()].into_iter().flatten().min()
     }
 }
 
 impl Task for Net {
     fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
         self.nic.ack_interrupt();
-        let mut frames = 0;
+        let frames = self.receive(now);
+        let up = self.is_up();
+        let mut busy = frames > 0;
         {
-            let mut dev = Steered {
+            let stats = self.netdevs.stats_mut(self.ifindex);
+            let mut fallback = knet::steer::LinkStats::default();
+            let mut dev = StackDevice {
+                queue: &mut self.stack_queue,
                 nic: &mut self.nic,
-                rdma: &mut self.rdma,
-                rx_buf: &mut self.rx_buf,
-                stats: &mut self.steer,
-                frames_in: &mut frames,
+                stats: stats.unwrap_or(&mut fallback),
+                scratch: &mut self.scratch,
+                up,
             };
             self.iface.poll(smol_now(now), &mut dev, &mut self.sockets);
         }
+        busy |= self.transmit_arp(now);
+        busy |= ping::poll(self, now);
+        busy |= bench::poll(self, now);
+        busy |= self.netdevs.process_events() > 0;
+        busy |= self.rdma.process_events();
         self.nic.service();
-        let pinged = ping::poll(self, now);
         crate::arch::irq::unmask(self.irq);
-        frames > 0 || pinged
+        busy
     }
 
     fn deadline(&mut self, now: Instant) -> Option<Instant> {
-        Net::deadline(self, now)
+        self.next_deadline(now)
     }
 }

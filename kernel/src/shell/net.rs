@@ -1,12 +1,14 @@
-//! Network commands: `ip` (iproute2 shapes) and `ping`.
+//! Network commands: `ip` (iproute2 shapes), `ping`, `netbench`, and the RDMA
+//! tools that read the core (`rdma`, `ibv_devinfo`, `ibv_devices`, `show_gids`).
 
 use super::table::{CommandError, CommandResult, Context};
-use crate::net::{Net, ping};
-use crate::{println, time};
+use crate::net::{Net, bench, ping};
+use crate::{print, println, time};
 use alloc::format;
-use alloc::string::ToString;
-use core::str::FromStr;
-use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address};
+use alloc::string::{String, ToString};
+use core::net::IpAddr;
+use knet::cmd::{IP_USAGE, IpCommand, parse_ip, parse_ping};
+use knet::format::{AddrShow, LinkShow, NeighShow};
 
 fn with_net<R>(
     ctx: &mut Context,
@@ -20,89 +22,136 @@ fn with_net<R>(
     }
 }
 
-fn check_dev(net: &Net, dev: &str) -> CommandResult {
-    if dev == net.name { Ok(()) } else { Err(CommandError::Invalid(format!("Cannot find device \"{dev}\""))) }
-}
-
-fn parse_cidr(s: &str) -> Result<IpCidr, CommandError> {
-    IpCidr::from_str(s).map_err(|_| CommandError::Invalid(format!("invalid address \"{s}\" (expected a.b.c.d/len)")))
-}
-
-fn show_link(net: &Net, stats: bool) {
-    let m = drivers::nic::Nic::mac(&net.nic);
-    let mac = format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
-    println!("2: {}: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu {} state UP", net.name, drivers::nic::Nic::mtu(&net.nic));
-    println!("    link/ether {mac} brd ff:ff:ff:ff:ff:ff");
-    if stats {
-        let s = net.nic.stats();
-        println!("    RX:  packets  errors  to_rdma  rdma_dropped");
-        println!("    {:>9} {:>7} {:>8} {:>13}", s.rx_frames, s.rx_errors, net.steer.to_rdma, net.rdma_dropped());
-        println!("    TX:  packets  dropped");
-        println!("    {:>9} {:>8}", s.tx_frames, net.steer.tx_dropped + s.tx_queue_full);
-    }
+/// A refusal as one line; iproute2's own "Error: " lead-in gives way to the
+/// shell's `error: <command>: `.
+fn fail(e: impl ToString) -> CommandError {
+    let msg = e.to_string();
+    CommandError::Invalid(msg.strip_prefix("Error: ").map_or_else(|| msg.clone(), ToString::to_string))
 }
 
 pub fn ip(ctx: &mut Context, args: &[&str]) -> CommandResult {
-    with_net(ctx, |net, _| match args {
-        ["link"] | ["link", "show"] => {
-            show_link(net, false);
-            Ok(())
-        }
-        ["-s", "link"] | ["-s", "link", "show"] => {
-            show_link(net, true);
-            Ok(())
-        }
-        ["addr"] | ["addr", "show"] | ["a"] => {
-            show_link(net, false);
-            for cidr in net.iface.ip_addrs() {
-                match cidr {
-                    IpCidr::Ipv4(c) => println!("    inet {c} scope global {}", net.name),
-                    IpCidr::Ipv6(c) => println!("    inet6 {c} scope global"),
+    let cmd = parse_ip(args).map_err(fail)?;
+    with_net(ctx, |net, _| {
+        let dev_filter = |dev: &Option<String>| -> Result<(), CommandError> {
+            match dev {
+                Some(d) => net.netdevs.dev(d).map(|_| ()).map_err(fail),
+                None => Ok(()),
+            }
+        };
+        match cmd {
+            IpCommand::Help => println!("{IP_USAGE}"),
+            IpCommand::LinkShow { dev, stats } => {
+                dev_filter(&dev)?;
+                for d in net.netdevs.iter().filter(|d| dev.as_deref().is_none_or(|n| n == d.name())) {
+                    print!("{}", LinkShow { dev: d, stats });
                 }
             }
+            IpCommand::AddrShow { dev } => {
+                dev_filter(&dev)?;
+                for d in net.netdevs.iter().filter(|d| dev.as_deref().is_none_or(|n| n == d.name())) {
+                    print!("{}", AddrShow(d));
+                }
+            }
+            IpCommand::NeighShow { dev } => {
+                dev_filter(&dev)?;
+                print!("{}", NeighShow(&net.neigh));
+            }
+            IpCommand::LinkSet { dev, up, mtu } => {
+                if let Some(mtu) = mtu {
+                    net.netdevs.set_mtu(&dev, mtu).map_err(fail)?;
+                }
+                if let Some(up) = up {
+                    net.netdevs.set_up(&dev, up).map_err(fail)?;
+                }
+            }
+            IpCommand::AddrAdd { dev, addr } => {
+                net.netdevs.add_addr(&dev, addr).map_err(fail)?;
+                net.sync_addresses();
+            }
+            IpCommand::AddrDel { dev, addr } => {
+                net.netdevs.del_addr(&dev, addr).map_err(fail)?;
+                net.sync_addresses();
+            }
+        }
+        // Deliver the events now, so their log lines come before the prompt.
+        net.netdevs.process_events();
+        net.rdma.process_events();
+        Ok(())
+    })
+}
+
+pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    let args = parse_ping(args).map_err(fail)?;
+    let IpAddr::V4(dst) = args.dst else {
+        return Err(fail("IPv6 ping is not supported yet (no neighbour discovery)"));
+    };
+    if args.size > 8192 {
+        return Err(fail(format!("packet size {} is too large (at most 8192)", args.size)));
+    }
+    with_net(ctx, |net, ctx| {
+        if net.ping.is_some() {
+            return Err(fail("a ping is already running"));
+        }
+        let src = net.dev().and_then(|d| d.ipv4().first().map(|c| c.address()));
+        let Some(src) = src else {
+            return Err(fail(format!("connect: Network is unreachable ({} has no IPv4 address)", net.name())));
+        };
+        let count = args.count.unwrap_or(ping::DEFAULT_COUNT);
+        ping::start(net, src, dst, count, args.interval, args.size, time::now(), ctx.ready.clone());
+        Ok(())
+    })
+}
+
+pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    with_net(ctx, |net, ctx| match args {
+        ["send", dst, len, ms] => {
+            let dst = dst.parse().map_err(|_| fail(format!("'{dst}' is not an IPv4 address")))?;
+            let max = drivers::nic::Nic::max_frame_len(&net.nic);
+            let len: usize = len
+                .parse()
+                .ok()
+                .filter(|l| (60..=max).contains(l))
+                .ok_or_else(|| fail(format!("frame length '{len}' is not in 60..={max}")))?;
+            let ms: u64 = ms
+                .parse()
+                .ok()
+                .filter(|m| (1..=60_000).contains(m))
+                .ok_or_else(|| fail(format!("'{ms}' ms is not in 1..=60000")))?;
+            if net.bench.running() {
+                return Err(fail("a send is already running"));
+            }
+            net.bench.start(dst, len, time::Duration::from_millis(ms), time::now(), ctx.ready.clone());
             Ok(())
         }
-        ["addr", op @ ("add" | "del"), cidr, "dev", dev] => {
-            check_dev(net, dev)?;
-            let cidr = parse_cidr(cidr)?;
-            let r = if *op == "add" { net.add_address(cidr) } else { net.del_address(cidr) };
-            r.map_err(|e| CommandError::Invalid(format!("{cidr} on {dev}: {e}")))
+        ["rx"] => {
+            let rx = &net.bench.rx;
+            let span = rx.first.map_or(0, |f| rx.last.saturating_since(f).as_micros());
+            let (fps, gbps) = bench::rate(rx.frames.saturating_sub(1), rx.bytes, span);
+            println!(
+                "netbench rx: {} frames, {} bytes over {span} us: {fps} frames/s, {gbps:.3} Gb/s",
+                rx.frames, rx.bytes
+            );
+            Ok(())
+        }
+        ["reset"] => {
+            net.bench.rx = bench::RxCount::default();
+            Ok(())
         }
         _ => Err(CommandError::Usage),
     })
 }
 
-pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
-    let Some((target, mut rest)) = args.split_first() else { return Err(CommandError::Usage) };
-    let target = Ipv4Address::from_str(target)
-        .map_err(|_| CommandError::Invalid(format!("unknown host {target} (an IPv4 address is needed)")))?;
-    let (mut count, mut interval_ms, mut size) = (4u32, 1000u64, 56usize);
-    while let [flag, value, tail @ ..] = rest {
-        let n: u64 = value.parse().map_err(|_| CommandError::Invalid(format!("bad value '{value}' for {flag}")))?;
-        match *flag {
-            "-c" if (1..=10_000).contains(&n) => count = n as u32,
-            "-i" if (10..=60_000).contains(&n) => interval_ms = n,
-            "-s" if n <= 1400 => size = n as usize,
-            "-c" | "-i" | "-s" => return Err(CommandError::Invalid(format!("{flag} {value} is out of range"))),
-            _ => return Err(CommandError::Usage),
+/// `rdma ...`, `ibv_devinfo`, `ibv_devices`, `show_gids`: the RDMA core's tools.
+pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
+    with_net(ctx, |net, _| {
+        let mut out = String::new();
+        let provider = crate::net::rdma::Provider(&net.netdevs);
+        let result = rdma::core::console::run(&mut net.rdma.core, &provider, words, &mut out);
+        print!("{out}");
+        if !out.is_empty() && !out.ends_with('\n') {
+            println!();
         }
-        rest = tail;
-    }
-    if !rest.is_empty() {
-        return Err(CommandError::Usage);
-    }
-    with_net(ctx, |net, ctx| {
-        if net.ping.is_some() {
-            return Err(CommandError::Invalid("a ping is already running".to_string()));
-        }
-        if !net.iface.ip_addrs().iter().any(|a| matches!(a.address(), IpAddress::Ipv4(_))) {
-            return Err(CommandError::Invalid(format!(
-                "connect: Network is unreachable ({} has no IPv4 address)",
-                net.name
-            )));
-        }
-        ping::start(net, target, count, time::Duration::from_millis(interval_ms), size, time::now(), ctx.ready.clone());
-        Ok(())
-    })?;
-    Ok(())
+        net.rdma.process_events();
+        result.map_err(fail)
+    })
 }

@@ -1,0 +1,440 @@
+//! Frame steering below smoltcp: which path a received Ethernet frame takes, and
+//! the per-device counters `ip -s link` prints.
+//!
+//! RoCE v2 frames (UDP to port 4791, over IPv4 or IPv6) go whole to the RDMA
+//! receive hook, because the ICRC covers the IP header exactly as sent and
+//! smoltcp would rebuild it. ARP goes to [`neigh`](crate::neigh) (and the
+//! kernel may also hand it to smoltcp), everything else that is well formed goes
+//! to smoltcp, and malformed frames are dropped and counted by reason: Linux
+//! drops the same frames in `eth_type_trans`, `ip_rcv_core`, `ipv6_rcv` and
+//! `__udp4_lib_rcv`, counting them in `rx_length_errors`, `rx_nohandler` and the
+//! IP MIB; we have no MIB, so the reasons live in [`LinkStats`].
+//!
+//! The classifier reads bytes only through bounds-checked accessors, so no input
+//! can make it panic (a proptest feeds it arbitrary bytes).
+
+/// The IANA UDP port of RoCE v2.
+pub const ROCE_V2_UDP_PORT: u16 = 4791;
+
+const ETH_HDR_LEN: usize = 14;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ARP_ETH_IPV4_LEN: usize = 28;
+const IPV4_MIN_HDR_LEN: usize = 20;
+const IPV6_HDR_LEN: usize = 40;
+const UDP_HDR_LEN: usize = 8;
+const IPPROTO_UDP: u8 = 17;
+
+/// Where a received frame goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    /// RoCE v2: the whole frame to the RDMA hook.
+    Rdma,
+    /// ARP: to the neighbour table.
+    Arp,
+    /// Anything else well formed: to smoltcp.
+    Stack,
+    /// Malformed or not for us.
+    Drop(DropReason),
+}
+
+macro_rules! drop_reasons {
+    ($($variant:ident => $name:literal, $doc:literal;)*) => {
+        /// Why a frame was dropped. Each has its own counter.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DropReason {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl DropReason {
+            /// Every reason, in counter order.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
+            /// How many reasons there are.
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// A short name for counters and logs.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(DropReason::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    Runt => "runt", "Shorter than an Ethernet header (14 bytes).";
+    OtherHost => "otherhost", "Unicast to another MAC (the wire is a hub; Linux's `PACKET_OTHERHOST`).";
+    UnknownEtherType => "ethertype", "An EtherType we do not handle (VLAN tags, 802.3 lengths, ...).";
+    ArpTruncated => "arp_short", "ARP shorter than its Ethernet/IPv4 body (28 bytes).";
+    Ipv4Truncated => "ipv4_short", "Less than a minimal IPv4 header.";
+    Ipv4Version => "ipv4_version", "IPv4 EtherType but the version field is not 4.";
+    Ipv4HeaderLen => "ipv4_ihl", "IHL under 5 words or past the end of the frame.";
+    Ipv4TotalLen => "ipv4_len", "Total length shorter than the header or longer than the frame.";
+    Ipv4Checksum => "ipv4_csum", "Bad IPv4 header checksum (checked on the RDMA path; smoltcp checks its own).";
+    Ipv6Truncated => "ipv6_short", "Less than an IPv6 header.";
+    Ipv6Version => "ipv6_version", "IPv6 EtherType but the version field is not 6.";
+    Ipv6PayloadLen => "ipv6_len", "Payload length past the end of the frame.";
+    UdpTruncated => "udp_short", "Less than a UDP header after the IP header.";
+    UdpLength => "udp_len", "UDP length under 8 or past the end of the IP payload.";
+}
+
+impl core::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+/// Decides where a received frame goes. `our_mac` is the receiving device's
+/// MAC: unicast frames for other MACs are dropped (the QEMU socket wire is a hub,
+/// and virtio-net is promiscuous until told otherwise).
+///
+/// IPv4 fragments and IPv6 packets with extension headers go to smoltcp even if
+/// they carry UDP to 4791: RoCE never fragments (it sets DF) and sends UDP right
+/// after the fixed IPv6 header, and only the first fragment would show a port.
+pub fn classify(frame: &[u8], our_mac: [u8; 6]) -> Steer {
+    let (Some(dst), Some(ethertype)) = (frame.get(0..6), be16(frame, 12)) else {
+        return Steer::Drop(DropReason::Runt);
+    };
+    let is_group = dst[0] & 1 != 0;
+    if !is_group && dst != our_mac {
+        return Steer::Drop(DropReason::OtherHost);
+    }
+    let payload = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
+    match ethertype {
+        ETHERTYPE_ARP if payload.len() >= ARP_ETH_IPV4_LEN => Steer::Arp,
+        ETHERTYPE_ARP => Steer::Drop(DropReason::ArpTruncated),
+        ETHERTYPE_IPV4 => classify_ipv4(payload),
+        ETHERTYPE_IPV6 => classify_ipv6(payload),
+        _ => Steer::Drop(DropReason::UnknownEtherType),
+    }
+}
+
+fn classify_ipv4(p: &[u8]) -> Steer {
+    use DropReason::*;
+    let Some(&vihl) = p.first().filter(|_| p.len() >= IPV4_MIN_HDR_LEN) else {
+        return Steer::Drop(Ipv4Truncated);
+    };
+    if vihl >> 4 != 4 {
+        return Steer::Drop(Ipv4Version);
+    }
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    if ihl < IPV4_MIN_HDR_LEN || ihl > p.len() {
+        return Steer::Drop(Ipv4HeaderLen);
+    }
+    let total = usize::from(be16(p, 2).unwrap_or(0));
+    if total < ihl || total > p.len() {
+        return Steer::Drop(Ipv4TotalLen);
+    }
+    let proto = p.get(9).copied().unwrap_or(0);
+    let frag = be16(p, 6).unwrap_or(0);
+    let is_fragment = frag & 0x2000 != 0 || frag & 0x1fff != 0;
+    if proto != IPPROTO_UDP || is_fragment {
+        return Steer::Stack;
+    }
+    match classify_udp(p.get(ihl..total).unwrap_or(&[])) {
+        Steer::Rdma if !ipv4_header_checksum_ok(p.get(..ihl).unwrap_or(&[])) => Steer::Drop(Ipv4Checksum),
+        s => s,
+    }
+}
+
+fn classify_ipv6(p: &[u8]) -> Steer {
+    use DropReason::*;
+    let Some(&v) = p.first().filter(|_| p.len() >= IPV6_HDR_LEN) else {
+        return Steer::Drop(Ipv6Truncated);
+    };
+    if v >> 4 != 6 {
+        return Steer::Drop(Ipv6Version);
+    }
+    let end = IPV6_HDR_LEN + usize::from(be16(p, 4).unwrap_or(0));
+    if end > p.len() {
+        return Steer::Drop(Ipv6PayloadLen);
+    }
+    if p.get(6) != Some(&IPPROTO_UDP) {
+        return Steer::Stack;
+    }
+    classify_udp(p.get(IPV6_HDR_LEN..end).unwrap_or(&[]))
+}
+
+/// `l4` is the IP payload, exactly as long as the IP header says.
+fn classify_udp(l4: &[u8]) -> Steer {
+    if l4.len() < UDP_HDR_LEN {
+        return Steer::Drop(DropReason::UdpTruncated);
+    }
+    let udp_len = usize::from(be16(l4, 4).unwrap_or(0));
+    if udp_len < UDP_HDR_LEN || udp_len > l4.len() {
+        return Steer::Drop(DropReason::UdpLength);
+    }
+    if be16(l4, 2) == Some(ROCE_V2_UDP_PORT) { Steer::Rdma } else { Steer::Stack }
+}
+
+/// RFC 791 header checksum: the ones' complement sum over the header, checksum
+/// field included, is all ones.
+fn ipv4_header_checksum_ok(hdr: &[u8]) -> bool {
+    let mut sum: u32 = hdr.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
+}
+
+/// A device's counters, named and grouped as `ip -s link` prints them
+/// (`struct rtnl_link_stats64`), plus where received frames went and why they
+/// were dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Frames too short to be Ethernet (Linux's `rx_length_errors` part of it).
+    pub rx_errors: u64,
+    /// Well-sized frames we dropped (every other [`DropReason`]).
+    pub rx_dropped: u64,
+    /// Frames the device lost for lack of buffers, reported by the driver.
+    pub rx_missed: u64,
+    /// Multicast and broadcast frames received.
+    pub rx_multicast: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    /// Frames the driver dropped because its queue was full.
+    pub tx_dropped: u64,
+    pub tx_carrier_errors: u64,
+    pub collisions: u64,
+    /// Frames handed to the RDMA hook.
+    pub rx_rdma: u64,
+    /// Frames handed to the neighbour table.
+    pub rx_arp: u64,
+    /// Frames handed to smoltcp.
+    pub rx_stack: u64,
+    drops: [u64; DropReason::COUNT],
+}
+
+impl LinkStats {
+    /// Counts a received frame and where [`classify`] sent it.
+    pub fn record_rx(&mut self, frame: &[u8], steer: Steer) {
+        self.rx_packets += 1;
+        self.rx_bytes += frame.len() as u64;
+        if frame.first().is_some_and(|b| b & 1 != 0) && steer != Steer::Drop(DropReason::Runt) {
+            self.rx_multicast += 1;
+        }
+        match steer {
+            Steer::Rdma => self.rx_rdma += 1,
+            Steer::Arp => self.rx_arp += 1,
+            Steer::Stack => self.rx_stack += 1,
+            Steer::Drop(r) => {
+                if r == DropReason::Runt {
+                    self.rx_errors += 1;
+                } else {
+                    self.rx_dropped += 1;
+                }
+                if let Some(c) = self.drops.get_mut(r as usize) {
+                    *c += 1;
+                }
+            }
+        }
+    }
+
+    /// Counts a transmitted frame of `len` bytes.
+    pub fn record_tx(&mut self, len: usize) {
+        self.tx_packets += 1;
+        self.tx_bytes += len as u64;
+    }
+
+    /// Frames dropped for `reason`.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.drops.get(reason as usize).copied().unwrap_or(0)
+    }
+
+    /// The drop reasons that counted anything, in counter order.
+    pub fn nonzero_drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|&r| (r, self.drops(r))).filter(|&(_, n)| n > 0)
+    }
+}
+
+/// Classifies a received frame and counts it: what the driver's RX path calls.
+pub fn steer(frame: &[u8], our_mac: [u8; 6], stats: &mut LinkStats) -> Steer {
+    let s = classify(frame, our_mac);
+    stats.record_rx(frame, s);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    const OURS: [u8; 6] = [0x52, 0x54, 0, 0, 0, 1];
+    const PEER: [u8; 6] = [0x52, 0x54, 0, 0, 0, 2];
+
+    fn eth(dst: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&PEER);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    fn udp(dport: u16, body: &[u8]) -> Vec<u8> {
+        let mut u = Vec::new();
+        u.extend_from_slice(&49152u16.to_be_bytes());
+        u.extend_from_slice(&dport.to_be_bytes());
+        u.extend_from_slice(&((UDP_HDR_LEN + body.len()) as u16).to_be_bytes());
+        u.extend_from_slice(&[0, 0]);
+        u.extend_from_slice(body);
+        u
+    }
+
+    fn ipv4(proto: u8, l4: &[u8]) -> Vec<u8> {
+        let total = (20 + l4.len()) as u16;
+        let mut h = vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
+        h[2..4].copy_from_slice(&total.to_be_bytes());
+        let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        h.extend_from_slice(l4);
+        h
+    }
+
+    fn ipv6(next: u8, l4: &[u8]) -> Vec<u8> {
+        let mut h = vec![0x60, 0, 0, 0];
+        h.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        h.extend_from_slice(&[next, 64]);
+        h.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        h.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        h.extend_from_slice(l4);
+        h
+    }
+
+    fn roce_v4() -> Vec<u8> {
+        eth(OURS, ETHERTYPE_IPV4, &ipv4(IPPROTO_UDP, &udp(ROCE_V2_UDP_PORT, &[0; 16])))
+    }
+
+    #[test]
+    fn roce_over_ipv4_and_ipv6_goes_to_rdma() {
+        assert_eq!(classify(&roce_v4(), OURS), Steer::Rdma);
+        let f = eth(OURS, ETHERTYPE_IPV6, &ipv6(IPPROTO_UDP, &udp(ROCE_V2_UDP_PORT, &[0; 16])));
+        assert_eq!(classify(&f, OURS), Steer::Rdma);
+        // Ethernet padding after the IP packet is fine.
+        let mut padded = eth(OURS, ETHERTYPE_IPV4, &ipv4(IPPROTO_UDP, &udp(ROCE_V2_UDP_PORT, &[])));
+        padded.resize(60, 0);
+        assert_eq!(classify(&padded, OURS), Steer::Rdma);
+    }
+
+    #[test]
+    fn other_traffic_goes_to_the_stack() {
+        let other_port = eth(OURS, ETHERTYPE_IPV4, &ipv4(IPPROTO_UDP, &udp(53, &[1, 2, 3])));
+        assert_eq!(classify(&other_port, OURS), Steer::Stack);
+        let icmp = eth([0xff; 6], ETHERTYPE_IPV4, &ipv4(1, &[8, 0, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(classify(&icmp, OURS), Steer::Stack);
+        let icmp6 = eth([0x33, 0x33, 0, 0, 0, 1], ETHERTYPE_IPV6, &ipv6(58, &[0; 8]));
+        assert_eq!(classify(&icmp6, OURS), Steer::Stack);
+        // A RoCE port behind an IPv6 extension header, or in a fragment, is smoltcp's.
+        let hbh = eth(OURS, ETHERTYPE_IPV6, &ipv6(0, &udp(ROCE_V2_UDP_PORT, &[])));
+        assert_eq!(classify(&hbh, OURS), Steer::Stack);
+        let mut frag = roce_v4();
+        frag[14 + 6] |= 0x20; // MF
+        assert_eq!(classify(&frag, OURS), Steer::Stack);
+    }
+
+    #[test]
+    fn arp_is_recognised() {
+        assert_eq!(classify(&eth([0xff; 6], ETHERTYPE_ARP, &[0; 28]), OURS), Steer::Arp);
+        assert_eq!(classify(&eth([0xff; 6], ETHERTYPE_ARP, &[0; 27]), OURS), Steer::Drop(DropReason::ArpTruncated));
+    }
+
+    #[test]
+    fn malformed_frames_are_dropped_with_a_reason() {
+        use DropReason::*;
+        let d = |f: &[u8]| match classify(f, OURS) {
+            Steer::Drop(r) => Some(r),
+            _ => None,
+        };
+        assert_eq!(d(&[]), Some(Runt));
+        assert_eq!(d(&[0; 13]), Some(Runt));
+        assert_eq!(d(&eth(PEER, ETHERTYPE_IPV4, &[])), Some(OtherHost));
+        assert_eq!(d(&eth(OURS, 0x8100, &[0; 50])), Some(UnknownEtherType));
+        assert_eq!(d(&eth(OURS, 0x0040, &[0; 50])), Some(UnknownEtherType));
+        assert_eq!(d(&eth(OURS, ETHERTYPE_IPV4, &[0x45; 19])), Some(Ipv4Truncated));
+
+        let good = roce_v4();
+        let with = |at: usize, v: u8| {
+            let mut f = good.clone();
+            f[14 + at] = v;
+            d(&f)
+        };
+        assert_eq!(with(0, 0x65), Some(Ipv4Version));
+        assert_eq!(with(0, 0x44), Some(Ipv4HeaderLen));
+        assert_eq!(with(0, 0x4f), Some(Ipv4HeaderLen)); // 60 bytes > what is there
+        assert_eq!(with(3, 19), Some(Ipv4TotalLen)); // total < header
+        assert_eq!(with(2, 0x10), Some(Ipv4TotalLen)); // total > frame
+        assert_eq!(with(11, good[14 + 11] ^ 1), Some(Ipv4Checksum));
+        assert_eq!(with(20 + 5, 7), Some(UdpLength)); // UDP length 7
+        assert_eq!(with(20 + 5, 0xff), Some(UdpLength)); // past the IP payload
+
+        let short_udp = eth(OURS, ETHERTYPE_IPV4, &ipv4(IPPROTO_UDP, &[0; 7]));
+        assert_eq!(d(&short_udp), Some(UdpTruncated));
+
+        assert_eq!(d(&eth(OURS, ETHERTYPE_IPV6, &[0x60; 39])), Some(Ipv6Truncated));
+        let mut v6 = eth(OURS, ETHERTYPE_IPV6, &ipv6(IPPROTO_UDP, &udp(ROCE_V2_UDP_PORT, &[])));
+        v6[14] = 0x40;
+        assert_eq!(d(&v6), Some(Ipv6Version));
+        v6[14] = 0x60;
+        v6[14 + 5] += 1;
+        assert_eq!(d(&v6), Some(Ipv6PayloadLen));
+    }
+
+    #[test]
+    fn counters_follow_the_verdicts() {
+        let mut s = LinkStats::default();
+        assert_eq!(steer(&roce_v4(), OURS, &mut s), Steer::Rdma);
+        steer(&eth([0xff; 6], ETHERTYPE_ARP, &[0; 28]), OURS, &mut s);
+        steer(&[1; 5], OURS, &mut s);
+        steer(&eth(OURS, 0x9000, &[]), OURS, &mut s);
+        steer(&eth(OURS, 0x9000, &[]), OURS, &mut s);
+        s.record_tx(60);
+        assert_eq!((s.rx_packets, s.rx_rdma, s.rx_arp, s.rx_stack), (5, 1, 1, 0));
+        assert_eq!((s.rx_errors, s.rx_dropped, s.rx_multicast), (1, 2, 1));
+        assert_eq!(s.rx_bytes, roce_v4().len() as u64 + 42 + 5 + 28);
+        assert_eq!((s.tx_packets, s.tx_bytes), (1, 60));
+        assert_eq!(s.drops(DropReason::UnknownEtherType), 2);
+        let nz: Vec<_> = s.nonzero_drops().collect();
+        assert_eq!(nz, [(DropReason::Runt, 1), (DropReason::UnknownEtherType, 2)]);
+    }
+
+    #[test]
+    fn reason_names_are_unique() {
+        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), DropReason::COUNT);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_bytes(frame in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut s = LinkStats::default();
+            let _ = steer(&frame, OURS, &mut s);
+            prop_assert_eq!(s.rx_packets, 1);
+        }
+
+        #[test]
+        fn never_panics_on_mangled_roce(at in 0usize..80, v in any::<u8>(), cut in 0usize..80) {
+            let mut f = roce_v4();
+            if let Some(b) = f.get_mut(at) {
+                *b = v;
+            }
+            f.truncate(cut);
+            let _ = classify(&f, OURS);
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! `netbench`: measures the raw wire. One appliance sends UDP frames to the
+//! discard port (9) of another as fast as its transmit queue takes them; the
+//! other counts them below smoltcp. The result is the frame rate the emulated
+//! wire carries, the limit the RoCE transport is compared against.
+
+use super::Net;
+use crate::println;
+use crate::time::{Duration, Instant};
+use alloc::rc::Rc;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::Cell;
+use drivers::nic::Nic;
+use knet::neigh::Resolution;
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{
+    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
+    UdpPacket,
+};
+
+/// RFC 863's discard port.
+pub const DISCARD_PORT: u16 = 9;
+/// Frames queued per pass before other work gets a turn.
+const TX_BATCH: usize = 256;
+/// How long to wait for the transmit queue to drain before trying again.
+const BACKOFF: Duration = Duration::from_micros(100);
+
+/// Whether `frame` is IPv4/UDP to the discard port.
+pub fn is_discard(frame: &[u8]) -> bool {
+    let ihl = frame.get(14).map_or(0, |b| usize::from(b & 0x0f) * 4);
+    frame.get(12..14) == Some(&[0x08, 0x00])
+        && frame.get(23) == Some(&17)
+        && ihl >= 20
+        && frame.get(14 + ihl + 2..14 + ihl + 4) == Some(&DISCARD_PORT.to_be_bytes())
+}
+
+/// What the receiving side counted since the last reset.
+#[derive(Default)]
+pub struct RxCount {
+    pub frames: u64,
+    pub bytes: u64,
+    pub first: Option<Instant>,
+    pub last: Instant,
+}
+
+struct TxJob {
+    dst: Ipv4Address,
+    frame_len: usize,
+    duration: Duration,
+    frame: Option<Vec<u8>>,
+    started: Instant,
+    until: Instant,
+    sent: u64,
+    queue_full: u64,
+    retry_at: Instant,
+    ready: Rc<Cell<bool>>,
+}
+
+#[derive(Default)]
+pub struct Bench {
+    pub rx: RxCount,
+    tx: Option<TxJob>,
+}
+
+impl Bench {
+    pub fn receive(&mut self, frame: &[u8], now: Instant) {
+        self.rx.frames += 1;
+        self.rx.bytes += frame.len() as u64;
+        self.rx.first.get_or_insert(now);
+        self.rx.last = now;
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.tx.as_ref().map(|j| if j.frame.is_some() { j.retry_at.min(j.until) } else { j.retry_at })
+    }
+
+    pub fn running(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Starts sending `frame_len`-byte frames to `dst` for `duration`.
+    pub fn start(
+        &mut self,
+        dst: Ipv4Address,
+        frame_len: usize,
+        duration: Duration,
+        now: Instant,
+        ready: Rc<Cell<bool>>,
+    ) {
+        ready.set(false);
+        self.tx = Some(TxJob {
+            dst,
+            frame_len,
+            duration,
+            frame: None,
+            started: now,
+            until: now,
+            sent: 0,
+            queue_full: 0,
+            retry_at: now,
+            ready,
+        });
+    }
+}
+
+/// Rate as `frames/s` and `Gb/s` over `us` microseconds.
+pub fn rate(frames: u64, bytes: u64, us: u64) -> (u64, f64) {
+    let us = us.max(1);
+    (frames * 1_000_000 / us, (bytes * 8) as f64 / (us as f64 * 1000.0))
+}
+
+fn build_frame(
+    src_mac: EthernetAddress,
+    dst_mac: EthernetAddress,
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    len: usize,
+) -> Vec<u8> {
+    let mut frame = vec![0u8; len];
+    let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
+    EthernetRepr { src_addr: src_mac, dst_addr: dst_mac, ethertype: EthernetProtocol::Ipv4 }.emit(&mut eth);
+    let ip =
+        Ipv4Repr { src_addr: src, dst_addr: dst, next_header: IpProtocol::Udp, payload_len: len - 34, hop_limit: 64 };
+    let mut packet = Ipv4Packet::new_unchecked(eth.payload_mut());
+    ip.emit(&mut packet, &ChecksumCapabilities::default());
+    let mut udp = UdpPacket::new_unchecked(packet.payload_mut());
+    udp.set_src_port(DISCARD_PORT);
+    udp.set_dst_port(DISCARD_PORT);
+    udp.set_len((len - 34) as u16);
+    udp.set_checksum(0);
+    frame
+}
+
+/// Advances a send job; returns whether it sent anything.
+pub fn poll(net: &mut Net, now: Instant) -> bool {
+    let Some(job) = net.bench.tx.as_mut() else { return false };
+    if job.frame.is_none() {
+        match net.neigh.lookup_or_request(job.dst, now) {
+            Resolution::Known(mac) => {
+                let Some(src) = net.netdevs.by_index(net.ifindex).and_then(|d| d.ipv4().first().map(|c| c.address()))
+                else {
+                    return finish(net, "no IPv4 address on the device");
+                };
+                job.frame = Some(build_frame(EthernetAddress(net.nic.mac()), mac, src, job.dst, job.frame_len));
+                job.started = now;
+                job.until = now + job.duration;
+            }
+            Resolution::Pending => {
+                job.retry_at = now + Duration::from_millis(10);
+                return false;
+            }
+            Resolution::Failed => return finish(net, "no ARP reply from the destination"),
+        }
+    }
+    let Some(frame) = job.frame.as_deref() else { return false };
+    if now >= job.until {
+        let (fps, gbps) = rate(job.sent, job.sent * frame.len() as u64, now.saturating_since(job.started).as_micros());
+        println!(
+            "netbench: sent {} frames of {} bytes in {} ms: {fps} frames/s, {gbps:.3} Gb/s (queue full {} times)",
+            job.sent,
+            frame.len(),
+            job.duration.as_micros() / 1000,
+            job.queue_full
+        );
+        return finish(net, "");
+    }
+    let mut sent = 0;
+    while sent < TX_BATCH {
+        if net.nic.transmit(frame.len(), |buf| buf.copy_from_slice(frame)).is_none() {
+            job.queue_full += 1;
+            job.retry_at = now + BACKOFF;
+            break;
+        }
+        sent += 1;
+    }
+    job.sent += sent as u64;
+    net.nic.service();
+    sent > 0
+}
+
+fn finish(net: &mut Net, error: &str) -> bool {
+    if let Some(job) = net.bench.tx.take() {
+        if !error.is_empty() {
+            println!("error: netbench: {error}");
+        }
+        job.ready.set(true);
+    }
+    true
+}
