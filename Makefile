@@ -17,6 +17,8 @@ RING_SIZE ?= 16M
 MEM      ?= 512M
 ACCEL    ?= tcg
 APPEND   ?=
+RUNS     ?= 3
+MS       ?= 2000
 
 ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(,)thread=single)
 , := ,
@@ -29,7 +31,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time fuzz deps deps-rust deps-qemu clean
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net fuzz deps deps-rust deps-qemu clean
 
 all: image
 
@@ -71,6 +73,14 @@ qemu-test: image deps-qemu
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
 boot-time: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin boot-time -- 5
+
+## bench-net: the raw wire limit between two appliances (frames/s, Gb/s by frame size)
+bench-net: image deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-net -- $(RUNS) $(MS)
+
+## bench: every benchmark (host codec benchmark, wire limit)
+bench: bench-net
+	cargo bench -q -p rdma
 
 ## fuzz: the property tests of the parsers, with many more cases
 fuzz:

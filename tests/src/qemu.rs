@@ -34,6 +34,15 @@ pub struct Nic {
     pub local_port: u16,
     /// The peer's end.
     pub peer_port: u16,
+    /// MTU the device advertises (virtio's `host_mtu`); 1500 when `None`.
+    pub host_mtu: Option<u32>,
+}
+
+impl Nic {
+    /// A NIC with the default MTU.
+    pub fn new(mac: &str, local_port: u16, peer_port: u16) -> Self {
+        Nic { mac: mac.into(), local_port, peer_port, host_mtu: None }
+    }
 }
 
 /// An ivshmem-plain device backed by a file in /dev/shm, created (sized) before
@@ -301,7 +310,11 @@ pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
             "-netdev",
             &format!("socket,id=n0,udp=127.0.0.1:{},localaddr=127.0.0.1:{}", nic.peer_port, nic.local_port),
             "-device",
-            &format!("virtio-net-pci,netdev=n0,mac={}", nic.mac),
+            &format!(
+                "virtio-net-pci,netdev=n0,mac={}{}",
+                nic.mac,
+                nic.host_mtu.map_or(String::new(), |m| format!(",host_mtu={m}"))
+            ),
         ]);
     }
     if let Some(shm) = &opts.ivshmem {

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// The devices `make run` attaches: a virtio-net NIC and an ivshmem region.
 fn make_run_like() -> Options {
     Options {
-        nic: Some(Nic { mac: "52:54:00:00:00:01".into(), local_port: free_udp_port(), peer_port: free_udp_port() }),
+        nic: Some(Nic::new("52:54:00:00:00:01", free_udp_port(), free_udp_port())),
         ivshmem: Some(Ivshmem::temp("boot", 16 << 20)),
         ..Options::default()
     }

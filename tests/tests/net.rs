@@ -7,7 +7,7 @@ use std::time::Duration;
 
 fn node(mac: &str, local: u16, peer: u16, ip: &str) -> Options {
     Options {
-        nic: Some(Nic { mac: mac.into(), local_port: local, peer_port: peer }),
+        nic: Some(Nic::new(mac, local, peer)),
         append: if ip.is_empty() { String::new() } else { format!("ip={ip}") },
         ..Options::default()
     }
@@ -150,12 +150,20 @@ fn rdma_link_follows_the_netdev() {
     {
         assert!(info.contains(want), "no {want:?} in:\n{info}");
     }
+    assert_eq!(
+        a.cmd("rdma dev show").unwrap().trim(),
+        "0: rxe0: node_type ca fw 6.1.0 node_guid 5054:00ff:fe00:0001 sys_image_guid 5054:00ff:fe00:0001"
+    );
+    let stats = a.cmd("rdma statistic show").unwrap();
+    for counter in ["sent_pkts 0", "rcvd_pkts 0", "retry_exceeded_err 0", "rdma_recvs 0"] {
+        assert!(stats.contains(counter), "no {counter:?} in:\n{stats}");
+    }
     // Refusals are one clear line each.
     for (line, error) in [
-        ("rdma link add rxe1 type rxe netdev eth0", "error: "),
-        ("rdma link add rxe1 type foo netdev eth0", "error: "),
-        ("rdma link add rxe1 type rxe netdev eth7", "error: "),
-        ("rdma link add rxe0 type rxe netdev eth0", "error: "),
+        ("rdma link add rxe1 type rxe netdev eth0", "error: rdma: rxe0 is already configured on eth0"),
+        ("rdma link add rxe1 type foo netdev eth0", "error: rdma: unknown link type \"foo\""),
+        ("rdma link add rxe1 type rxe netdev eth7", "error: rdma: no such netdev: eth7"),
+        ("rdma frobnicate", "error: rdma: command \"frobnicate\" is unknown"),
     ] {
         let out = a.cmd(line).unwrap();
         assert_eq!(out.lines().count(), 1, "`{line}`:\n{out}");
@@ -186,4 +194,79 @@ fn ping_without_an_address_or_with_bad_arguments_says_why() {
     assert!(out.starts_with("error: ") && out.lines().count() == 1, "{out}");
     let out = a.cmd("ping 10.0.0.2 -c 0").unwrap();
     assert!(out.starts_with("error: ") && out.lines().count() == 1, "{out}");
+}
+
+/// Frames of a classic pcap file (QEMU's filter-dump writes one).
+fn pcap_frames(bytes: &[u8]) -> Vec<&[u8]> {
+    assert!(bytes.len() >= 24, "pcap shorter than its header");
+    assert_eq!(&bytes[..4], &0xa1b2c3d4u32.to_le_bytes(), "not a little-endian pcap");
+    assert_eq!(u32::from_le_bytes(bytes[20..24].try_into().unwrap()), 1, "link type is not Ethernet");
+    let mut frames = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        frames.push(&bytes[at + 16..at + 16 + caplen]);
+        at += 16 + caplen;
+    }
+    assert_eq!(at, bytes.len(), "pcap ends inside a record");
+    frames
+}
+
+/// The Internet checksum over `data` (0 when a stored checksum verifies).
+fn inet_checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[test]
+fn a_capture_of_the_wire_holds_valid_arp_and_icmp() {
+    let dump = std::env::temp_dir().join(format!("roce-wire-{}.pcap", std::process::id()));
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut opts = node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24");
+    opts.extra = vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", dump.display())];
+    let mut a = Appliance::boot(opts).unwrap();
+    let _b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24")).unwrap();
+    let out = a.cmd("ping 10.0.0.2 -c 2 -i 100").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    a.shutdown().unwrap();
+    let bytes = std::fs::read(&dump).unwrap();
+    let _ = std::fs::remove_file(&dump);
+    let frames = pcap_frames(&bytes);
+    let (mut arp_requests, mut arp_replies, mut echo_requests, mut echo_replies) = (0, 0, 0, 0);
+    for f in frames {
+        match u16::from_be_bytes([f[12], f[13]]) {
+            0x0806 => {
+                let arp = &f[14..];
+                assert_eq!(&arp[..6], &[0, 1, 8, 0, 6, 4], "ARP for Ethernet/IPv4");
+                match u16::from_be_bytes([arp[6], arp[7]]) {
+                    1 => arp_requests += 1,
+                    2 => arp_replies += 1,
+                    op => panic!("ARP operation {op}"),
+                }
+            }
+            0x0800 => {
+                let ip = &f[14..];
+                let ihl = usize::from(ip[0] & 0x0f) * 4;
+                assert_eq!(ip[0] >> 4, 4);
+                assert_eq!(inet_checksum(&ip[..ihl]), 0, "IPv4 header checksum");
+                let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+                assert!(total <= ip.len());
+                if ip[9] == 1 {
+                    let icmp = &ip[ihl..total];
+                    assert_eq!(inet_checksum(icmp), 0, "ICMP checksum");
+                    match icmp[0] {
+                        8 => echo_requests += 1,
+                        0 => echo_replies += 1,
+                        t => panic!("ICMP type {t}"),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(arp_requests >= 1 && arp_replies >= 1, "ARP: {arp_requests} requests, {arp_replies} replies");
+    assert_eq!((echo_requests, echo_replies), (2, 2));
 }
