@@ -85,8 +85,8 @@ impl core::fmt::Display for BootError {
 pub(crate) unsafe fn from_pvh(paddr: usize, image: Range<u64>) -> Result<BootInfo, BootError> {
     use core::ptr::read_unaligned as read;
     let base = paddr as *const u8;
-    // SAFETY (all reads below): the caller vouches for the structure; offsets and
-    // sizes are those of hvm_start_info v1 and hvm_memmap_table_entry.
+    // SAFETY: the caller vouches for the structure at `paddr`; these are the
+    // offsets of hvm_start_info v1's magic and version fields.
     let (magic, version) = unsafe { (read(base as *const u32), read(base.add(4) as *const u32)) };
     if magic != PVH_MAGIC {
         return Err(BootError::BadMagic(magic));
@@ -94,15 +94,23 @@ pub(crate) unsafe fn from_pvh(paddr: usize, image: Range<u64>) -> Result<BootInf
     if version < 1 {
         return Err(BootError::NoMemoryMap { version });
     }
-    let cmdline_paddr = unsafe { read(base.add(24) as *const u64) };
-    let rsdp = unsafe { read(base.add(32) as *const u64) };
-    let memmap_paddr = unsafe { read(base.add(40) as *const u64) };
-    let memmap_entries = unsafe { read(base.add(48) as *const u32) };
+    // SAFETY: a version-1 structure (checked above) has these fields at these
+    // offsets: cmdline_paddr, rsdp_paddr, memmap_paddr, memmap_entries.
+    let (cmdline_paddr, rsdp, memmap_paddr, memmap_entries) = unsafe {
+        (
+            read(base.add(24) as *const u64),
+            read(base.add(32) as *const u64),
+            read(base.add(40) as *const u64),
+            read(base.add(48) as *const u32),
+        )
+    };
 
     let mut cmdline = String::new();
     if cmdline_paddr != 0 {
         let s = cmdline_paddr as *const u8;
         for i in 0..CMDLINE_MAX {
+            // SAFETY: the loader put a NUL-terminated string here; we stop at
+            // the NUL or after CMDLINE_MAX bytes, whichever comes first.
             let b = unsafe { s.add(i).read() };
             if b == 0 || cmdline.push(printable(b)).is_err() {
                 break;
@@ -113,6 +121,8 @@ pub(crate) unsafe fn from_pvh(paddr: usize, image: Range<u64>) -> Result<BootInf
     let mut memory_map = Vec::new();
     for i in 0..memmap_entries as usize {
         let e = (memmap_paddr as usize + i * 24) as *const u8;
+        // SAFETY: entry `i` < memmap_entries of the loader's table of 24-byte
+        // hvm_memmap_table_entry records (addr, size, type).
         let (addr, size, kind) =
             unsafe { (read(e as *const u64), read(e.add(8) as *const u64), read(e.add(16) as *const u32)) };
         let region = MemoryRegion { start: addr, end: addr.saturating_add(size), kind: MemoryKind::from_e820(kind) };

@@ -1,6 +1,8 @@
 //! The image boots to a prompt, shows what it found, and stops cleanly or with
 //! a readable report.
 
+#![deny(unsafe_code)]
+
 use appliance_tests::{Appliance, Exit, Ivshmem, Nic, Options, free_udp_port};
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! The console shell: commands, errors, line editing.
 
+#![deny(unsafe_code)]
+
 use appliance_tests::{Appliance, Options};
 
 fn boot() -> Appliance {

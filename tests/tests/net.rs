@@ -1,6 +1,8 @@
 //! Two appliances on one wire: ping, addresses, link events, steering and
 //! counters, and a capture of the wire.
 
+#![deny(unsafe_code)]
+
 use appliance_tests::{Appliance, Nic, Options, free_udp_port};
 use std::net::UdpSocket;
 use std::time::Duration;

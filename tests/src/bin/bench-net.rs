@@ -4,6 +4,8 @@
 //!
 //! Usage: bench-net [runs] [ms per run]; writes target/bench/net.{md,csv}.
 
+#![deny(unsafe_code)]
+
 use appliance_tests::{Appliance, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
