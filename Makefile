@@ -20,8 +20,8 @@ APPEND   ?=
 RUNS     ?= 3
 MS       ?= 2000
 
-ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(,)thread=single)
-, := ,
+comma := ,
+ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(comma)thread=single)
 
 QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) \

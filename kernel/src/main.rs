@@ -46,6 +46,9 @@ fn kmain(boot: BootResult) -> ! {
     if let Some(n) = net.borrow_mut().as_mut() {
         arch::irq::enable_level(n.irq);
         configure_from_cmdline(n, &info.cmdline);
+        // Deliver the start-up events now, so their log lines precede the banner.
+        n.netdevs.process_events();
+        n.rdma.process_events();
     }
     banner(&info, devices);
     let mut net_task = NetTask(net.clone());
