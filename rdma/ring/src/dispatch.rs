@@ -1,0 +1,930 @@
+//! The command dispatcher (seed §5, uverbs): checks a command against the
+//! command [`table`], decodes the typed request, enforces per-context
+//! object ownership, places queue rings, and calls the [`VerbsProvider`]
+//! (the rxe transport) with already-validated arguments.
+//!
+//! What is provider-independent and therefore lives here:
+//! - handles: every object a context creates gets a handle from the
+//!   dispatcher (never 0); a handle of another context, of another kind or
+//!   of nothing answers `ENOENT`, so contexts cannot see or touch each
+//!   other's objects;
+//! - use counts: a PD with MRs/QPs/SRQs/AHs, a CQ with QPs, an SRQ with QPs
+//!   cannot be destroyed (`EBUSY`), and objects combined in one QP must be
+//!   of the same device (`EINVAL`);
+//! - teardown: [`Dispatcher::detach`] destroys a context's objects in
+//!   dependency order, QP, AH, SRQ, MR, CQ, PD (children before parents);
+//! - placement: SQ, RQ, SRQ and CQ rings are carved from the context's own
+//!   queue area and their indices zeroed before the host learns where they
+//!   are; MR memory must lie in the context's own buffer area (`EFAULT`);
+//! - async events: the provider reports an event about its object, the
+//!   dispatcher queues it for the owning context (port events for all).
+//!
+//! Nothing here panics on a request: every path ends in a response with a
+//! status.
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+
+use crate::abi::{
+    CQE_SIZE, Layout, MAX_RING_ENTRIES, RecvWqe, RingPlacement, Sge, range_within, recv_wqe_size, send_wqe_size,
+};
+use crate::area::RangeAllocator;
+use crate::cmd::*;
+use crate::ring::RingGeometry;
+use crate::shm::SharedMem;
+use crate::table::{self, CapSet};
+use crate::wire::{Wire, name_str};
+
+/// The provider's own id for an object (rxe pool index, QPN, ...).
+pub type ObjId = u32;
+
+/// Kinds of objects a context owns, in teardown order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
+pub enum ObjKind {
+    Qp,
+    Ah,
+    Srq,
+    Mr,
+    Cq,
+    Pd,
+}
+
+impl ObjKind {
+    /// Teardown order: children before the objects they use.
+    pub const TEARDOWN_ORDER: [ObjKind; 6] =
+        [ObjKind::Qp, ObjKind::Ah, ObjKind::Srq, ObjKind::Mr, ObjKind::Cq, ObjKind::Pd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjKind::Qp => "qp",
+            ObjKind::Ah => "ah",
+            ObjKind::Srq => "srq",
+            ObjKind::Mr => "mr",
+            ObjKind::Cq => "cq",
+            ObjKind::Pd => "pd",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A memory registration the dispatcher has checked: `[start, start +
+/// length)` lies in the context's buffer area and inside the region.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MrSpec {
+    pub start: u64,
+    pub length: u64,
+    pub access: u32,
+}
+
+/// What `reg_mr` returns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MrKeys {
+    pub id: ObjId,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// A QP the dispatcher has checked and placed: the provider ids of the
+/// objects it uses and its rings (zeroed indices).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct QpSpec {
+    pub dev_index: u32,
+    pub pd: ObjId,
+    pub send_cq: ObjId,
+    pub recv_cq: ObjId,
+    pub srq: Option<ObjId>,
+    pub qp_type: u8,
+    pub sq_sig_all: bool,
+    /// Capacities as placed (WR counts are the ring capacities).
+    pub cap: QpCap,
+    pub sq: RingPlacement,
+    /// `None` with an SRQ.
+    pub rq: Option<RingPlacement>,
+}
+
+/// An SRQ the dispatcher has checked and placed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SrqSpec {
+    pub dev_index: u32,
+    pub pd: ObjId,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+    pub ring: RingPlacement,
+}
+
+/// A CQ the dispatcher has checked and placed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CqSpec {
+    pub dev_index: u32,
+    pub cqe: u32,
+    pub comp_vector: u32,
+    pub ring: RingPlacement,
+}
+
+/// What creating a QP or SRQ returns: the provider's id and the number the
+/// wire uses (QPN, SRQ number).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Created {
+    pub id: ObjId,
+    pub num: u32,
+}
+
+/// The transport's side of the command table: one method per command, with
+/// typed arguments the dispatcher has already checked (sizes, handles,
+/// ownership, areas). Every method has a default answering `EOPNOTSUPP`, so
+/// a provider grows command by command; [`VerbsProvider::caps`] must list
+/// what it implements (the dispatcher refuses the rest before calling).
+#[allow(unused_variables)]
+pub trait VerbsProvider {
+    /// The capabilities implemented.
+    fn caps(&self) -> CapSet;
+
+    fn query_device(&mut self, dev: u32) -> Result<DeviceAttr, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn query_port(&mut self, dev: u32, port: u32) -> Result<PortAttr, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// One GID entry; an empty slot is `valid == 0`.
+    fn query_gid(&mut self, dev: u32, port: u32, index: u32) -> Result<GidEntry, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// One page of the GID table from `start`. The default walks
+    /// `query_gid` up to the port's `gid_tbl_len`.
+    fn query_gid_table(&mut self, dev: u32, port: u32, start: u32) -> Result<GidTablePage, Status> {
+        let len = self.query_port(dev, port)?.gid_tbl_len;
+        let mut page = GidTablePage { next: NO_MORE, ..Default::default() };
+        let mut i = start;
+        while i < len {
+            if page.count as usize == GID_PAGE {
+                page.next = i;
+                break;
+            }
+            let e = self.query_gid(dev, port, i)?;
+            if e.valid != 0 {
+                page.entries[page.count as usize] = GidEntry { index: i, ..e };
+                page.count += 1;
+            }
+            i += 1;
+        }
+        Ok(page)
+    }
+    fn query_pkey(&mut self, dev: u32, port: u32, index: u32) -> Result<u16, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn alloc_pd(&mut self, dev: u32) -> Result<ObjId, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn dealloc_pd(&mut self, pd: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn reg_mr(&mut self, pd: ObjId, mr: &MrSpec) -> Result<MrKeys, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn create_cq(&mut self, cq: &CqSpec) -> Result<ObjId, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn destroy_cq(&mut self, cq: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// `attr_mask` holds only known bits; `ah_attr` is as the host sent it.
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn query_qp(&mut self, qp: ObjId, attr_mask: u32) -> Result<QueryQpResp, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn create_srq(&mut self, srq: &SrqSpec) -> Result<Created, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, max_wr: u32, srq_limit: u32) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn create_ah(&mut self, dev: u32, pd: ObjId, attr: &AhAttr) -> Result<ObjId, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn destroy_ah(&mut self, ah: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn query_counters(&mut self, dev: u32, port: u32) -> Result<CountersResp, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// NLDEV NEWLINK; the new device's index.
+    fn link_add(&mut self, name: &str, link_type: &str, netdev: &str) -> Result<u32, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// NLDEV DELLINK.
+    fn link_del(&mut self, dev: u32) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// The link of the first device with index `>= dev` (port `port`, or
+    /// the first port when 0), with `next` set for a dump; `ENODEV` past
+    /// the last.
+    fn link_show(&mut self, dev: u32, port: u32) -> Result<LinkInfo, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+}
+
+/// What the provider reports to [`Dispatcher::post_event`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EventSource {
+    /// About one object (QP fatal, CQ error, SRQ limit, ...).
+    Object(ObjKind, ObjId),
+    /// About a port of a device (port active/error, GID change): every
+    /// attached context hears it.
+    Port { dev_index: u32, port: u32 },
+}
+
+/// Limits that keep one context from exhausting the firmware.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Limits {
+    /// Objects per context (all kinds).
+    pub objects_per_ctx: u32,
+    /// Queued async events per context; more are counted as dropped.
+    pub events_per_ctx: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { objects_per_ctx: 4096, events_per_ctx: 64 }
+    }
+}
+
+/// What tearing a context down did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct TeardownReport {
+    /// Objects destroyed, by [`ObjKind`] index (qp, ah, srq, mr, cq, pd).
+    pub destroyed: [u32; 6],
+    /// Provider destroy calls that failed (the object is forgotten anyway:
+    /// its owner is gone).
+    pub provider_errors: u32,
+}
+
+impl TeardownReport {
+    pub fn total(&self) -> u32 {
+        self.destroyed.iter().sum()
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Obj {
+    ctx: u32,
+    kind: ObjKind,
+    id: ObjId,
+    dev: u32,
+    user_handle: u64,
+    /// Handles of the objects this one uses (0 = none).
+    uses: [u32; 4],
+    /// How many objects use this one.
+    users: u32,
+    /// Queue-area ranges to give back: (offset, length).
+    rings: [(u64, u64); 2],
+    events: u32,
+}
+
+struct Ctx {
+    queues: RangeAllocator,
+    buf_area: (u64, u64),
+    events: VecDeque<AsyncEvent>,
+    dropped: u32,
+    objects: u32,
+}
+
+/// The dispatcher: one per appliance, serving every context.
+pub struct Dispatcher<P> {
+    provider: P,
+    layout: Layout,
+    limits: Limits,
+    ctxs: Vec<Option<Ctx>>,
+    objs: BTreeMap<u32, Obj>,
+    by_id: BTreeMap<(ObjKind, ObjId), u32>,
+    next_handle: u32,
+}
+
+/// Decode a checked request; a decode failure cannot happen after the
+/// table's size check, but answers `EINVAL` rather than panicking.
+fn decode<T: Wire>(b: &[u8]) -> Result<T, Status> {
+    T::decode(b).ok_or(Status::EINVAL)
+}
+
+fn ring_entries(min: u32) -> Result<u32, Status> {
+    let n = min.max(1).checked_next_power_of_two().ok_or(Status::EINVAL)?;
+    if n > MAX_RING_ENTRIES { Err(Status::EINVAL) } else { Ok(n) }
+}
+
+impl<P: VerbsProvider> Dispatcher<P> {
+    pub fn new(layout: Layout, provider: P, limits: Limits) -> Self {
+        let ctxs = (0..layout.num_contexts()).map(|_| None).collect();
+        Dispatcher { provider, layout, limits, ctxs, objs: BTreeMap::new(), by_id: BTreeMap::new(), next_handle: 1 }
+    }
+
+    pub fn provider(&self) -> &P {
+        &self.provider
+    }
+
+    pub fn provider_mut(&mut self) -> &mut P {
+        &mut self.provider
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Start serving context `ctx` (its slot was claimed).
+    pub fn attach(&mut self, ctx: u32) -> Result<(), Status> {
+        let (qo, ql) = self.layout.queue_area(ctx).ok_or(Status::EINVAL)?;
+        let buf_area = self.layout.buf_area(ctx).ok_or(Status::EINVAL)?;
+        let slot = self.ctxs.get_mut(ctx as usize).ok_or(Status::EINVAL)?;
+        if slot.is_some() {
+            return Err(Status::EEXIST);
+        }
+        *slot = Some(Ctx {
+            queues: RangeAllocator::new(qo, ql, 64),
+            buf_area,
+            events: VecDeque::new(),
+            dropped: 0,
+            objects: 0,
+        });
+        Ok(())
+    }
+
+    /// Whether `ctx` is attached.
+    pub fn is_attached(&self, ctx: u32) -> bool {
+        matches!(self.ctxs.get(ctx as usize), Some(Some(_)))
+    }
+
+    /// Destroy every object of `ctx` in dependency order and stop serving it.
+    pub fn detach(&mut self, ctx: u32) -> TeardownReport {
+        let mut report = TeardownReport::default();
+        for kind in ObjKind::TEARDOWN_ORDER {
+            let handles: Vec<u32> =
+                self.objs.iter().filter(|(_, o)| o.ctx == ctx && o.kind == kind).map(|(h, _)| *h).collect();
+            for h in handles {
+                let Some(o) = self.objs.get(&h) else { continue };
+                let (kind, id) = (o.kind, o.id);
+                if self.provider_destroy(kind, id).is_err() {
+                    report.provider_errors += 1;
+                }
+                self.forget(h);
+                report.destroyed[kind.index()] += 1;
+            }
+        }
+        if let Some(slot) = self.ctxs.get_mut(ctx as usize) {
+            *slot = None;
+        }
+        report
+    }
+
+    /// Objects of `kind` owned by `ctx` (or by every context), for
+    /// `rdma resource show`.
+    pub fn count(&self, ctx: Option<u32>, kind: ObjKind) -> usize {
+        self.objs.values().filter(|o| o.kind == kind && ctx.is_none_or(|c| c == o.ctx)).count()
+    }
+
+    /// Queue an async event for whoever it concerns.
+    pub fn post_event(&mut self, src: EventSource, event_type: u32) {
+        let cap = self.limits.events_per_ctx as usize;
+        let push = |c: &mut Ctx, mut ev: AsyncEvent| {
+            if c.events.len() >= cap {
+                c.dropped = c.dropped.saturating_add(1);
+            } else {
+                ev.dropped = core::mem::take(&mut c.dropped);
+                c.events.push_back(ev);
+            }
+        };
+        match src {
+            EventSource::Object(kind, id) => {
+                let Some(&h) = self.by_id.get(&(kind, id)) else { return };
+                let Some(o) = self.objs.get_mut(&h) else { return };
+                o.events = o.events.saturating_add(1);
+                let ev = AsyncEvent { element: o.user_handle, event_type, handle: h, dev_index: o.dev, dropped: 0 };
+                if let Some(Some(c)) = self.ctxs.get_mut(o.ctx as usize) {
+                    push(c, ev);
+                }
+            }
+            EventSource::Port { dev_index, port } => {
+                let ev = AsyncEvent { element: u64::from(port), event_type, handle: 0, dev_index, dropped: 0 };
+                for c in self.ctxs.iter_mut().flatten() {
+                    push(c, ev);
+                }
+            }
+        }
+    }
+
+    /// Handle one command slot from context `ctx` and write the response slot
+    /// into `resp`; returns the response length (header included). `req` is
+    /// the copy of the command slot (never the shared memory itself). Every
+    /// outcome is a response: an unparseable header, a wrong context id, an
+    /// unknown command, a bad size or a refused request yields an error
+    /// status. `resp` must hold at least a header (else nothing is written
+    /// and 0 is returned).
+    pub fn handle<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32, req: &[u8], resp: &mut [u8]) -> usize {
+        let Some(hdr) = CmdHeader::decode(req) else {
+            return write_resp(resp, CmdHeader { ctx, ..Default::default() }, Status::EMSGSIZE, 0);
+        };
+        let out = CmdHeader { cmd: hdr.cmd, flags: 0, len: 0, status: 0, ctx: hdr.ctx, seq: hdr.seq };
+        let payload = req.get(HEADER_SIZE..HEADER_SIZE.saturating_add(usize::from(hdr.len)));
+        let (Some(payload), Some(body)) = (payload, resp.get_mut(HEADER_SIZE..)) else {
+            return write_resp(resp, out, Status::EMSGSIZE, 0);
+        };
+        let result = if hdr.ctx != ctx || !self.is_attached(ctx) {
+            Err(Status::EPERM)
+        } else if hdr.flags != 0 || hdr.status != 0 {
+            Err(Status::EINVAL)
+        } else {
+            match table::check(hdr.cmd, payload, body.len(), self.provider.caps()) {
+                Ok(spec) => self.run(mem, ctx, spec.nr, payload, body),
+                Err(s) => Err(s),
+            }
+        };
+        match result {
+            Ok(n) => write_resp(resp, out, Status::OK, n),
+            Err(s) => write_resp(resp, out, s, 0),
+        }
+    }
+
+    /// Run the handler of a checked command; the response payload length.
+    fn run<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        nr: u16,
+        req: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, Status> {
+        fn reply<T: Wire>(out: &mut [u8], v: T) -> Result<usize, Status> {
+            v.encode(out).ok_or(Status::EMSGSIZE)?;
+            Ok(T::SIZE)
+        }
+        match nr {
+            nr::NOP => Ok(0),
+            nr::QUERY_DEVICE => {
+                let r: DevReq = decode(req)?;
+                reply(out, self.provider.query_device(r.dev_index)?)
+            }
+            nr::QUERY_PORT => {
+                let r: PortReq = decode(req)?;
+                reply(out, self.provider.query_port(r.dev_index, r.port_num)?)
+            }
+            nr::QUERY_GID => {
+                let r: GidReq = decode(req)?;
+                let e = self.provider.query_gid(r.dev_index, r.port_num, r.index)?;
+                reply(out, GidEntry { index: r.index, ..e })
+            }
+            nr::QUERY_GID_TABLE => {
+                let r: GidReq = decode(req)?;
+                let page = self.provider.query_gid_table(r.dev_index, r.port_num, r.index)?;
+                if page.count as usize > GID_PAGE {
+                    return Err(Status::EIO);
+                }
+                reply(out, page)
+            }
+            nr::QUERY_PKEY => {
+                let r: GidReq = decode(req)?;
+                let pkey = self.provider.query_pkey(r.dev_index, r.port_num, r.index)?;
+                reply(out, PkeyResp { pkey, ..Default::default() })
+            }
+            nr::GET_ASYNC_EVENT => {
+                let c = self.ctx_mut(ctx)?;
+                let ev = c.events.pop_front().ok_or(Status::EAGAIN)?;
+                reply(out, ev)
+            }
+            nr::QUERY_COUNTERS => {
+                let r: PortReq = decode(req)?;
+                let c = self.provider.query_counters(r.dev_index, r.port_num)?;
+                if c.num_counters as usize > MAX_COUNTERS {
+                    return Err(Status::EIO);
+                }
+                reply(out, c)
+            }
+            nr::LINK_ADD => {
+                let r: LinkAddReq = decode(req)?;
+                let (Some(name), Some(ty), Some(nd)) =
+                    (name_str(&r.dev_name), name_str(&r.link_type), name_str(&r.netdev))
+                else {
+                    return Err(Status::EINVAL);
+                };
+                if name.is_empty() || ty.is_empty() || nd.is_empty() {
+                    return Err(Status::EINVAL);
+                }
+                let dev = self.provider.link_add(name, ty, nd)?;
+                reply(out, HandleResp { handle: dev, reserved: 0 })
+            }
+            nr::LINK_DEL => {
+                let r: DevReq = decode(req)?;
+                // Objects of any context on the device keep it alive: their
+                // owners must destroy them (or detach) first.
+                if self.objs.values().any(|o| o.dev == r.dev_index) {
+                    return Err(Status::EBUSY);
+                }
+                self.provider.link_del(r.dev_index)?;
+                Ok(0)
+            }
+            nr::LINK_SHOW => {
+                let r: LinkShowReq = decode(req)?;
+                reply(out, self.provider.link_show(r.dev_index, r.port_num)?)
+            }
+            nr::ALLOC_PD => {
+                let r: DevReq = decode(req)?;
+                self.check_room(ctx)?;
+                let id = self.provider.alloc_pd(r.dev_index)?;
+                let h = self.insert(ctx, ObjKind::Pd, id, r.dev_index, 0, [0; 4], [(0, 0); 2])?;
+                reply(out, HandleResp { handle: h, reserved: 0 })
+            }
+            nr::REG_MR => {
+                let r: RegMrReq = decode(req)?;
+                self.reg_mr(mem, ctx, &r, out)
+            }
+            nr::CREATE_CQ => {
+                let r: CreateCqReq = decode(req)?;
+                self.create_cq(mem, ctx, &r, out)
+            }
+            nr::CREATE_QP => {
+                let r: CreateQpReq = decode(req)?;
+                self.create_qp(mem, ctx, &r, out)
+            }
+            nr::CREATE_SRQ => {
+                let r: CreateSrqReq = decode(req)?;
+                self.create_srq(mem, ctx, &r, out)
+            }
+            nr::CREATE_AH => {
+                let r: CreateAhReq = decode(req)?;
+                self.check_room(ctx)?;
+                let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
+                let id = self.provider.create_ah(dev, pd, &r.attr)?;
+                let h = self.insert(ctx, ObjKind::Ah, id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
+                reply(out, HandleResp { handle: h, reserved: 0 })
+            }
+            nr::MODIFY_QP => {
+                let r: ModifyQpReq = decode(req)?;
+                if r.attr_mask & !qp_attr_mask::ALL != 0 {
+                    return Err(Status::EINVAL);
+                }
+                let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
+                self.provider.modify_qp(qp, r.attr_mask, &r.attr)?;
+                Ok(0)
+            }
+            nr::QUERY_QP => {
+                let r: QueryQpReq = decode(req)?;
+                let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
+                reply(out, self.provider.query_qp(qp, r.attr_mask & qp_attr_mask::ALL)?)
+            }
+            nr::MODIFY_SRQ => {
+                let r: ModifySrqReq = decode(req)?;
+                if r.attr_mask & !srq_attr_mask::ALL != 0 {
+                    return Err(Status::EINVAL);
+                }
+                let (srq, _) = self.lookup(ctx, r.srq_handle, ObjKind::Srq)?;
+                self.provider.modify_srq(srq, r.attr_mask, r.max_wr, r.srq_limit)?;
+                Ok(0)
+            }
+            nr::DEALLOC_PD => self.destroy(ctx, req, ObjKind::Pd).map(|_| 0),
+            nr::DEREG_MR => self.destroy(ctx, req, ObjKind::Mr).map(|_| 0),
+            nr::DESTROY_AH => self.destroy(ctx, req, ObjKind::Ah).map(|_| 0),
+            nr::DESTROY_CQ => {
+                let events = self.destroy(ctx, req, ObjKind::Cq)?;
+                reply(out, DestroyResp { events_reported: events, reserved: 0 })
+            }
+            nr::DESTROY_QP => {
+                let events = self.destroy(ctx, req, ObjKind::Qp)?;
+                reply(out, DestroyResp { events_reported: events, reserved: 0 })
+            }
+            nr::DESTROY_SRQ => {
+                let events = self.destroy(ctx, req, ObjKind::Srq)?;
+                reply(out, DestroyResp { events_reported: events, reserved: 0 })
+            }
+            // A table row without a handler: a bug here, answered, not panicked.
+            _ => Err(Status::ENOSYS),
+        }
+    }
+
+    fn ctx_mut(&mut self, ctx: u32) -> Result<&mut Ctx, Status> {
+        self.ctxs.get_mut(ctx as usize).and_then(Option::as_mut).ok_or(Status::EPERM)
+    }
+
+    fn check_room(&mut self, ctx: u32) -> Result<(), Status> {
+        let limit = self.limits.objects_per_ctx;
+        if self.ctx_mut(ctx)?.objects >= limit { Err(Status::ENOMEM) } else { Ok(()) }
+    }
+
+    /// The provider id and device of `handle`, if it is a `kind` of `ctx`.
+    fn lookup(&self, ctx: u32, handle: u32, kind: ObjKind) -> Result<(ObjId, u32), Status> {
+        match self.objs.get(&handle) {
+            Some(o) if o.ctx == ctx && o.kind == kind => Ok((o.id, o.dev)),
+            _ => Err(Status::ENOENT),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        ctx: u32,
+        kind: ObjKind,
+        id: ObjId,
+        dev: u32,
+        user_handle: u64,
+        uses: [u32; 4],
+        rings: [(u64, u64); 2],
+    ) -> Result<u32, Status> {
+        if self.by_id.contains_key(&(kind, id)) {
+            // The provider returned an id that a live object already has: a
+            // provider bug. Refuse to alias two handles to one object (and
+            // do not destroy by that id: it would hit the live object).
+            self.free_rings(ctx, rings);
+            return Err(Status::EIO);
+        }
+        let mut h = self.next_handle;
+        while h == 0 || self.objs.contains_key(&h) {
+            h = h.wrapping_add(1);
+        }
+        self.next_handle = h.wrapping_add(1);
+        for u in uses.into_iter().filter(|&u| u != 0) {
+            if let Some(p) = self.objs.get_mut(&u) {
+                p.users += 1;
+            }
+        }
+        self.objs.insert(h, Obj { ctx, kind, id, dev, user_handle, uses, users: 0, rings, events: 0 });
+        self.by_id.insert((kind, id), h);
+        if let Ok(c) = self.ctx_mut(ctx) {
+            c.objects += 1;
+        }
+        Ok(h)
+    }
+
+    /// Drop the dispatcher's record of `h`: parents' use counts, rings.
+    fn forget(&mut self, h: u32) -> Option<Obj> {
+        let o = self.objs.remove(&h)?;
+        self.by_id.remove(&(o.kind, o.id));
+        for u in o.uses.into_iter().filter(|&u| u != 0) {
+            if let Some(p) = self.objs.get_mut(&u) {
+                p.users = p.users.saturating_sub(1);
+            }
+        }
+        self.free_rings(o.ctx, o.rings);
+        if let Ok(c) = self.ctx_mut(o.ctx) {
+            c.objects = c.objects.saturating_sub(1);
+        }
+        Some(o)
+    }
+
+    fn free_rings(&mut self, ctx: u32, rings: [(u64, u64); 2]) {
+        if let Ok(c) = self.ctx_mut(ctx) {
+            for (off, len) in rings.into_iter().filter(|&(_, l)| l != 0) {
+                // Cannot fail for a range this allocator handed out.
+                let _ = c.queues.free(off, len);
+            }
+        }
+    }
+
+    fn provider_destroy(&mut self, kind: ObjKind, id: ObjId) -> Result<(), Status> {
+        match kind {
+            ObjKind::Qp => self.provider.destroy_qp(id),
+            ObjKind::Ah => self.provider.destroy_ah(id),
+            ObjKind::Srq => self.provider.destroy_srq(id),
+            ObjKind::Mr => self.provider.dereg_mr(id),
+            ObjKind::Cq => self.provider.destroy_cq(id),
+            ObjKind::Pd => self.provider.dealloc_pd(id),
+        }
+    }
+
+    /// A destroy command: ownership, use count, provider, then forget.
+    /// Returns the object's reported event count.
+    fn destroy(&mut self, ctx: u32, req: &[u8], kind: ObjKind) -> Result<u32, Status> {
+        let r: HandleReq = decode(req)?;
+        let (id, _) = self.lookup(ctx, r.handle, kind)?;
+        if self.objs.get(&r.handle).is_some_and(|o| o.users > 0) {
+            return Err(Status::EBUSY);
+        }
+        self.provider_destroy(kind, id)?;
+        Ok(self.forget(r.handle).map_or(0, |o| o.events))
+    }
+
+    /// Carve a ring from the context's queue area and zero its indices.
+    fn place<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        entries: u32,
+        entry_size: u32,
+    ) -> Result<RingPlacement, Status> {
+        let bytes = RingPlacement::bytes(entries, entry_size).ok_or(Status::EINVAL)?;
+        let c = self.ctx_mut(ctx)?;
+        let off = c.queues.alloc(bytes).ok_or(Status::ENOMEM)?;
+        let p = RingPlacement { off, entries, entry_size };
+        let reset = RingGeometry::new(p, mem.len())
+            .map_err(|_| Status::EFAULT)
+            .and_then(|g| g.reset(mem).map_err(|_| Status::EFAULT));
+        if let Err(s) = reset {
+            let _ = c.queues.free(off, bytes);
+            return Err(s);
+        }
+        Ok(p)
+    }
+
+    fn reg_mr<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        r: &RegMrReq,
+        out: &mut [u8],
+    ) -> Result<usize, Status> {
+        use crate::cmd::access::*;
+        if r.access & !ALL != 0 || r.length == 0 {
+            return Err(Status::EINVAL);
+        }
+        // IB spec o10-37: remote write or atomic access needs local write.
+        if r.access & (REMOTE_WRITE | REMOTE_ATOMIC) != 0 && r.access & LOCAL_WRITE == 0 {
+            return Err(Status::EINVAL);
+        }
+        let (area_off, area_len) = self.ctx_mut(ctx)?.buf_area;
+        if !range_within(r.start, r.length, area_off, area_len) || !range_within(r.start, r.length, 0, mem.len() as u64)
+        {
+            return Err(Status::EFAULT);
+        }
+        self.check_room(ctx)?;
+        let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
+        let keys = self.provider.reg_mr(pd, &MrSpec { start: r.start, length: r.length, access: r.access })?;
+        let h = self.insert(ctx, ObjKind::Mr, keys.id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
+        RegMrResp { mr_handle: h, lkey: keys.lkey, rkey: keys.rkey, reserved: 0 }
+            .encode(out)
+            .ok_or(Status::EMSGSIZE)?;
+        Ok(RegMrResp::SIZE)
+    }
+
+    fn create_cq<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        r: &CreateCqReq,
+        out: &mut [u8],
+    ) -> Result<usize, Status> {
+        if r.cqe == 0 {
+            return Err(Status::EINVAL);
+        }
+        let entries = ring_entries(r.cqe)?;
+        self.check_room(ctx)?;
+        let ring = self.place(mem, ctx, entries, CQE_SIZE)?;
+        let rings = [(ring.off, RingPlacement::bytes(entries, CQE_SIZE).unwrap_or(0)), (0, 0)];
+        let spec = CqSpec { dev_index: r.dev_index, cqe: entries, comp_vector: r.comp_vector, ring };
+        let id = match self.provider.create_cq(&spec) {
+            Ok(id) => id,
+            Err(s) => {
+                self.free_rings(ctx, rings);
+                return Err(s);
+            }
+        };
+        let h = self.insert(ctx, ObjKind::Cq, id, r.dev_index, r.user_handle, [0; 4], rings)?;
+        CreateCqResp { cq_handle: h, cqe: entries, ring }.encode(out).ok_or(Status::EMSGSIZE)?;
+        Ok(CreateCqResp::SIZE)
+    }
+
+    fn create_qp<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        r: &CreateQpReq,
+        out: &mut [u8],
+    ) -> Result<usize, Status> {
+        if !matches!(r.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
+            return Err(Status::EINVAL);
+        }
+        self.check_room(ctx)?;
+        let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
+        let (send_cq, sdev) = self.lookup(ctx, r.send_cq_handle, ObjKind::Cq)?;
+        let (recv_cq, rdev) = self.lookup(ctx, r.recv_cq_handle, ObjKind::Cq)?;
+        let srq = match r.srq_handle {
+            0 => None,
+            h => Some(self.lookup(ctx, h, ObjKind::Srq)?),
+        };
+        if sdev != dev || rdev != dev || srq.is_some_and(|(_, d)| d != dev) {
+            return Err(Status::EINVAL);
+        }
+        let mut cap = r.cap;
+        let sq_size = send_wqe_size(cap.max_send_sge, cap.max_inline_data).ok_or(Status::EINVAL)?;
+        let sq_entries = ring_entries(cap.max_send_wr)?;
+        cap.max_send_wr = sq_entries;
+        // The entry has room for the larger of SGEs and inline data; report
+        // what really fits, as rxe does.
+        let body = sq_size - crate::abi::SendWqe::SIZE as u32;
+        cap.max_send_sge = (body / Sge::SIZE as u32).min(crate::abi::MAX_SGE);
+        cap.max_inline_data = body.min(crate::abi::MAX_INLINE);
+        let rq_geom = if srq.is_some() {
+            cap.max_recv_wr = 0;
+            cap.max_recv_sge = 0;
+            None
+        } else {
+            let size = recv_wqe_size(cap.max_recv_sge).ok_or(Status::EINVAL)?;
+            let n = ring_entries(cap.max_recv_wr)?;
+            cap.max_recv_wr = n;
+            cap.max_recv_sge = (size - RecvWqe::SIZE as u32) / Sge::SIZE as u32;
+            Some((n, size))
+        };
+        let sq = self.place(mem, ctx, sq_entries, sq_size)?;
+        let mut rings = [(sq.off, RingPlacement::bytes(sq_entries, sq_size).unwrap_or(0)), (0, 0)];
+        let rq = match rq_geom {
+            None => None,
+            Some((n, size)) => match self.place(mem, ctx, n, size) {
+                Ok(p) => {
+                    rings[1] = (p.off, RingPlacement::bytes(n, size).unwrap_or(0));
+                    Some(p)
+                }
+                Err(s) => {
+                    self.free_rings(ctx, rings);
+                    return Err(s);
+                }
+            },
+        };
+        let spec = QpSpec {
+            dev_index: dev,
+            pd,
+            send_cq,
+            recv_cq,
+            srq: srq.map(|(id, _)| id),
+            qp_type: r.qp_type,
+            sq_sig_all: r.sq_sig_all != 0,
+            cap,
+            sq,
+            rq,
+        };
+        let created = match self.provider.create_qp(&spec) {
+            Ok(c) => c,
+            Err(s) => {
+                self.free_rings(ctx, rings);
+                return Err(s);
+            }
+        };
+        let uses = [r.pd_handle, r.send_cq_handle, r.recv_cq_handle, r.srq_handle];
+        let h = self.insert(ctx, ObjKind::Qp, created.id, dev, r.user_handle, uses, rings)?;
+        let resp = CreateQpResp {
+            qp_handle: h,
+            qp_num: created.num,
+            cap,
+            reserved: 0,
+            sq,
+            rq: rq.unwrap_or(RingPlacement { off: 0, entries: 0, entry_size: 0 }),
+        };
+        resp.encode(out).ok_or(Status::EMSGSIZE)?;
+        Ok(CreateQpResp::SIZE)
+    }
+
+    fn create_srq<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        r: &CreateSrqReq,
+        out: &mut [u8],
+    ) -> Result<usize, Status> {
+        self.check_room(ctx)?;
+        let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
+        if r.max_wr == 0 {
+            return Err(Status::EINVAL);
+        }
+        let size = recv_wqe_size(r.max_sge).ok_or(Status::EINVAL)?;
+        let entries = ring_entries(r.max_wr)?;
+        if r.srq_limit > entries {
+            return Err(Status::EINVAL);
+        }
+        let ring = self.place(mem, ctx, entries, size)?;
+        let rings = [(ring.off, RingPlacement::bytes(entries, size).unwrap_or(0)), (0, 0)];
+        let max_sge = (size - RecvWqe::SIZE as u32) / Sge::SIZE as u32;
+        let spec = SrqSpec { dev_index: dev, pd, max_wr: entries, max_sge, srq_limit: r.srq_limit, ring };
+        let created = match self.provider.create_srq(&spec) {
+            Ok(c) => c,
+            Err(s) => {
+                self.free_rings(ctx, rings);
+                return Err(s);
+            }
+        };
+        let h = self.insert(ctx, ObjKind::Srq, created.id, dev, r.user_handle, [r.pd_handle, 0, 0, 0], rings)?;
+        CreateSrqResp { srq_handle: h, srq_num: created.num, max_wr: entries, max_sge, ring }
+            .encode(out)
+            .ok_or(Status::EMSGSIZE)?;
+        Ok(CreateSrqResp::SIZE)
+    }
+}
+
+/// Write a response header (and keep the payload the handler wrote).
+fn write_resp(resp: &mut [u8], mut hdr: CmdHeader, status: Status, len: usize) -> usize {
+    hdr.status = status.0;
+    hdr.len = u16::try_from(len).unwrap_or(0);
+    match hdr.encode(resp) {
+        Some(()) => HEADER_SIZE + usize::from(hdr.len),
+        None => 0,
+    }
+}

@@ -1,0 +1,263 @@
+//! The firmware side of the region: initialise the layout, beat the
+//! heartbeat, watch the context slots (claims, detaches, leases), and serve
+//! each attached context's command ring into its response ring through the
+//! [`Dispatcher`].
+//!
+//! The kernel calls [`Firmware::tick`] from its poll loop (ivshmem-plain has
+//! no interrupt: a doorbell is noticed at the next tick). One tick is one
+//! heartbeat; leases are counted in ticks, so time is an argument, not a
+//! clock read, and tests replay exactly.
+//!
+//! Slot state machine (the firmware's private view decides, the shared
+//! `state` word is only a request from the host):
+//!
+//! ```text
+//!   FREE --host CAS--> ATTACHED --host store--> DETACHING
+//!    ^                    |  lease expired,        |
+//!    |                    |  ring corrupt          |
+//!    |                    v                        v
+//!    +---- firmware ---- RECLAIMING <--------------+
+//!      (objects destroyed in dependency order, rings reset, generation + 1)
+//! ```
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::abi::{
+    ContextSlot, Layout, LayoutError, SB_FAIL_CODE, SB_FW_STATE, SB_HEARTBEAT, SLOT_GENERATION, SLOT_HOST_HEARTBEAT,
+    SLOT_HOST_PID, SLOT_RECLAIM_REASON, SLOT_STATE, ctx_state, fw_state, reclaim_reason,
+};
+use crate::cmd::Status;
+use crate::dispatch::{Dispatcher, Limits, TeardownReport, VerbsProvider};
+use crate::ring::{Consumer, Producer, RingError, RingGeometry};
+use crate::shm::{SharedMem, ShmError};
+
+/// The firmware's private view of one slot.
+enum Slot {
+    Free,
+    Active {
+        cmd: Consumer,
+        resp: Producer,
+        /// The host heartbeat last seen and the beat it was seen to change at.
+        host_hb: u32,
+        changed_at: u32,
+    },
+}
+
+/// What happened to a slot during a tick.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SlotEvent {
+    Attached { ctx: u32 },
+    Reclaimed { ctx: u32, reason: u32, report: TeardownReport },
+}
+
+/// What one tick did.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct TickReport {
+    /// Commands answered.
+    pub commands: u32,
+    pub events: Vec<SlotEvent>,
+}
+
+/// The firmware's end of the region.
+pub struct Firmware<P> {
+    layout: Layout,
+    dispatcher: Dispatcher<P>,
+    slots: Vec<Slot>,
+    beat: u32,
+    /// Commands served per context per tick, so one busy context cannot
+    /// starve the others (nor the rest of the poll loop).
+    budget: u32,
+    req: Vec<u8>,
+    resp: Vec<u8>,
+}
+
+impl<P: VerbsProvider> Firmware<P> {
+    /// Lay out the region (superblock, slots, command rings) and publish
+    /// READY. `budget` is commands per context per tick.
+    pub fn new<M: SharedMem + ?Sized>(
+        mem: &M,
+        layout: Layout,
+        provider: P,
+        limits: Limits,
+        budget: u32,
+    ) -> Result<Self, LayoutError> {
+        layout.init(mem)?;
+        let slot_bytes = layout.params.cmd_slot_size as usize;
+        Ok(Firmware {
+            layout,
+            dispatcher: Dispatcher::new(layout, provider, limits),
+            slots: (0..layout.num_contexts()).map(|_| Slot::Free).collect(),
+            beat: 0,
+            budget: budget.max(1),
+            req: vec![0; slot_bytes],
+            resp: vec![0; slot_bytes],
+        })
+    }
+
+    pub fn dispatcher(&self) -> &Dispatcher<P> {
+        &self.dispatcher
+    }
+
+    pub fn dispatcher_mut(&mut self) -> &mut Dispatcher<P> {
+        &mut self.dispatcher
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Stop serving: every context is reclaimed and the superblock says
+    /// FAILED with `code`.
+    pub fn fail<M: SharedMem + ?Sized>(&mut self, mem: &M, code: Status) -> Result<(), ShmError> {
+        for ctx in 0..self.layout.num_contexts() {
+            self.reclaim(mem, ctx, reclaim_reason::DETACHED)?;
+        }
+        mem.store_u32_release(SB_FAIL_CODE, u32::from(code.0))?;
+        mem.store_u32_release(SB_FW_STATE, fw_state::FAILED)
+    }
+
+    /// One poll: heartbeat, slot transitions, leases, and up to `budget`
+    /// commands per attached context. Errors are only those of the firmware's
+    /// own mapping (an access outside it), never of the host's doing.
+    pub fn tick<M: SharedMem + ?Sized>(&mut self, mem: &M) -> Result<TickReport, ShmError> {
+        self.beat = self.beat.wrapping_add(1);
+        mem.store_u32_release(SB_HEARTBEAT, self.beat)?;
+        let mut report = TickReport::default();
+        for ctx in 0..self.layout.num_contexts() {
+            self.tick_slot(mem, ctx, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    fn slot_field(&self, ctx: u32, field: usize) -> Result<usize, ShmError> {
+        // `ctx` is below num_contexts by every caller's loop; the fallback
+        // offset is past any region, so an impossible miss is an error.
+        self.layout.slot_off(ctx).map(|o| o + field).ok_or(ShmError::OutOfBounds { off: usize::MAX, len: 4, region: 0 })
+    }
+
+    fn tick_slot<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32, report: &mut TickReport) -> Result<(), ShmError> {
+        let state = mem.load_u32_acquire(self.slot_field(ctx, SLOT_STATE)?)?;
+        let active = matches!(self.slots.get(ctx as usize), Some(Slot::Active { .. }));
+        let reason = match (active, state) {
+            (false, ctx_state::FREE) => return Ok(()),
+            (false, ctx_state::ATTACHED) => {
+                self.attach(mem, ctx)?;
+                report.events.push(SlotEvent::Attached { ctx });
+                None
+            }
+            (_, ctx_state::DETACHING) => Some(reclaim_reason::DETACHED),
+            (true, ctx_state::ATTACHED) => None,
+            // FREE or RECLAIMING written by the host over an attached slot,
+            // RECLAIMING over a free one, or a value that is no state at all.
+            _ => Some(reclaim_reason::PROTOCOL),
+        };
+        let reason = match reason {
+            Some(r) => Some(r),
+            None => self.serve(mem, ctx, report)?,
+        };
+        if let Some(reason) = reason {
+            let r = self.reclaim(mem, ctx, reason)?;
+            report.events.push(SlotEvent::Reclaimed { ctx, reason, report: r });
+        }
+        Ok(())
+    }
+
+    fn attach<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32) -> Result<(), ShmError> {
+        let geo = |p| RingGeometry::new(p, mem.len()).ok();
+        let (Some(cmd), Some(resp)) =
+            (self.layout.cmd_ring(ctx).and_then(geo), self.layout.resp_ring(ctx).and_then(geo))
+        else {
+            // The layout was validated against this region at `new`.
+            return Err(ShmError::OutOfBounds { off: 0, len: 0, region: mem.len() });
+        };
+        let host_hb = mem.load_u32_acquire(self.slot_field(ctx, SLOT_HOST_HEARTBEAT)?)?;
+        // A context left attached in the dispatcher cannot exist (reclaim
+        // detaches); if it did, start clean.
+        if self.dispatcher.is_attached(ctx) {
+            self.dispatcher.detach(ctx);
+        }
+        let _ = self.dispatcher.attach(ctx);
+        if let Some(s) = self.slots.get_mut(ctx as usize) {
+            *s = Slot::Active { cmd: Consumer::new(cmd), resp: Producer::new(resp), host_hb, changed_at: self.beat };
+        }
+        Ok(())
+    }
+
+    /// Lease check and command service; `Some(reason)` to reclaim.
+    fn serve<M: SharedMem + ?Sized>(
+        &mut self,
+        mem: &M,
+        ctx: u32,
+        report: &mut TickReport,
+    ) -> Result<Option<u32>, ShmError> {
+        let hb = mem.load_u32_acquire(self.slot_field(ctx, SLOT_HOST_HEARTBEAT)?)?;
+        let lease = self.layout.params.lease_beats;
+        let beat = self.beat;
+        let Some(Slot::Active { cmd, resp, host_hb, changed_at }) = self.slots.get_mut(ctx as usize) else {
+            return Ok(None);
+        };
+        if hb != *host_hb {
+            *host_hb = hb;
+            *changed_at = beat;
+        } else if beat.wrapping_sub(*changed_at) > lease {
+            return Ok(Some(reclaim_reason::LEASE_EXPIRED));
+        }
+        for _ in 0..self.budget {
+            // Backpressure: take a command only when its answer has room.
+            match resp.free(mem) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(RingError::Shm(e)) => return Err(e),
+                Err(_) => return Ok(Some(reclaim_reason::PROTOCOL)),
+            }
+            match cmd.pop(mem, &mut self.req) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(RingError::Shm(e)) => return Err(e),
+                Err(_) => return Ok(Some(reclaim_reason::PROTOCOL)),
+            }
+            let n = self.dispatcher.handle(mem, ctx, &self.req, &mut self.resp);
+            match resp.push(mem, &self.resp[..n.min(self.resp.len())]) {
+                Ok(()) => report.commands += 1,
+                Err(RingError::Shm(e)) => return Err(e),
+                Err(_) => return Ok(Some(reclaim_reason::PROTOCOL)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Tear `ctx` down and hand the slot back: RECLAIMING, objects destroyed,
+    /// rings reset, reason and generation written, then FREE (release).
+    fn reclaim<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32, reason: u32) -> Result<TeardownReport, ShmError> {
+        let slot = self.layout.slot_off(ctx).ok_or(ShmError::OutOfBounds { off: usize::MAX, len: 0, region: 0 })?;
+        mem.store_u32_release(slot + SLOT_STATE, ctx_state::RECLAIMING)?;
+        let report = self.dispatcher.detach(ctx);
+        for p in [self.layout.cmd_ring(ctx), self.layout.resp_ring(ctx)].into_iter().flatten() {
+            if let Ok(g) = RingGeometry::new(p, mem.len()) {
+                g.reset(mem).map_err(|e| match e {
+                    RingError::Shm(e) => e,
+                    _ => ShmError::OutOfBounds { off: p.off as usize, len: 0, region: mem.len() },
+                })?;
+            }
+        }
+        let generation = mem.load_u32_acquire(slot + SLOT_GENERATION)?.wrapping_add(1);
+        mem.store_u32_release(slot + SLOT_GENERATION, generation)?;
+        mem.store_u32_release(slot + SLOT_RECLAIM_REASON, reason)?;
+        mem.store_u32_release(slot + SLOT_HOST_PID, 0)?;
+        mem.store_u32_release(slot + SLOT_HOST_HEARTBEAT, 0)?;
+        mem.store_u32_release(slot + SLOT_STATE, ctx_state::FREE)?;
+        if let Some(s) = self.slots.get_mut(ctx as usize) {
+            *s = Slot::Free;
+        }
+        Ok(report)
+    }
+
+    /// The slot as the region shows it (for `rdma resource show`).
+    pub fn read_slot<M: SharedMem + ?Sized>(&self, mem: &M, ctx: u32) -> Option<ContextSlot> {
+        use crate::wire::Wire;
+        let mut b = [0u8; ContextSlot::SIZE];
+        mem.read(self.layout.slot_off(ctx)?, &mut b).ok()?;
+        ContextSlot::decode(&b)
+    }
+}

@@ -1,0 +1,208 @@
+//! A fake [`VerbsProvider`] for tests: objects are numbers, every call is
+//! logged, and it checks on its own that nothing is destroyed while an
+//! object using it is alive (so a wrong teardown order is caught by the
+//! fake, not just by the dispatcher's bookkeeping).
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::cmd::*;
+use crate::dispatch::{CqSpec, Created, MrKeys, MrSpec, ObjId, ObjKind, QpSpec, SrqSpec, VerbsProvider};
+use crate::table::CapSet;
+
+pub struct FakeProvider {
+    pub caps: CapSet,
+    pub log: Vec<String>,
+    /// Live objects: (kind, id) -> (kinds, ids) it uses.
+    pub live: BTreeMap<(ObjKind, ObjId), Vec<(ObjKind, ObjId)>>,
+    /// Destroys of an object still in use by a live one.
+    pub order_violations: Vec<String>,
+    next: ObjId,
+    /// Devices that exist (index -> name).
+    pub devices: BTreeMap<u32, String>,
+    /// When set, the named op fails with this status.
+    pub fail: Option<(&'static str, Status)>,
+    /// When set, create ops return this id (to test id reuse).
+    pub force_id: Option<ObjId>,
+}
+
+impl FakeProvider {
+    pub fn new() -> Self {
+        let mut devices = BTreeMap::new();
+        devices.insert(0, String::from("rxe0"));
+        devices.insert(1, String::from("rxe1"));
+        FakeProvider {
+            caps: CapSet::all(),
+            log: Vec::new(),
+            live: BTreeMap::new(),
+            order_violations: Vec::new(),
+            next: 100,
+            devices,
+            fail: None,
+            force_id: None,
+        }
+    }
+
+    fn check(&self, op: &'static str) -> Result<(), Status> {
+        match self.fail {
+            Some((f, s)) if f == op => Err(s),
+            _ => Ok(()),
+        }
+    }
+
+    fn dev(&self, dev: u32) -> Result<(), Status> {
+        if self.devices.contains_key(&dev) { Ok(()) } else { Err(Status::ENODEV) }
+    }
+
+    fn create(&mut self, op: &'static str, kind: ObjKind, uses: Vec<(ObjKind, ObjId)>) -> Result<ObjId, Status> {
+        self.check(op)?;
+        let id = self.force_id.unwrap_or_else(|| {
+            self.next += 1;
+            self.next
+        });
+        self.live.insert((kind, id), uses);
+        self.log.push(format!("{op} {id}"));
+        Ok(id)
+    }
+
+    fn destroy(&mut self, op: &'static str, kind: ObjKind, id: ObjId) -> Result<(), Status> {
+        self.check(op)?;
+        if !self.live.contains_key(&(kind, id)) {
+            return Err(Status::ENOENT);
+        }
+        if let Some(user) = self.live.iter().find(|(_, uses)| uses.contains(&(kind, id))) {
+            self.order_violations.push(format!("{op} {id} while {:?} uses it", user.0));
+        }
+        self.live.remove(&(kind, id));
+        self.log.push(format!("{op} {id}"));
+        Ok(())
+    }
+
+    /// The log entries whose op starts with `prefix`.
+    pub fn calls(&self, prefix: &str) -> usize {
+        self.log.iter().filter(|l| l.starts_with(prefix)).count()
+    }
+}
+
+impl VerbsProvider for FakeProvider {
+    fn caps(&self) -> CapSet {
+        self.caps
+    }
+    fn query_device(&mut self, dev: u32) -> Result<DeviceAttr, Status> {
+        self.dev(dev)?;
+        Ok(DeviceAttr { vendor_id: 0xffffff, max_qp: 64, phys_port_cnt: 1, ..Default::default() })
+    }
+    fn query_port(&mut self, dev: u32, port: u32) -> Result<PortAttr, Status> {
+        self.dev(dev)?;
+        if port != 1 {
+            return Err(Status::EINVAL);
+        }
+        Ok(PortAttr { state: 4, gid_tbl_len: 16, link_layer: 2, ..Default::default() })
+    }
+    fn query_gid(&mut self, dev: u32, port: u32, index: u32) -> Result<GidEntry, Status> {
+        self.query_port(dev, port)?;
+        if index >= 16 {
+            return Err(Status::EINVAL);
+        }
+        // Entries 0, 1 and every odd index above 4 are valid.
+        let valid = index < 2 || (index > 4 && index % 2 == 1);
+        let mut gid = [0u8; 16];
+        gid[15] = index as u8;
+        Ok(GidEntry { gid, index, gid_type: gid_type::ROCE_V2, ndev_ifindex: 2, valid: u32::from(valid) })
+    }
+    fn query_pkey(&mut self, dev: u32, port: u32, index: u32) -> Result<u16, Status> {
+        self.query_port(dev, port)?;
+        if index == 0 { Ok(0xffff) } else { Err(Status::EINVAL) }
+    }
+    fn alloc_pd(&mut self, dev: u32) -> Result<ObjId, Status> {
+        self.dev(dev)?;
+        self.create("alloc_pd", ObjKind::Pd, Vec::new())
+    }
+    fn dealloc_pd(&mut self, pd: ObjId) -> Result<(), Status> {
+        self.destroy("dealloc_pd", ObjKind::Pd, pd)
+    }
+    fn reg_mr(&mut self, pd: ObjId, _mr: &MrSpec) -> Result<MrKeys, Status> {
+        let id = self.create("reg_mr", ObjKind::Mr, alloc::vec![(ObjKind::Pd, pd)])?;
+        Ok(MrKeys { id, lkey: id << 8, rkey: (id << 8) | 1 })
+    }
+    fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
+        self.destroy("dereg_mr", ObjKind::Mr, mr)
+    }
+    fn create_cq(&mut self, cq: &CqSpec) -> Result<ObjId, Status> {
+        self.dev(cq.dev_index)?;
+        self.create("create_cq", ObjKind::Cq, Vec::new())
+    }
+    fn destroy_cq(&mut self, cq: ObjId) -> Result<(), Status> {
+        self.destroy("destroy_cq", ObjKind::Cq, cq)
+    }
+    fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
+        let mut uses = alloc::vec![(ObjKind::Pd, qp.pd), (ObjKind::Cq, qp.send_cq), (ObjKind::Cq, qp.recv_cq)];
+        if let Some(s) = qp.srq {
+            uses.push((ObjKind::Srq, s));
+        }
+        let id = self.create("create_qp", ObjKind::Qp, uses)?;
+        Ok(Created { id, num: id + 0x10 })
+    }
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, _attr: &QpAttr) -> Result<(), Status> {
+        self.check("modify_qp")?;
+        self.log.push(format!("modify_qp {qp} {attr_mask:#x}"));
+        Ok(())
+    }
+    fn query_qp(&mut self, _qp: ObjId, _attr_mask: u32) -> Result<QueryQpResp, Status> {
+        Ok(QueryQpResp { qp_type: qp_type::RC, ..Default::default() })
+    }
+    fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
+        self.destroy("destroy_qp", ObjKind::Qp, qp)
+    }
+    fn create_srq(&mut self, srq: &SrqSpec) -> Result<Created, Status> {
+        let id = self.create("create_srq", ObjKind::Srq, alloc::vec![(ObjKind::Pd, srq.pd)])?;
+        Ok(Created { id, num: id })
+    }
+    fn modify_srq(&mut self, _srq: ObjId, _mask: u32, _max_wr: u32, _limit: u32) -> Result<(), Status> {
+        Ok(())
+    }
+    fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
+        self.destroy("destroy_srq", ObjKind::Srq, srq)
+    }
+    fn create_ah(&mut self, _dev: u32, pd: ObjId, _attr: &AhAttr) -> Result<ObjId, Status> {
+        self.create("create_ah", ObjKind::Ah, alloc::vec![(ObjKind::Pd, pd)])
+    }
+    fn destroy_ah(&mut self, ah: ObjId) -> Result<(), Status> {
+        self.destroy("destroy_ah", ObjKind::Ah, ah)
+    }
+    fn query_counters(&mut self, dev: u32, _port: u32) -> Result<CountersResp, Status> {
+        self.dev(dev)?;
+        let mut values = [0u64; MAX_COUNTERS];
+        values[0] = 42;
+        Ok(CountersResp { num_counters: 15, reserved: 0, values })
+    }
+    fn link_add(&mut self, name: &str, link_type: &str, netdev: &str) -> Result<u32, Status> {
+        if link_type != "rxe" {
+            return Err(Status::EINVAL);
+        }
+        if self.devices.values().any(|n| n == name) {
+            return Err(Status::EEXIST);
+        }
+        let idx = self.devices.keys().last().map_or(0, |k| k + 1);
+        self.devices.insert(idx, String::from(name));
+        self.log.push(format!("link_add {name} {netdev}"));
+        Ok(idx)
+    }
+    fn link_del(&mut self, dev: u32) -> Result<(), Status> {
+        self.devices.remove(&dev).map(|_| ()).ok_or(Status::ENODEV)
+    }
+    fn link_show(&mut self, dev: u32, _port: u32) -> Result<LinkInfo, Status> {
+        let (&idx, name) = self.devices.range(dev..).next().ok_or(Status::ENODEV)?;
+        let next = self.devices.range(idx + 1..).next().map_or(NO_MORE, |(k, _)| *k);
+        Ok(LinkInfo {
+            dev_index: idx,
+            port_num: 1,
+            port_state: 4,
+            next,
+            dev_name: crate::wire::name_field(name).unwrap_or_default(),
+            ..Default::default()
+        })
+    }
+}
