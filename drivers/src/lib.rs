@@ -4,6 +4,7 @@
 
 extern crate alloc;
 
+pub mod ivshmem;
 pub mod nic;
 pub mod serial;
 pub mod virtio_net;

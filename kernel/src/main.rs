@@ -15,6 +15,7 @@ mod pci;
 mod poll;
 mod shell;
 mod time;
+mod verbs;
 
 use alloc::rc::Rc;
 use boot::{BootInfo, BootResult};
@@ -52,8 +53,12 @@ fn kmain(boot: BootResult) -> ! {
     }
     banner(&info, devices);
     let mut net_task = NetTask(net.clone());
+    let verbs = verbs::probe(devices, net.clone(), time::now());
     let mut shell = Shell::new(net);
-    poll::run(&mut [&mut net_task, &mut shell])
+    match verbs {
+        Some(mut verbs) => poll::run(&mut [&mut net_task, &mut verbs, &mut shell]),
+        None => poll::run(&mut [&mut net_task, &mut shell]),
+    }
 }
 
 /// Applies `ip=ADDR/LEN[,DEV]` from the kernel command line.

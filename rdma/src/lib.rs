@@ -10,4 +10,5 @@ extern crate std;
 
 pub mod core;
 pub mod rxe;
+pub mod uverbs;
 pub mod wire;
