@@ -1,0 +1,89 @@
+//! Address handles and address vectors (IBA vol. 1 10.2.2.1, 11.2.2; for RoCE v2 the
+//! GRH fields of annex A17.4): where a UD work request or a connected QP sends, as the
+//! IP/UDP path the wire codec needs.
+//!
+//! The destination MAC is resolved outside the transport, as Linux's core does in
+//! `ib_resolve_eth_dmac` before a driver sees the address: the kernel looks the
+//! destination IP up in its ARP table and passes the MAC in [`AhAttr::dmac`].
+
+use crate::core::gid::Gid;
+use crate::wire::frame::{IpPath, Path};
+use crate::wire::{Ecn, EthernetAddress, Ipv4Address, Ipv6Address};
+
+use super::pd::PdHandle;
+use super::pool::handle_type;
+
+handle_type! {
+    /// An address handle.
+    AhHandle
+}
+
+/// An address vector (`struct ibv_ah_attr` with its `ibv_global_route`, RoCE v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AhAttr {
+    /// The destination GID: an IPv4-mapped address for IPv4 paths.
+    pub dgid: Gid,
+    /// Index of the source GID in the port's table.
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    /// IP DSCP (top 6 bits) and ECN (low 2 bits).
+    pub traffic_class: u8,
+    /// 20 bits; 0 lets connected QPs derive one from their QPNs.
+    pub flow_label: u32,
+    /// The next hop's MAC, resolved by the caller's neighbour table.
+    pub dmac: EthernetAddress,
+}
+
+/// Why an address vector cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AhError {
+    /// No source GID at that index.
+    BadSgidIndex,
+    /// One GID is IPv4-mapped and the other is not.
+    MixedFamilies,
+    /// The destination MAC is zero: the neighbour is not resolved yet.
+    Unresolved,
+}
+
+/// The local side of paths: the port's MAC and GID table, kept up to date by the
+/// caller (the RDMA core's GID cache).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPort {
+    pub mac: EthernetAddress,
+    pub gids: alloc::vec::Vec<Gid>,
+}
+
+impl AhAttr {
+    /// The path to send on, with the UDP source port chosen by the QP.
+    pub fn path(&self, local: &LocalPort, src_port: u16) -> Result<Path, AhError> {
+        let sgid = local.gids.get(usize::from(self.sgid_index)).ok_or(AhError::BadSgidIndex)?;
+        if self.dmac == EthernetAddress::default() {
+            return Err(AhError::Unresolved);
+        }
+        let ip = match (sgid.to_ipv4_mapped(), self.dgid.to_ipv4_mapped()) {
+            (Some(src), Some(dst)) => IpPath::V4 { src: Ipv4Address(src.octets()), dst: Ipv4Address(dst.octets()) },
+            (None, None) => IpPath::V6 {
+                src: Ipv6Address(sgid.0),
+                dst: Ipv6Address(self.dgid.0),
+                flow_label: self.flow_label & 0xF_FFFF,
+            },
+            _ => return Err(AhError::MixedFamilies),
+        };
+        Ok(Path {
+            src_mac: local.mac,
+            dst_mac: self.dmac,
+            ip,
+            dscp: self.traffic_class >> 2,
+            ecn: Ecn::from_bits(self.traffic_class & 3),
+            hop_limit: self.hop_limit,
+            src_port,
+        })
+    }
+}
+
+/// An address handle: an address vector in a PD.
+#[derive(Debug, Clone)]
+pub struct Ah {
+    pub pd: PdHandle,
+    pub attr: AhAttr,
+}

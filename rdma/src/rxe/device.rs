@@ -1,0 +1,84 @@
+//! What one transport instance's engines share besides the QP they run on: the object
+//! pools, the memory, the counters, the async event queue, the IP ID counter and the
+//! port's addresses (Linux keeps the same in `struct rxe_dev`).
+
+use alloc::collections::VecDeque;
+
+use crate::wire::frame::IpId;
+
+use super::ah::{Ah, LocalPort};
+use super::cq::{Cq, CqHandle};
+use super::event::AsyncEvent;
+use super::mr::Mr;
+use super::pd::Pd;
+use super::pool::Pool;
+use super::srq::Srq;
+use super::stats::Stats;
+use super::wc::WorkCompletion;
+
+/// Tunables of one transport instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Pacing: the most PSNs an RC QP keeps unacknowledged (rxe's
+    /// `RXE_MAX_UNACKED_PSNS` is 128).
+    pub max_window: u32,
+    /// Pacing: the window never shrinks below this.
+    pub min_window: u32,
+    /// Ask for an ACK at least every this many packets (rxe's `RXE_MAX_PKT_PER_ACK`).
+    pub max_pkt_per_ack: u32,
+    /// Most READ response packets sent per call before yielding to other work.
+    pub read_burst: u32,
+    /// Largest message a work request may carry (rxe's `max_msg_sz`).
+    pub max_msg_size: u32,
+    /// Async events kept before the oldest are dropped.
+    pub max_events: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_window: 128,
+            min_window: 4,
+            max_pkt_per_ack: 64,
+            read_burst: 64,
+            max_msg_size: crate::core::rxe_params::MAX_MSG_SZ,
+            max_events: 256,
+        }
+    }
+}
+
+/// The shared part of a transport.
+pub struct Device<M> {
+    pub mem: M,
+    pub pds: Pool<Pd>,
+    pub mrs: Pool<Mr>,
+    pub cqs: Pool<Cq>,
+    pub srqs: Pool<Srq>,
+    pub ahs: Pool<Ah>,
+    pub stats: Stats,
+    pub events: VecDeque<AsyncEvent>,
+    pub ip_id: IpId,
+    pub port: LocalPort,
+    pub config: Config,
+}
+
+impl<M> Device<M> {
+    /// Raises an async event; the oldest is dropped when the queue is full.
+    pub fn event(&mut self, ev: AsyncEvent) {
+        if self.events.len() >= self.config.max_events {
+            self.events.pop_front();
+        }
+        self.events.push_back(ev);
+    }
+
+    /// Posts a completion; a full CQ loses it and raises CQ_ERR.
+    pub fn complete(&mut self, cq: CqHandle, wc: WorkCompletion) {
+        let overflow = match self.cqs.get_mut(cq.0) {
+            Some(q) => q.push(wc).is_err(),
+            None => false,
+        };
+        if overflow {
+            self.event(AsyncEvent::CqErr(cq));
+        }
+    }
+}

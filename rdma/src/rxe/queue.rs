@@ -1,0 +1,200 @@
+//! Work queues: fixed-capacity rings of WQEs whose scatter/gather lists live in a slab
+//! allocated with the queue (IBA vol. 1 10.2.4 send and receive queues; Linux
+//! `rxe_queue.c`). Posting copies the work request in; nothing on the packet path
+//! allocates.
+//!
+//! Positions are free-running `u64` counters (`head` = oldest entry, `tail` = next free),
+//! so "how far along" comparisons never wrap in practice.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::wr::{RecvWr, Sge};
+
+/// Why a work request could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// The queue is full.
+    Full,
+    /// More SGEs than the queue was created for.
+    TooManySge,
+    /// Inline data longer than the QP's `max_inline_data`.
+    InlineTooLong,
+}
+
+/// A ring of `T` with free-running positions.
+#[derive(Debug)]
+pub struct Ring<T> {
+    slots: Vec<T>,
+    head: u64,
+    tail: u64,
+}
+
+impl<T: Clone + Default> Ring<T> {
+    pub fn new(capacity: usize) -> Ring<T> {
+        Ring { slots: vec![T::default(); capacity.max(1)], head: 0, tail: 0 }
+    }
+}
+
+impl<T> Ring<T> {
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    pub fn len(&self) -> usize {
+        (self.tail - self.head) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.slots.len()
+    }
+
+    /// The slot a position maps to.
+    pub fn slot_of(&self, pos: u64) -> usize {
+        (pos % self.slots.len() as u64) as usize
+    }
+
+    /// The entry at `pos`, if it is queued.
+    pub fn get(&self, pos: u64) -> Option<&T> {
+        if pos < self.head || pos >= self.tail {
+            return None;
+        }
+        self.slots.get(self.slot_of(pos))
+    }
+
+    pub fn get_mut(&mut self, pos: u64) -> Option<&mut T> {
+        if pos < self.head || pos >= self.tail {
+            return None;
+        }
+        let slot = self.slot_of(pos);
+        self.slots.get_mut(slot)
+    }
+
+    /// Queues `value` at the tail; returns its position.
+    pub fn push(&mut self, value: T) -> Result<u64, PostError> {
+        if self.is_full() {
+            return Err(PostError::Full);
+        }
+        let pos = self.tail;
+        let slot = self.slot_of(pos);
+        self.slots[slot] = value;
+        self.tail += 1;
+        Ok(pos)
+    }
+
+    /// Drops the head entry.
+    pub fn pop(&mut self) {
+        if self.head < self.tail {
+            self.head += 1;
+        }
+    }
+}
+
+/// A posted receive WQE.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecvWqe {
+    pub wr_id: u64,
+    pub num_sge: u32,
+    /// Sum of the SGE lengths: the largest message it takes.
+    pub length: u64,
+}
+
+/// A receive queue (a QP's RQ or an SRQ): WQEs and their SGEs.
+#[derive(Debug)]
+pub struct RecvQueue {
+    ring: Ring<RecvWqe>,
+    sges: Vec<Sge>,
+    max_sge: usize,
+}
+
+impl RecvQueue {
+    pub fn new(max_wr: usize, max_sge: usize) -> RecvQueue {
+        let ring = Ring::new(max_wr);
+        let sges = vec![Sge::default(); ring.capacity() * max_sge];
+        RecvQueue { ring, sges, max_sge }
+    }
+
+    pub fn max_sge(&self) -> usize {
+        self.max_sge
+    }
+
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
+    pub fn post(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        if wr.sg_list.len() > self.max_sge {
+            return Err(PostError::TooManySge);
+        }
+        if self.ring.is_full() {
+            return Err(PostError::Full);
+        }
+        let length = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        let wqe = RecvWqe { wr_id: wr.wr_id, num_sge: wr.sg_list.len() as u32, length };
+        let pos = self.ring.push(wqe)?;
+        let base = self.ring.slot_of(pos) * self.max_sge;
+        self.sges[base..base + wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        Ok(())
+    }
+
+    /// The oldest WQE and its SGEs.
+    pub fn front(&self) -> Option<(RecvWqe, &[Sge])> {
+        let pos = self.ring.head();
+        let wqe = *self.ring.get(pos)?;
+        let base = self.ring.slot_of(pos) * self.max_sge;
+        Some((wqe, &self.sges[base..base + wqe.num_sge as usize]))
+    }
+
+    pub fn pop(&mut self) {
+        self.ring.pop();
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn ring_positions() {
+        let mut r: Ring<u32> = Ring::new(2);
+        assert_eq!(r.push(1), Ok(0));
+        assert_eq!(r.push(2), Ok(1));
+        assert_eq!(r.push(3), Err(PostError::Full));
+        r.pop();
+        assert_eq!(r.push(3), Ok(2));
+        assert_eq!(r.get(0), None);
+        assert_eq!(r.get(2), Some(&3));
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn recv_queue_keeps_sges() {
+        let mut q = RecvQueue::new(2, 2);
+        let sges = [Sge { addr: 1, length: 10, lkey: 5 }, Sge { addr: 20, length: 5, lkey: 5 }];
+        q.post(&RecvWr { wr_id: 7, sg_list: &sges }).expect("room");
+        assert_eq!(q.post(&RecvWr { wr_id: 8, sg_list: &[Sge::default(); 3] }), Err(PostError::TooManySge));
+        let (wqe, list) = q.front().expect("posted");
+        assert_eq!((wqe.wr_id, wqe.length), (7, 15));
+        assert_eq!(list, &sges);
+    }
+}

@@ -1,0 +1,337 @@
+//! The requester (IBA vol. 1 9.7.4 "requester behavior" and 9.5 packet sequencing;
+//! Linux `rxe_req.c`): walks the send queue, splits each message into path-MTU
+//! packets (FIRST/MIDDLE/LAST/ONLY), numbers them with 24-bit PSNs, and sends as many as
+//! the window allows.
+//!
+//! - RC keeps at most `window` PSNs unacknowledged (pacing, see `completer`), asks for
+//!   an ACK on the last packet of every message and at least every
+//!   `max_pkt_per_ack` packets, as the captures and rxe do.
+//! - An RDMA READ request is one packet but takes one PSN per response packet it asks
+//!   for (9.7.1.2); READs and atomics are limited to `max_rd_atomic` outstanding, and a
+//!   FENCEd WR waits until none is.
+//! - After a rewind (go-back-N) the WQE being resent restarts at the packet the PSN
+//!   names, with the opcode that packet had (a MIDDLE stays a MIDDLE: the responder kept
+//!   the message state), and a READ asks again for the rest of its data only.
+//! - UC and UD WQEs are done once sent; UD sends one packet with a DETH to the AH's
+//!   address.
+
+use crate::wire::frame::Path;
+use crate::wire::{AtomicEthRepr, DethRepr, ExtHeaders, IethRepr, ImmDtRepr, Opcode, RethRepr, RoceRepr, sport};
+
+use super::device::Device;
+use super::memory::Memory;
+use super::qp::{Qp, WqeState};
+use super::qp_state::{QpState, QpType};
+use super::sgl;
+use super::sink::FrameSink;
+use super::time::{Instant, local_ack_timeout};
+use super::tx;
+use super::wc::WcStatus;
+use super::wr::{SendFlags, WrOpcode};
+
+/// What to do with a WQE the requester reached.
+enum Start {
+    /// Send its packets.
+    Go,
+    /// Not yet (fence, `max_rd_atomic`, SQD).
+    Wait,
+    /// Finished without a packet (local operation, or failed): look at the next.
+    Next,
+}
+
+/// Sends what the send queue and the window allow.
+pub fn run<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S, now: Instant) {
+    if !qp.can_send() {
+        return;
+    }
+    if let Some(until) = qp.req.rnr_until {
+        if now < until {
+            return;
+        }
+        qp.req.rnr_until = None;
+    }
+    loop {
+        let pos = qp.req.next;
+        let Some(wqe) = qp.sq.ring.get(pos).copied() else { break };
+        match wqe.state {
+            WqeState::Done | WqeState::Error(_) => {
+                qp.req.next += 1;
+                continue;
+            }
+            WqeState::Posted => match start(qp, dev, pos) {
+                Start::Go => {}
+                Start::Wait => break,
+                Start::Next => continue,
+            },
+            WqeState::Sending | WqeState::Sent => {}
+        }
+        if qp.qp_type == QpType::Rc && qp.req.psn.diff(qp.req.comp_psn) as u32 >= qp.req.window {
+            break;
+        }
+        if !send_one(qp, dev, sink, pos, now) {
+            break;
+        }
+    }
+}
+
+/// Whether `run` would send something now (for the caller's deadline).
+pub fn has_work(qp: &Qp, now: Instant) -> bool {
+    if !qp.can_send() || qp.req.rnr_until.is_some_and(|t| now < t) {
+        return false;
+    }
+    let Some(wqe) = qp.sq.ring.get(qp.req.next) else { return false };
+    if qp.qp_type == QpType::Rc && qp.req.psn.diff(qp.req.comp_psn) as u32 >= qp.req.window {
+        return false;
+    }
+    match wqe.state {
+        WqeState::Posted => {
+            qp.state != QpState::Sqd
+                && !(wqe.flags.has(SendFlags::FENCE) && qp.req.rd_atomic > 0)
+                && !(wqe.opcode.is_rd_atomic() && qp.req.rd_atomic >= u32::from(qp.attr.max_rd_atomic.max(1)))
+        }
+        _ => true,
+    }
+}
+
+/// Checks a WQE and assigns its PSNs, or executes it if it is local.
+fn start<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, pos: u64) -> Start {
+    let Some(wqe) = qp.sq.ring.get(pos).copied() else { return Start::Wait };
+    if qp.state == QpState::Sqd {
+        return Start::Wait;
+    }
+    if wqe.flags.has(SendFlags::FENCE) && qp.req.rd_atomic > 0 {
+        return Start::Wait;
+    }
+    if wqe.opcode.is_rd_atomic() && qp.req.rd_atomic >= u32::from(qp.attr.max_rd_atomic.max(1)) {
+        return Start::Wait;
+    }
+    if let Err(status) = check(qp, dev, pos) {
+        fail(qp, pos, status);
+        return Start::Next;
+    }
+    if wqe.opcode == WrOpcode::LocalInv {
+        let ok = match dev.mrs.get_mut(wqe.imm_or_rkey) {
+            Some(mr) if mr.pd == qp.pd => {
+                mr.valid = false;
+                true
+            }
+            _ => false,
+        };
+        let state = if ok { WqeState::Done } else { WqeState::Error(WcStatus::LocProtErr) };
+        if let Some(w) = qp.sq.ring.get_mut(pos) {
+            w.state = state;
+            w.first_psn = qp.req.psn;
+            w.last_psn = qp.req.psn.wrapping_sub(1);
+        }
+        qp.req.next += 1;
+        return Start::Next;
+    }
+    let packets = if qp.qp_type.is_datagram() { 1 } else { qp.packets(wqe.length) };
+    if let Some(w) = qp.sq.ring.get_mut(pos) {
+        w.state = WqeState::Sending;
+        w.assigned = true;
+        w.first_psn = qp.req.psn;
+        w.last_psn = qp.req.psn.wrapping_add(packets - 1);
+    }
+    qp.req.offset = 0;
+    if wqe.opcode.is_rd_atomic() {
+        qp.req.rd_atomic += 1;
+    }
+    Start::Go
+}
+
+/// The local checks of a work request (IBA 10.8.3 local errors).
+fn check<M: Memory>(qp: &Qp, dev: &Device<M>, pos: u64) -> Result<(), WcStatus> {
+    let Some(wqe) = qp.sq.ring.get(pos) else { return Err(WcStatus::LocQpOpErr) };
+    let allowed = match qp.qp_type {
+        QpType::Rc => true,
+        QpType::Uc => wqe.opcode.is_send() && wqe.opcode != WrOpcode::SendWithInv || wqe.opcode.is_write(),
+        QpType::Ud | QpType::Gsi => matches!(wqe.opcode, WrOpcode::Send | WrOpcode::SendWithImm),
+    } || wqe.opcode == WrOpcode::LocalInv;
+    if !allowed {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    if wqe.length > dev.config.max_msg_size {
+        return Err(WcStatus::LocLenErr);
+    }
+    if qp.qp_type.is_datagram() {
+        if wqe.length > qp.mtu() {
+            return Err(WcStatus::LocLenErr);
+        }
+        let ud = wqe.ud.ok_or(WcStatus::LocQpOpErr)?;
+        let ah = dev.ahs.get(ud.ah.0).ok_or(WcStatus::LocQpOpErr)?;
+        if ah.pd != qp.pd {
+            return Err(WcStatus::LocQpOpErr);
+        }
+    }
+    if wqe.opcode.is_atomic() && wqe.length != 8 {
+        return Err(WcStatus::LocLenErr);
+    }
+    if !wqe.inline && wqe.opcode != WrOpcode::LocalInv {
+        sgl::validate(qp.sq.sges(pos), &dev.mrs, qp.pd, wqe.opcode.is_rd_atomic()).map_err(|_| WcStatus::LocProtErr)?;
+    }
+    Ok(())
+}
+
+/// Marks a WQE failed; the completer reports it in order and the QP then errs.
+fn fail(qp: &mut Qp, pos: u64, status: WcStatus) {
+    if let Some(w) = qp.sq.ring.get_mut(pos) {
+        w.state = WqeState::Error(status);
+        w.first_psn = qp.req.psn;
+        w.last_psn = qp.req.psn.wrapping_sub(1);
+    }
+    qp.req.next += 1;
+}
+
+/// The SEND or WRITE opcode for a packet of a QP type at a position.
+fn data_opcode(qp_type: QpType, op: WrOpcode, first: bool, last: bool) -> Opcode {
+    use Opcode::*;
+    let rc = qp_type == QpType::Rc;
+    let pick = |rc_op: Opcode, uc_op: Opcode| if rc { rc_op } else { uc_op };
+    match (op, first, last) {
+        (WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm, true, false) => pick(RcRdmaWriteFirst, UcRdmaWriteFirst),
+        (WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm, false, false) => pick(RcRdmaWriteMiddle, UcRdmaWriteMiddle),
+        (WrOpcode::RdmaWrite, false, true) => pick(RcRdmaWriteLast, UcRdmaWriteLast),
+        (WrOpcode::RdmaWrite, true, true) => pick(RcRdmaWriteOnly, UcRdmaWriteOnly),
+        (WrOpcode::RdmaWriteWithImm, false, true) => pick(RcRdmaWriteLastWithImmediate, UcRdmaWriteLastWithImmediate),
+        (WrOpcode::RdmaWriteWithImm, true, true) => pick(RcRdmaWriteOnlyWithImmediate, UcRdmaWriteOnlyWithImmediate),
+        (_, true, false) => pick(RcSendFirst, UcSendFirst),
+        (_, false, false) => pick(RcSendMiddle, UcSendMiddle),
+        (WrOpcode::SendWithImm, false, true) => pick(RcSendLastWithImmediate, UcSendLastWithImmediate),
+        (WrOpcode::SendWithImm, true, true) => pick(RcSendOnlyWithImmediate, UcSendOnlyWithImmediate),
+        (WrOpcode::SendWithInv, false, true) => RcSendLastWithInvalidate,
+        (WrOpcode::SendWithInv, true, true) => RcSendOnlyWithInvalidate,
+        (_, false, true) => pick(RcSendLast, UcSendLast),
+        (_, true, true) => pick(RcSendOnly, UcSendOnly),
+    }
+}
+
+/// Sends the next packet of the WQE at `pos`. Returns whether it left.
+fn send_one<M: Memory, S: FrameSink + ?Sized>(
+    qp: &mut Qp,
+    dev: &mut Device<M>,
+    sink: &mut S,
+    pos: u64,
+    now: Instant,
+) -> bool {
+    let Some(wqe) = qp.sq.ring.get(pos).copied() else { return false };
+    let mtu = qp.mtu();
+    let offset = qp.req.offset.min(wqe.length);
+    let psn = qp.req.psn;
+    let rc = qp.qp_type == QpType::Rc;
+
+    // Where to, and as which QP.
+    let (path, dest_qpn): (Path, u32) = if qp.qp_type.is_datagram() {
+        let Some(ud) = wqe.ud else { return false };
+        let Some(ah) = dev.ahs.get(ud.ah.0) else { return false };
+        let Ok(path) = ah.attr.path(&dev.port, sport::src_port_for_qpn(qp.qpn)) else {
+            // The neighbour is not resolved or the GID went away: a local error.
+            fail(qp, pos, WcStatus::LocQpOpErr);
+            return true;
+        };
+        (path, ud.remote_qpn)
+    } else {
+        let Some(path) = qp.path else { return false };
+        (path, qp.attr.dest_qp_num)
+    };
+
+    let mut ext = ExtHeaders::NONE;
+    let (opcode, payload_len, last, psns) = match wqe.opcode {
+        WrOpcode::RdmaRead => {
+            let remaining = wqe.length - offset;
+            ext.reth = Some(RethRepr {
+                va: wqe.remote.remote_addr.wrapping_add(u64::from(offset)),
+                rkey: wqe.remote.rkey,
+                dma_len: remaining,
+            });
+            (Opcode::RcRdmaReadRequest, 0, true, qp.packets(remaining))
+        }
+        WrOpcode::AtomicCmpSwp | WrOpcode::AtomicFetchAdd => {
+            let (swap_add, compare) = match wqe.opcode {
+                WrOpcode::AtomicCmpSwp => (wqe.remote.swap, wqe.remote.compare_add),
+                _ => (wqe.remote.compare_add, 0),
+            };
+            ext.atomic_eth =
+                Some(AtomicEthRepr { va: wqe.remote.remote_addr, rkey: wqe.remote.rkey, swap_add, compare });
+            let op = if wqe.opcode == WrOpcode::AtomicCmpSwp { Opcode::RcCompareSwap } else { Opcode::RcFetchAdd };
+            (op, 0, true, 1)
+        }
+        _ => {
+            let len = (wqe.length - offset).min(mtu);
+            let first = offset == 0;
+            let last = offset + len >= wqe.length;
+            let opcode = if qp.qp_type.is_datagram() {
+                if wqe.opcode == WrOpcode::SendWithImm { Opcode::UdSendOnlyWithImmediate } else { Opcode::UdSendOnly }
+            } else {
+                data_opcode(qp.qp_type, wqe.opcode, first, last)
+            };
+            if first && wqe.opcode.is_write() {
+                ext.reth = Some(RethRepr { va: wqe.remote.remote_addr, rkey: wqe.remote.rkey, dma_len: wqe.length });
+            }
+            if last && wqe.opcode.has_imm() {
+                ext.immdt = Some(ImmDtRepr { imm: wqe.imm_or_rkey });
+            }
+            if last && wqe.opcode == WrOpcode::SendWithInv {
+                ext.ieth = Some(IethRepr { rkey: wqe.imm_or_rkey });
+            }
+            if let Some(ud) = wqe.ud.filter(|_| qp.qp_type.is_datagram()) {
+                // A Q_Key with the top bit set asks for the QP's own (IBA 10.2.4.2).
+                let qkey = if ud.remote_qkey & 0x8000_0000 != 0 { qp.qkey() } else { ud.remote_qkey };
+                ext.deth = Some(DethRepr { qkey, src_qpn: qp.qpn });
+            }
+            (opcode, len as usize, last, 1)
+        }
+    };
+    let ack_req = rc && (last || qp.req.noack_pkts + 1 >= dev.config.max_pkt_per_ack);
+    let solicited = last && wqe.flags.has(SendFlags::SOLICITED) && wqe.opcode.is_send()
+        || last && wqe.opcode == WrOpcode::RdmaWriteWithImm && wqe.flags.has(SendFlags::SOLICITED);
+    let roce = RoceRepr { bth: tx::bth(opcode, dest_qpn, psn, ack_req, solicited), ext };
+
+    let Device { mem, mrs, stats, ip_id, .. } = dev;
+    let sent = if payload_len == 0 {
+        tx::send(sink, stats, ip_id, &path, &roce, 0, &mut |_| true)
+    } else if wqe.inline {
+        let data = qp.sq.inline_data(pos);
+        let chunk = data.get(offset as usize..offset as usize + payload_len);
+        tx::send(sink, stats, ip_id, &path, &roce, payload_len, &mut |out| match chunk {
+            Some(c) => {
+                out.copy_from_slice(c);
+                true
+            }
+            None => false,
+        })
+    } else {
+        let sges = qp.sq.sges(pos);
+        let pd = qp.pd;
+        tx::send(sink, stats, ip_id, &path, &roce, payload_len, &mut |out| {
+            sgl::gather(sges, u64::from(offset), out, mrs, pd, &*mem).is_ok()
+        })
+    };
+    if !sent {
+        return false;
+    }
+
+    // Commit the packet.
+    if psn.is_before(qp.req.max_psn) {
+        dev.stats.retransmitted_pkts += 1;
+    }
+    qp.req.psn = psn.wrapping_add(psns);
+    if qp.req.psn.is_after(qp.req.max_psn) {
+        qp.req.max_psn = qp.req.psn;
+    }
+    qp.req.noack_pkts = if ack_req { 0 } else { qp.req.noack_pkts + 1 };
+    if last {
+        let done = if rc { WqeState::Sent } else { WqeState::Done };
+        if let Some(w) = qp.sq.ring.get_mut(pos) {
+            w.state = done;
+        }
+        qp.req.next = pos + 1;
+        qp.req.offset = 0;
+    } else {
+        qp.req.offset = offset + payload_len as u32;
+    }
+    if rc && qp.req.timer.is_none() {
+        qp.req.timer = local_ack_timeout(qp.attr.timeout).map(|t| now + t);
+    }
+    true
+}

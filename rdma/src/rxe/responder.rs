@@ -1,0 +1,594 @@
+//! The responder (IBA vol. 1 9.7.5.1 "responder behavior", 9.7.4.1 PSN checks,
+//! 9.4 operations; Linux `rxe_resp.c`): checks each request against the expected PSN,
+//! the message in progress, the receive queue and the memory it names, then executes
+//! it and answers.
+//!
+//! Every request ends in a [`Verdict`], the answer the transport owes: done (ACK it if
+//! asked), RNR NAK, NAK with a code, or a silent drop with a counted reason. RC turns
+//! NAKs into packets and, for the errors the spec calls fatal (invalid request, remote
+//! access, remote operational), takes the QP to the error state after sending them.
+//! UC has no responses: every failure drops the rest of the message.
+//!
+//! RC PSN rules (9.7.4.1.x): a PSN ahead of the expected one gets one sequence NAK and
+//! then silence until the expected PSN arrives; a PSN behind it is a duplicate: SENDs and
+//! WRITEs are ACKed again without being executed, READs are answered again from the
+//! saved responder resources (re-reading memory, as the spec allows), atomics are
+//! answered with the saved original value and never executed twice.
+
+use crate::core::counters::RxeCounter;
+use crate::wire::aeth::Syndrome;
+use crate::wire::frame::{IpPath, RxFrame};
+use crate::wire::{AethRepr, AtomicAckEthRepr, ExtHeaders, NakCode, Opcode, Operation, Position, Psn, RoceRepr};
+
+use super::completer;
+use super::device::Device;
+use super::event::AsyncEvent;
+use super::memory::Memory;
+use super::mr::AccessFlags;
+use super::qp::{InMessage, Qp, ReadReply, Resource};
+use super::qp_state::{QpState, QpType};
+use super::sgl;
+use super::sink::FrameSink;
+use super::stats::RxDrop;
+use super::time::Instant;
+use super::tx;
+use super::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
+
+/// The length of the GRH Linux puts in front of UD data.
+pub const GRH_LEN: usize = 40;
+
+/// What a request deserves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Executed; the expected PSN moves on.
+    Done,
+    /// No receive WQE: RNR NAK (RC), drop the message (UC).
+    Rnr,
+    /// Refused with this NAK code.
+    Nak(NakCode),
+    /// Dropped silently.
+    Drop(RxDrop),
+}
+
+/// Handles one request packet for `qp`.
+pub fn on_request<M: Memory, S: FrameSink + ?Sized>(
+    qp: &mut Qp,
+    dev: &mut Device<M>,
+    rx: &RxFrame<'_>,
+    frame: &[u8],
+    sink: &mut S,
+    now: Instant,
+) {
+    let _ = now;
+    if !qp.resp.established {
+        qp.resp.established = true;
+        if qp.state == QpState::Rtr {
+            dev.event(AsyncEvent::CommEst { qpn: qp.qpn });
+        }
+    }
+    match qp.qp_type {
+        QpType::Rc => rc(qp, dev, rx, sink),
+        QpType::Uc => uc(qp, dev, rx),
+        QpType::Ud | QpType::Gsi => ud(qp, dev, rx, frame),
+    }
+}
+
+fn ack<M, S: FrameSink + ?Sized>(qp: &Qp, dev: &mut Device<M>, sink: &mut S, psn: Psn, syndrome: Syndrome) {
+    let Some(path) = qp.path else { return };
+    let msn = qp.resp.msn;
+    tx::send_ack(sink, &mut dev.stats, &mut dev.ip_id, &path, qp.attr.dest_qp_num, psn, syndrome, msn);
+}
+
+fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, sink: &mut S) {
+    let bth = rx.repr.roce.bth;
+    let psn = bth.psn;
+    if qp.resp.read.is_some() {
+        send_read(qp, dev, sink);
+        if qp.resp.read.is_some() {
+            dev.stats.drop(RxDrop::ResponderBusy);
+            return;
+        }
+    }
+    let d = psn.diff(qp.resp.psn);
+    if d > 0 {
+        dev.stats.inc(RxeCounter::OutOfSeqRequest);
+        if qp.resp.nak_sent {
+            dev.stats.drop(RxDrop::OutOfSequence);
+        } else {
+            qp.resp.nak_sent = true;
+            let expected = qp.resp.psn;
+            ack(qp, dev, sink, expected, Syndrome::Nak(NakCode::PsnSequenceError));
+        }
+        return;
+    }
+    if d < 0 {
+        dev.stats.inc(RxeCounter::DuplicateRequest);
+        duplicate(qp, dev, rx, sink);
+        return;
+    }
+    qp.resp.nak_sent = false;
+    let verdict = match check_sequence(qp, rx) {
+        Err(v) => v,
+        Ok(()) => match rx.info.operation {
+            Operation::Send => send(qp, dev, rx),
+            Operation::RdmaWrite => write(qp, dev, rx),
+            Operation::RdmaReadRequest => read(qp, dev, rx),
+            Operation::CompareSwap | Operation::FetchAdd => atomic(qp, dev, rx, sink),
+            _ => Verdict::Drop(RxDrop::Unsupported),
+        },
+    };
+    match verdict {
+        Verdict::Done => {
+            qp.resp.psn = match rx.info.operation {
+                // A READ takes one PSN per response packet (9.7.1.2).
+                Operation::RdmaReadRequest => psn.wrapping_add(qp.packets(read_len(rx))),
+                _ => psn.next(),
+            };
+            match rx.info.operation {
+                Operation::RdmaReadRequest => send_read(qp, dev, sink),
+                Operation::CompareSwap | Operation::FetchAdd => {}
+                _ if bth.ack_req => ack(qp, dev, sink, psn, Syndrome::ACK),
+                _ => {}
+            }
+        }
+        Verdict::Rnr => {
+            dev.stats.inc(RxeCounter::SendRnrErr);
+            ack(qp, dev, sink, psn, Syndrome::RnrNak { timer: qp.attr.min_rnr_timer });
+        }
+        Verdict::Nak(code) => {
+            ack(qp, dev, sink, psn, Syndrome::Nak(code));
+            let event = match code {
+                NakCode::RemoteAccessError => AsyncEvent::QpAccessErr { qpn: qp.qpn },
+                NakCode::InvalidRequest => AsyncEvent::QpReqErr { qpn: qp.qpn },
+                _ => AsyncEvent::QpFatal { qpn: qp.qpn },
+            };
+            dev.event(event);
+            completer::enter_error(qp, dev);
+        }
+        Verdict::Drop(reason) => dev.stats.drop(reason),
+    }
+}
+
+fn read_len(rx: &RxFrame<'_>) -> u32 {
+    rx.repr.roce.ext.reth.map_or(0, |r| r.dma_len)
+}
+
+/// The opcode must fit the message in progress (9.7.4.1.x, C9-??: "opcode sequence").
+/// Also checks the payload size rules for SEND and WRITE packets.
+fn check_sequence(qp: &Qp, rx: &RxFrame<'_>) -> Result<(), Verdict> {
+    let op = rx.info.operation;
+    let pos = rx.info.position;
+    let ok = match (qp.resp.msg, pos.starts_message()) {
+        (InMessage::None, true) => true,
+        (InMessage::Send { .. }, false) => op == Operation::Send,
+        (InMessage::Write { .. }, false) => op == Operation::RdmaWrite,
+        _ => false,
+    };
+    if !ok {
+        return Err(Verdict::Nak(NakCode::InvalidRequest));
+    }
+    if matches!(op, Operation::Send | Operation::RdmaWrite) {
+        let len = rx.repr.payload.len();
+        let mtu = qp.mtu() as usize;
+        let size_ok = match pos {
+            Position::First | Position::Middle => len == mtu,
+            Position::Last => (1..=mtu).contains(&len),
+            Position::Only => len <= mtu,
+        };
+        if !size_ok {
+            return Err(Verdict::Nak(NakCode::InvalidRequest));
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure a receive WQE is at hand for a message: the RQ's head, or one taken
+/// from the SRQ. Returns `false` when there is none.
+fn have_recv_wqe<M>(qp: &mut Qp, dev: &mut Device<M>) -> bool {
+    let Some(srq_handle) = qp.srq else { return !qp.rq.is_empty() };
+    if qp.resp.has_held {
+        return true;
+    }
+    let Some(srq) = dev.srqs.get_mut(srq_handle.0) else { return false };
+    let Some((wqe, sges)) = srq.queue.front() else { return false };
+    qp.resp.held.wr_id = wqe.wr_id;
+    qp.resp.held.length = wqe.length;
+    qp.resp.held.sges.clear();
+    qp.resp.held.sges.extend_from_slice(sges);
+    qp.resp.has_held = true;
+    srq.queue.pop();
+    if srq.take_limit_event() {
+        dev.event(AsyncEvent::SrqLimitReached(srq_handle));
+    }
+    true
+}
+
+/// The receive WQE in use: `(wr_id, length)`.
+fn recv_wqe(qp: &Qp) -> Option<(u64, u64)> {
+    if qp.srq.is_some() {
+        qp.resp.has_held.then_some((qp.resp.held.wr_id, qp.resp.held.length))
+    } else {
+        qp.rq.front().map(|(w, _)| (w.wr_id, w.length))
+    }
+}
+
+/// Writes into the receive WQE in use at `offset`.
+fn scatter_recv<M: Memory>(qp: &Qp, dev: &mut Device<M>, offset: u64, data: &[u8]) -> Result<(), sgl::SglError> {
+    let sges = if qp.srq.is_some() { &qp.resp.held.sges[..] } else { qp.rq.front().map_or(&[][..], |(_, s)| s) };
+    let Device { mem, mrs, .. } = dev;
+    sgl::scatter(sges, offset, data, mrs, qp.pd, mem)
+}
+
+/// Completes the receive WQE in use.
+fn finish_recv<M>(qp: &mut Qp, dev: &mut Device<M>, mut wc: WorkCompletion) {
+    let Some((wr_id, _)) = recv_wqe(qp) else { return };
+    if qp.srq.is_some() {
+        qp.resp.has_held = false;
+    } else {
+        qp.rq.pop();
+    }
+    wc.wr_id = wr_id;
+    if wc.status == WcStatus::Success {
+        dev.stats.inc(RxeCounter::RdmaRecvs);
+    }
+    dev.complete(qp.recv_cq, wc);
+}
+
+fn recv_wc(qp: &Qp, status: WcStatus, opcode: WcOpcode, byte_len: u64) -> WorkCompletion {
+    let mut wc = WorkCompletion::new(0, status, opcode, qp.qpn);
+    wc.byte_len = u32::try_from(byte_len).unwrap_or(u32::MAX);
+    wc.src_qp = qp.attr.dest_qp_num;
+    wc
+}
+
+/// A SEND packet, the expected one.
+fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdict {
+    let pos = rx.info.position;
+    let offset = match qp.resp.msg {
+        InMessage::Send { offset } => offset,
+        _ => {
+            if !have_recv_wqe(qp, dev) {
+                return Verdict::Rnr;
+            }
+            0
+        }
+    };
+    let Some((_, length)) = recv_wqe(qp) else { return Verdict::Rnr };
+    let payload = rx.repr.payload;
+    let end = offset + payload.len() as u64;
+    if end > length {
+        finish_recv(qp, dev, recv_wc(qp, WcStatus::LocLenErr, WcOpcode::Recv, end));
+        qp.resp.msg = InMessage::None;
+        return Verdict::Nak(NakCode::InvalidRequest);
+    }
+    if scatter_recv(qp, dev, offset, payload).is_err() {
+        finish_recv(qp, dev, recv_wc(qp, WcStatus::LocProtErr, WcOpcode::Recv, end));
+        qp.resp.msg = InMessage::None;
+        return Verdict::Nak(NakCode::RemoteOperationalError);
+    }
+    if !pos.ends_message() {
+        qp.resp.msg = InMessage::Send { offset: end };
+        return Verdict::Done;
+    }
+    let mut wc = recv_wc(qp, WcStatus::Success, WcOpcode::Recv, end);
+    let ext = rx.repr.roce.ext;
+    if let Some(imm) = ext.immdt {
+        wc.imm_data = imm.imm;
+        wc.wc_flags.0 |= WcFlags::WITH_IMM;
+    }
+    if let Some(ieth) = ext.ieth {
+        match dev.mrs.get_mut(ieth.rkey) {
+            Some(mr) if mr.pd == qp.pd && mr.rkey() == Some(ieth.rkey) => mr.valid = false,
+            _ => {
+                finish_recv(qp, dev, recv_wc(qp, WcStatus::RemInvReqErr, WcOpcode::Recv, end));
+                qp.resp.msg = InMessage::None;
+                return Verdict::Nak(NakCode::InvalidRequest);
+            }
+        }
+        wc.imm_data = ieth.rkey;
+        wc.wc_flags.0 |= WcFlags::WITH_INV;
+    }
+    finish_recv(qp, dev, wc);
+    qp.resp.msg = InMessage::None;
+    qp.resp.msn = qp.resp.msn.wrapping_add(1);
+    Verdict::Done
+}
+
+/// Looks up an rkey for a remote access of `rights` over `va..va + len`.
+fn check_rkey<M>(qp: &Qp, dev: &Device<M>, rkey: u32, va: u64, len: u64, rights: u32) -> Result<(), Verdict> {
+    let denied = Verdict::Nak(NakCode::RemoteAccessError);
+    if !qp.attr.qp_access_flags.has(rights) {
+        return Err(denied);
+    }
+    let mr = dev.mrs.get(rkey).ok_or(denied)?;
+    if mr.rkey() != Some(rkey) {
+        return Err(denied);
+    }
+    mr.check(qp.pd, va, len, rights).map_err(|_| denied)
+}
+
+/// An RDMA WRITE packet, the expected one.
+fn write<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdict {
+    let pos = rx.info.position;
+    let msg = match qp.resp.msg {
+        InMessage::Write { .. } => qp.resp.msg,
+        _ => {
+            let Some(reth) = rx.repr.roce.ext.reth else { return Verdict::Nak(NakCode::InvalidRequest) };
+            if let Err(v) = check_rkey(qp, dev, reth.rkey, reth.va, u64::from(reth.dma_len), AccessFlags::REMOTE_WRITE)
+            {
+                return v;
+            }
+            InMessage::Write { rkey: reth.rkey, va: reth.va, remaining: reth.dma_len, total: reth.dma_len }
+        }
+    };
+    let InMessage::Write { rkey, va, remaining, total } = msg else { return Verdict::Nak(NakCode::InvalidRequest) };
+    let payload = rx.repr.payload;
+    let len = payload.len() as u32;
+    if len > remaining || (pos.ends_message() && len != remaining) {
+        return Verdict::Nak(NakCode::InvalidRequest);
+    }
+    let imm = rx.repr.roce.ext.immdt;
+    if imm.is_some() && !have_recv_wqe(qp, dev) {
+        return Verdict::Rnr;
+    }
+    if len > 0 {
+        // The MR may have been invalidated or deregistered since the FIRST packet.
+        if let Err(v) = check_rkey(qp, dev, rkey, va, u64::from(len), AccessFlags::REMOTE_WRITE) {
+            return v;
+        }
+        if dev.mem.write(va, payload).is_err() {
+            return Verdict::Nak(NakCode::RemoteOperationalError);
+        }
+    }
+    if !pos.ends_message() {
+        qp.resp.msg = InMessage::Write { rkey, va: va.wrapping_add(u64::from(len)), remaining: remaining - len, total };
+        return Verdict::Done;
+    }
+    if let Some(imm) = imm {
+        let mut wc = recv_wc(qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, u64::from(total));
+        wc.imm_data = imm.imm;
+        wc.wc_flags.0 |= WcFlags::WITH_IMM;
+        finish_recv(qp, dev, wc);
+    }
+    qp.resp.msg = InMessage::None;
+    qp.resp.msn = qp.resp.msn.wrapping_add(1);
+    Verdict::Done
+}
+
+/// An RDMA READ request, the expected one: check, save the resource, start replying.
+fn read<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdict {
+    let Some(reth) = rx.repr.roce.ext.reth else { return Verdict::Nak(NakCode::InvalidRequest) };
+    if let Err(v) = check_rkey(qp, dev, reth.rkey, reth.va, u64::from(reth.dma_len), AccessFlags::REMOTE_READ) {
+        return v;
+    }
+    let psn = rx.repr.roce.bth.psn;
+    let packets = qp.packets(reth.dma_len);
+    let max = usize::from(qp.attr.max_dest_rd_atomic);
+    qp.resp.save(Resource::Read { first: psn, last: psn.wrapping_add(packets - 1) }, max);
+    qp.resp.msn = qp.resp.msn.wrapping_add(1);
+    qp.resp.read = Some(ReadReply { rkey: reth.rkey, va: reth.va, length: reth.dma_len, offset: 0, first_psn: psn });
+    Verdict::Done
+}
+
+/// An atomic, the expected one: executed here, exactly once.
+fn atomic<M: Memory, S: FrameSink + ?Sized>(
+    qp: &mut Qp,
+    dev: &mut Device<M>,
+    rx: &RxFrame<'_>,
+    sink: &mut S,
+) -> Verdict {
+    let Some(a) = rx.repr.roce.ext.atomic_eth else { return Verdict::Nak(NakCode::InvalidRequest) };
+    if a.va % 8 != 0 {
+        return Verdict::Nak(NakCode::InvalidRequest);
+    }
+    if let Err(v) = check_rkey(qp, dev, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC) {
+        return v;
+    }
+    let result = match rx.info.operation {
+        Operation::CompareSwap => dev.mem.compare_swap(a.va, a.compare, a.swap_add),
+        _ => dev.mem.fetch_add(a.va, a.swap_add),
+    };
+    let Ok(orig) = result else { return Verdict::Nak(NakCode::RemoteOperationalError) };
+    let psn = rx.repr.roce.bth.psn;
+    qp.resp.save(Resource::Atomic { psn, orig }, usize::from(qp.attr.max_dest_rd_atomic));
+    qp.resp.msn = qp.resp.msn.wrapping_add(1);
+    atomic_ack(qp, dev, sink, psn, orig);
+    Verdict::Done
+}
+
+fn atomic_ack<M, S: FrameSink + ?Sized>(qp: &Qp, dev: &mut Device<M>, sink: &mut S, psn: Psn, orig: u64) {
+    let Some(path) = qp.path else { return };
+    let roce = RoceRepr {
+        bth: tx::bth(Opcode::RcAtomicAcknowledge, qp.attr.dest_qp_num, psn, false, false),
+        ext: ExtHeaders {
+            aeth: Some(AethRepr { syndrome: Syndrome::ACK, msn: qp.resp.msn & 0xFF_FFFF }),
+            atomic_ack_eth: Some(AtomicAckEthRepr { orig }),
+            ..ExtHeaders::NONE
+        },
+    };
+    tx::send(sink, &mut dev.stats, &mut dev.ip_id, &path, &roce, 0, &mut |_| true);
+}
+
+/// A request behind the expected PSN.
+fn duplicate<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, sink: &mut S) {
+    let psn = rx.repr.roce.bth.psn;
+    match rx.info.operation {
+        Operation::RdmaReadRequest => {
+            let Some(Resource::Read { last, .. }) = qp.resp.find_read(psn) else {
+                dev.stats.drop(RxDrop::NoResource);
+                return;
+            };
+            let Some(reth) = rx.repr.roce.ext.reth else { return };
+            // The retried request may ask for the tail only; it must stay inside what
+            // the original covered.
+            let packets = qp.packets(reth.dma_len);
+            if psn.wrapping_add(packets - 1).is_after(last)
+                || check_rkey(qp, dev, reth.rkey, reth.va, u64::from(reth.dma_len), AccessFlags::REMOTE_READ).is_err()
+            {
+                dev.stats.drop(RxDrop::NoResource);
+                return;
+            }
+            qp.resp.read =
+                Some(ReadReply { rkey: reth.rkey, va: reth.va, length: reth.dma_len, offset: 0, first_psn: psn });
+            send_read(qp, dev, sink);
+        }
+        Operation::CompareSwap | Operation::FetchAdd => match qp.resp.find_atomic(psn) {
+            Some(orig) => atomic_ack(qp, dev, sink, psn, orig),
+            None => dev.stats.drop(RxDrop::NoResource),
+        },
+        _ => {
+            let prev = qp.resp.psn.wrapping_sub(1);
+            ack(qp, dev, sink, prev, Syndrome::ACK);
+        }
+    }
+}
+
+/// Sends READ response packets while the sink takes them (up to `read_burst`).
+pub fn send_read<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S) {
+    let Some(path) = qp.path else {
+        qp.resp.read = None;
+        return;
+    };
+    let mtu = qp.mtu();
+    for _ in 0..dev.config.read_burst.max(1) {
+        let Some(r) = qp.resp.read else { return };
+        let remaining = r.length - r.offset.min(r.length);
+        let len = remaining.min(mtu);
+        let first = r.offset == 0;
+        let last = len == remaining;
+        let opcode = match (first, last) {
+            (true, true) => Opcode::RcRdmaReadResponseOnly,
+            (true, false) => Opcode::RcRdmaReadResponseFirst,
+            (false, true) => Opcode::RcRdmaReadResponseLast,
+            (false, false) => Opcode::RcRdmaReadResponseMiddle,
+        };
+        let psn = r.first_psn.wrapping_add(r.offset / mtu);
+        let aeth = (first || last).then_some(AethRepr { syndrome: Syndrome::ACK, msn: qp.resp.msn & 0xFF_FFFF });
+        let roce = RoceRepr {
+            bth: tx::bth(opcode, qp.attr.dest_qp_num, psn, false, false),
+            ext: ExtHeaders { aeth, ..ExtHeaders::NONE },
+        };
+        let va = r.va.wrapping_add(u64::from(r.offset));
+        if len > 0 && check_rkey(qp, dev, r.rkey, va, u64::from(len), AccessFlags::REMOTE_READ).is_err() {
+            // Deregistered or invalidated while the reply was going out.
+            qp.resp.read = None;
+            ack(qp, dev, sink, psn, Syndrome::Nak(NakCode::RemoteAccessError));
+            completer::enter_error(qp, dev);
+            return;
+        }
+        let Device { mem, stats, ip_id, .. } = dev;
+        let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| mem.read(va, out).is_ok());
+        if !sent {
+            return;
+        }
+        qp.resp.read = if last { None } else { Some(ReadReply { offset: r.offset + len, ..r }) };
+    }
+}
+
+/// UC: no ACKs, no NAKs; a lost packet costs the rest of its message (IBA 9.7.4.2
+/// "UC responder": PSN errors drop the message in progress).
+fn uc<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) {
+    let psn = rx.repr.roce.bth.psn;
+    let starts = rx.info.position.starts_message();
+    if psn != qp.resp.psn {
+        // A gap: whatever message was in progress is lost. Its receive WQE stays
+        // posted (for an SRQ, held) for the next message.
+        qp.resp.msg = if starts { InMessage::None } else { InMessage::Dropping };
+    }
+    qp.resp.psn = psn.next();
+    match (qp.resp.msg, starts) {
+        (InMessage::Dropping, false) => {
+            dev.stats.drop(RxDrop::UcGap);
+            return;
+        }
+        (InMessage::None, false) => {
+            qp.resp.msg = InMessage::Dropping;
+            dev.stats.drop(RxDrop::BadOpSequence);
+            return;
+        }
+        (InMessage::Dropping | InMessage::Send { .. } | InMessage::Write { .. }, true) => {
+            qp.resp.msg = InMessage::None;
+        }
+        _ => {}
+    }
+    let verdict = match check_sequence(qp, rx) {
+        Err(v) => v,
+        Ok(()) => match rx.info.operation {
+            Operation::Send => send(qp, dev, rx),
+            Operation::RdmaWrite => write(qp, dev, rx),
+            _ => Verdict::Drop(RxDrop::WrongQpType),
+        },
+    };
+    match verdict {
+        Verdict::Done => {}
+        Verdict::Rnr => {
+            qp.resp.msg = InMessage::Dropping;
+            dev.stats.drop(RxDrop::NoRecvWqe);
+        }
+        Verdict::Nak(_) => {
+            qp.resp.msg = InMessage::Dropping;
+            dev.stats.drop(RxDrop::BadOpSequence);
+        }
+        Verdict::Drop(reason) => {
+            qp.resp.msg = InMessage::Dropping;
+            dev.stats.drop(reason);
+        }
+    }
+}
+
+/// UD and GSI: Q_Key check, one packet per message, the GRH in front of the data.
+fn ud<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, frame: &[u8]) {
+    let Some(deth) = rx.repr.roce.ext.deth else {
+        dev.stats.drop(RxDrop::WrongQpType);
+        return;
+    };
+    if deth.qkey != qp.qkey() {
+        dev.stats.drop(RxDrop::BadQkey);
+        return;
+    }
+    let payload = rx.repr.payload;
+    if payload.len() > qp.mtu() as usize {
+        dev.stats.drop(RxDrop::TooLong);
+        return;
+    }
+    if !have_recv_wqe(qp, dev) {
+        dev.stats.drop(RxDrop::NoRecvWqe);
+        return;
+    }
+    let Some((_, length)) = recv_wqe(qp) else { return };
+    let total = (GRH_LEN + payload.len()) as u64;
+    let mut wc = recv_wc(qp, WcStatus::Success, WcOpcode::Recv, total);
+    wc.src_qp = deth.src_qpn;
+    if total > length {
+        wc.status = WcStatus::LocLenErr;
+        finish_recv(qp, dev, wc);
+        return;
+    }
+    // Linux fills the 40 bytes with the received IP header: an IPv6 header as is, an
+    // IPv4 header in the last 20 bytes after 20 zeros (`union rdma_network_hdr`).
+    let mut grh = [0u8; GRH_LEN];
+    let ip = frame.get(crate::wire::ethernet::HEADER_LEN..).unwrap_or(&[]);
+    match rx.repr.path.ip {
+        IpPath::V4 { .. } => {
+            if let Some(h) = ip.get(..20) {
+                grh[20..].copy_from_slice(h);
+            }
+        }
+        IpPath::V6 { .. } => {
+            if let Some(h) = ip.get(..GRH_LEN) {
+                grh.copy_from_slice(h);
+            }
+        }
+    }
+    if scatter_recv(qp, dev, 0, &grh).is_err() || scatter_recv(qp, dev, GRH_LEN as u64, payload).is_err() {
+        wc.status = WcStatus::LocProtErr;
+        finish_recv(qp, dev, wc);
+        return;
+    }
+    wc.wc_flags.0 |= WcFlags::GRH;
+    if let Some(imm) = rx.repr.roce.ext.immdt {
+        wc.imm_data = imm.imm;
+        wc.wc_flags.0 |= WcFlags::WITH_IMM;
+    }
+    finish_recv(qp, dev, wc);
+}

@@ -1,0 +1,476 @@
+//! A deterministic simulated wire between two transports, for tests and benchmarks
+//! (smoltcp's `tests/netsim.rs` idea): time is simulated, faults come from a seeded
+//! generator, so a failing run replays exactly from its seed.
+//!
+//! The wire drops, duplicates, reorders (by extra delay), delays and corrupts frames.
+//! A corrupted frame has one random bit flipped after the Ethernet header; the
+//! receiver's IP checksum or ICRC must catch it (flips in the fields the ICRC masks
+//! and the checks ignore, such as the UDP checksum, are harmless by design).
+
+use alloc::collections::BinaryHeap;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+
+use crate::core::gid::Gid;
+use crate::core::port::IbMtu;
+use crate::wire::EthernetAddress;
+
+use super::ah::{AhAttr, LocalPort};
+use super::cq::CqHandle;
+use super::device::Config;
+use super::memory::FlatMemory;
+use super::mr::{AccessFlags, MrHandle};
+use super::pd::PdHandle;
+use super::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
+use super::qp_state::{AttrMask, QpState, QpType};
+use super::sink::FrameSink;
+use super::time::{Duration, Instant};
+use super::transport::{RxeTransport, VerbsError};
+use super::wc::WorkCompletion;
+
+/// A small, fast, seedable generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// True with probability `bp` / 10 000.
+    pub fn chance(&mut self, bp: u32) -> bool {
+        self.below(10_000) < u64::from(bp)
+    }
+}
+
+/// Fault rates in basis points (1/10 000) and delays in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Faults {
+    pub drop: u32,
+    pub duplicate: u32,
+    pub reorder: u32,
+    pub corrupt: u32,
+    /// One-way delay every frame gets.
+    pub delay_us: u64,
+    /// Extra random delay, uniform in `0..=jitter_us`.
+    pub jitter_us: u64,
+}
+
+impl Faults {
+    /// A perfect wire with a 2 µs delay.
+    pub const NONE: Faults = Faults { drop: 0, duplicate: 0, reorder: 0, corrupt: 0, delay_us: 2, jitter_us: 0 };
+}
+
+/// What happened on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WireStats {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub bytes: u64,
+}
+
+struct InFlight {
+    to: usize,
+    frame: Vec<u8>,
+}
+
+/// The wire: frames in flight, ordered by arrival time.
+pub struct Wire {
+    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    slots: Vec<Option<InFlight>>,
+    free_slots: Vec<usize>,
+    buffers: Vec<Vec<u8>>,
+    seq: u64,
+    /// Latest in-order arrival per destination: a link is FIFO, so jitter delays a
+    /// frame but never lets it pass one sent before it (only `reorder` does).
+    last_arrival: [Instant; 2],
+    pub rng: Rng,
+    pub faults: Faults,
+    pub stats: WireStats,
+    /// Deterministic fault injection: called with (destination node, frame) for every
+    /// frame; returning `true` drops it. Tests use it to lose one chosen packet.
+    pub filter: Option<Filter>,
+    /// Called for every frame delivered: (time, destination node, frame). For tracing.
+    pub observer: Option<Observer>,
+}
+
+/// See [`Wire::observer`].
+pub type Observer = alloc::boxed::Box<dyn FnMut(Instant, usize, &[u8])>;
+
+/// See [`Wire::filter`].
+pub type Filter = alloc::boxed::Box<dyn FnMut(usize, &[u8]) -> bool>;
+
+impl Wire {
+    pub fn new(seed: u64, faults: Faults) -> Wire {
+        Wire {
+            queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            buffers: Vec::new(),
+            seq: 0,
+            last_arrival: [Instant::ZERO; 2],
+            rng: Rng::new(seed),
+            faults,
+            stats: WireStats::default(),
+            filter: None,
+            observer: None,
+        }
+    }
+
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut b = self.buffers.pop().unwrap_or_default();
+        b.clear();
+        b.resize(len, 0);
+        b
+    }
+
+    fn enqueue(&mut self, at: Instant, to: usize, frame: Vec<u8>) {
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s] = Some(InFlight { to, frame });
+                s
+            }
+            None => {
+                self.slots.push(Some(InFlight { to, frame }));
+                self.slots.len() - 1
+            }
+        };
+        self.seq += 1;
+        self.queue.push(Reverse((at.micros(), self.seq, slot)));
+    }
+
+    /// When the next frame arrives.
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.queue.peek().map(|Reverse((t, _, _))| Instant::from_micros(*t))
+    }
+
+    /// The next frame due by `now`: `(destination node, frame)`.
+    fn pop_due(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
+        let &Reverse((t, _, slot)) = self.queue.peek()?;
+        if t > now.micros() {
+            return None;
+        }
+        self.queue.pop();
+        let f = self.slots.get_mut(slot)?.take()?;
+        self.free_slots.push(slot);
+        Some((f.to, f.frame))
+    }
+
+    fn recycle(&mut self, frame: Vec<u8>) {
+        if self.buffers.len() < 1024 {
+            self.buffers.push(frame);
+        }
+    }
+
+    fn delay(&mut self) -> Duration {
+        let jitter = if self.faults.jitter_us > 0 { self.rng.below(self.faults.jitter_us + 1) } else { 0 };
+        Duration::from_micros(self.faults.delay_us + jitter)
+    }
+
+    /// Puts a frame on the wire toward node `to`, applying the faults.
+    fn carry(&mut self, now: Instant, to: usize, frame: Vec<u8>) {
+        self.stats.sent += 1;
+        self.stats.bytes += frame.len() as u64;
+        let filtered = self.filter.as_mut().is_some_and(|f| f(to, &frame));
+        if filtered || self.rng.chance(self.faults.drop) {
+            self.stats.dropped += 1;
+            self.recycle(frame);
+            return;
+        }
+        let mut frame = frame;
+        if self.rng.chance(self.faults.corrupt) && frame.len() > 14 {
+            let byte = 14 + self.rng.below(frame.len() as u64 - 14) as usize;
+            frame[byte] ^= 1 << self.rng.below(8);
+            self.stats.corrupted += 1;
+        }
+        let mut at = now + self.delay();
+        if self.rng.chance(self.faults.reorder) {
+            at = at + Duration::from_micros(1 + self.rng.below(4 * self.faults.delay_us.max(1) + 8));
+            self.stats.reordered += 1;
+        } else if let Some(last) = self.last_arrival.get_mut(to) {
+            at = at.max(*last);
+            *last = at;
+        }
+        if self.rng.chance(self.faults.duplicate) {
+            let mut copy = self.buffer(frame.len());
+            copy.copy_from_slice(&frame);
+            let later = at + Duration::from_micros(self.rng.below(8));
+            self.enqueue(later, to, copy);
+            self.stats.duplicated += 1;
+        }
+        self.enqueue(at, to, frame);
+    }
+}
+
+/// The sink a node sends into: frames go to the other node.
+struct Tx<'a> {
+    wire: &'a mut Wire,
+    to: usize,
+    now: Instant,
+    sent: &'a mut u64,
+}
+
+impl FrameSink for Tx<'_> {
+    fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let mut frame = self.wire.buffer(len);
+        fill(&mut frame);
+        *self.sent += 1;
+        self.wire.carry(self.now, self.to, frame);
+        true
+    }
+}
+
+/// Node addresses: node `i` is 10.0.0.(i+1) with MAC 52:54:00:00:00:(i+1).
+pub fn node_mac(i: usize) -> EthernetAddress {
+    EthernetAddress([0x52, 0x54, 0, 0, 0, i as u8 + 1])
+}
+
+pub fn node_gid(i: usize) -> Gid {
+    Gid::from_ipv4(core::net::Ipv4Addr::new(10, 0, 0, i as u8 + 1))
+}
+
+/// Two transports and the wire between them.
+pub struct Sim {
+    pub nodes: [RxeTransport<FlatMemory>; 2],
+    pub wire: Wire,
+    pub now: Instant,
+}
+
+/// Base address of each node's memory.
+pub const MEM_BASE: u64 = 0x1_0000;
+
+impl Sim {
+    /// Two nodes with `mem_len` bytes of memory each.
+    pub fn new(seed: u64, faults: Faults, mem_len: usize, config: Config) -> Sim {
+        let node = |i: usize| {
+            let port = LocalPort { mac: node_mac(i), gids: vec![node_gid(i)] };
+            RxeTransport::new(FlatMemory::new(MEM_BASE, mem_len), port, config)
+        };
+        Sim { nodes: [node(0), node(1)], wire: Wire::new(seed, faults), now: Instant::ZERO }
+    }
+
+    /// Delivers what is due, polls both nodes; returns how many frames moved.
+    pub fn step(&mut self) -> u64 {
+        let Sim { nodes, wire, now } = self;
+        let mut moved = 0;
+        while let Some((to, frame)) = wire.pop_due(*now) {
+            wire.stats.delivered += 1;
+            moved += 1;
+            if let Some(obs) = wire.observer.as_mut() {
+                obs(*now, to, &frame);
+            }
+            let mut tx = Tx { wire, to: 1 - to, now: *now, sent: &mut moved };
+            nodes[to].receive(&frame, *now, &mut tx);
+            tx.wire.recycle(frame);
+        }
+        for (i, node) in nodes.iter_mut().enumerate() {
+            let mut tx = Tx { wire, to: 1 - i, now: *now, sent: &mut moved };
+            node.poll(*now, &mut tx);
+        }
+        moved
+    }
+
+    /// The next instant anything happens, if anything will.
+    pub fn next_event(&self) -> Option<Instant> {
+        let mut next = self.wire.next_arrival();
+        for node in &self.nodes {
+            if let Some(t) = node.next_deadline(self.now) {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
+    /// Runs until `done` holds, nothing is left to happen, or simulated time passes
+    /// `limit`. Returns whether `done` held.
+    pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
+        loop {
+            let moved = self.step();
+            if done(self) {
+                return true;
+            }
+            let Some(next) = self.next_event() else { return false };
+            let next = if next <= self.now && moved == 0 { self.now + Duration::from_micros(1) } else { next };
+            self.now = self.now.max(next);
+            if self.now > limit {
+                return false;
+            }
+        }
+    }
+
+    /// Hands a frame to node `to` now, as if it came off the wire.
+    pub fn inject(&mut self, to: usize, frame: &[u8]) {
+        let Sim { nodes, wire, now } = self;
+        let mut moved = 0;
+        let mut tx = Tx { wire, to: 1 - to, now: *now, sent: &mut moved };
+        nodes[to].receive(frame, *now, &mut tx);
+    }
+
+    /// Runs until both nodes are idle (or `limit`).
+    pub fn run_idle(&mut self, limit: Instant) -> bool {
+        self.run_until(limit, |s| {
+            s.wire.next_arrival().is_none() && s.nodes.iter().all(|n| n.next_deadline(s.now).is_none())
+        })
+    }
+}
+
+/// One end of a connected QP pair set up by [`connect`].
+#[derive(Debug, Clone, Copy)]
+pub struct End {
+    pub pd: PdHandle,
+    pub cq: CqHandle,
+    pub qp: QpHandle,
+    pub qpn: u32,
+    /// One MR over the node's whole memory, with every right.
+    pub mr: MrHandle,
+}
+
+/// Settings for [`connect`].
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    pub qp_type: QpType,
+    pub mtu: IbMtu,
+    pub cap: QpCap,
+    pub cq_depth: usize,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub sq_psn: [u32; 2],
+    pub qkey: u32,
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link {
+            qp_type: QpType::Rc,
+            mtu: IbMtu::Mtu1024,
+            cap: QpCap { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 64 },
+            cq_depth: 4096,
+            // 4.096 µs × 2^5 ≈ 131 µs: short, the simulated RTT is a few µs.
+            timeout: 5,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            sq_psn: [0x10, 0x8000],
+            qkey: 0x1111_1111,
+        }
+    }
+}
+
+/// Creates a PD, a CQ, an all-rights MR and a QP of `link.qp_type` on both nodes and
+/// brings the QPs to RTS pointing at each other (UD: at nothing; use AHs).
+pub fn connect(sim: &mut Sim, link: &Link) -> Result<[End; 2], VerbsError> {
+    let mut ends = [None, None];
+    for (i, node) in sim.nodes.iter_mut().enumerate() {
+        let pd = node.alloc_pd()?;
+        let cq = node.create_cq(link.cq_depth)?;
+        let len = node.memory().len() as u64;
+        let mr = node.reg_mr(pd, MEM_BASE, len, AccessFlags::ALL)?;
+        let qp = node.create_qp(&QpInitAttr {
+            qp_type: link.qp_type,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: link.cap,
+            sq_sig_all: false,
+        })?;
+        let qpn = node.qpn(qp).ok_or(VerbsError::BadHandle("QP"))?;
+        ends[i] = Some(End { pd, cq, qp, qpn, mr });
+    }
+    let [Some(a), Some(b)] = ends else { return Err(VerbsError::BadHandle("QP")) };
+    let ends = [a, b];
+    for i in 0..2 {
+        let peer = ends[1 - i];
+        let node = &mut sim.nodes[i];
+        let me = ends[i];
+        let mut attr = QpAttr {
+            qp_state: QpState::Init,
+            port_num: 1,
+            pkey_index: 0,
+            qkey: link.qkey,
+            qp_access_flags: AccessFlags(AccessFlags::REMOTE),
+            ..QpAttr::default()
+        };
+        let init_mask = match link.qp_type {
+            QpType::Ud => AttrMask::QKEY | AttrMask::PORT | AttrMask::PKEY_INDEX,
+            QpType::Gsi => AttrMask::QKEY | AttrMask::PKEY_INDEX,
+            _ => AttrMask::ACCESS_FLAGS | AttrMask::PORT | AttrMask::PKEY_INDEX,
+        };
+        node.modify_qp(me.qp, &attr, AttrMask::STATE | init_mask)?;
+        attr.qp_state = QpState::Rtr;
+        attr.path_mtu = link.mtu;
+        attr.dest_qp_num = peer.qpn;
+        attr.rq_psn = link.sq_psn[1 - i];
+        attr.max_dest_rd_atomic = link.max_rd_atomic;
+        attr.min_rnr_timer = link.min_rnr_timer;
+        attr.ah_attr =
+            AhAttr { dgid: node_gid(1 - i), sgid_index: 0, hop_limit: 64, dmac: node_mac(1 - i), ..AhAttr::default() };
+        let rtr_mask = match link.qp_type {
+            QpType::Rc => {
+                AttrMask::AV
+                    | AttrMask::PATH_MTU
+                    | AttrMask::DEST_QPN
+                    | AttrMask::RQ_PSN
+                    | AttrMask::MAX_DEST_RD_ATOMIC
+                    | AttrMask::MIN_RNR_TIMER
+            }
+            QpType::Uc => AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN,
+            _ => 0,
+        };
+        if !link.qp_type.is_connected() {
+            // UD takes its MTU from the port; give it the link's through the attr.
+            node.modify_qp(me.qp, &attr, AttrMask::STATE)?;
+        } else {
+            node.modify_qp(me.qp, &attr, AttrMask::STATE | rtr_mask)?;
+        }
+        attr.qp_state = QpState::Rts;
+        attr.sq_psn = link.sq_psn[i];
+        attr.timeout = link.timeout;
+        attr.retry_cnt = link.retry_cnt;
+        attr.rnr_retry = link.rnr_retry;
+        attr.max_rd_atomic = link.max_rd_atomic;
+        let rts_mask = match link.qp_type {
+            QpType::Rc => {
+                AttrMask::TIMEOUT
+                    | AttrMask::RETRY_CNT
+                    | AttrMask::RNR_RETRY
+                    | AttrMask::SQ_PSN
+                    | AttrMask::MAX_QP_RD_ATOMIC
+            }
+            _ => AttrMask::SQ_PSN,
+        };
+        node.modify_qp(me.qp, &attr, AttrMask::STATE | rts_mask)?;
+    }
+    Ok(ends)
+}
+
+/// Drains a CQ into a vector.
+pub fn drain_cq(node: &mut RxeTransport<FlatMemory>, cq: CqHandle) -> Vec<WorkCompletion> {
+    let mut out = Vec::new();
+    while let Ok(Some(wc)) = node.poll_one(cq) {
+        out.push(wc);
+    }
+    out
+}

@@ -1,0 +1,767 @@
+//! The transport as the kernel drives it: one [`RxeTransport`] per rxe device, owning
+//! its object pools and its memory view. The kernel creates objects and posts work
+//! requests through the verbs below, hands every received RoCE frame to
+//! [`RxeTransport::receive`], calls [`RxeTransport::poll`] when
+//! [`RxeTransport::next_deadline`] comes (or whenever it has time), and lends TX
+//! buffers through a [`FrameSink`]. Time is always an argument; nothing here reads a
+//! clock, and nothing on the packet path allocates.
+//!
+//! The verbs follow IBA vol. 1 ch. 11 (and `libibverbs` for values and names);
+//! Linux's counterpart is `rxe_verbs.c`.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::core::port::IbMtu;
+use crate::wire::frame::{self, IpId, IpPath};
+use crate::wire::opcode_table::{Direction, QpTypes};
+use crate::wire::{Ecn, Opcode, Psn, sport};
+
+use super::ah::{Ah, AhAttr, AhError, AhHandle, LocalPort};
+use super::completer;
+use super::cq::{Cq, CqHandle};
+use super::device::{Config, Device};
+use super::event::AsyncEvent;
+use super::memory::Memory;
+use super::mr::{AccessFlags, Mr, MrHandle};
+use super::pd::{Pd, PdHandle};
+use super::pool::{Pool, PoolFull};
+use super::qp::{FIRST_QPN, GSI_QPN, MAX_RD_ATOMIC, Qp, QpAttr, QpHandle, QpInitAttr, ReqState, RespState, SendQueue};
+use super::qp_state::{AttrMask, ModifyError, QpState, QpType, check_transition};
+use super::queue::{PostError, RecvQueue};
+use super::requester;
+use super::responder;
+use super::sink::FrameSink;
+use super::srq::{Srq, SrqHandle};
+use super::stats::{RxDrop, Stats};
+use super::time::Instant;
+use super::wc::{WcOpcode, WcStatus, WorkCompletion};
+use super::wr::{RecvWr, SendWr};
+
+/// Why a verb failed. Each names what was wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerbsError {
+    /// A handle that names no live object of that kind.
+    BadHandle(&'static str),
+    /// The object is still used by others (a PD with MRs, a CQ with QPs, ...).
+    Busy(&'static str),
+    /// The pool for this kind of object is full.
+    TooMany(&'static str),
+    /// An argument out of range.
+    InvalidArgument(&'static str),
+    /// The modify-QP table refused the call.
+    Modify(ModifyError),
+    /// The work request could not be queued.
+    Post(PostError),
+    /// The QP's state does not allow this verb.
+    InvalidState(QpState),
+    /// The address vector cannot be used.
+    Address(AhError),
+}
+
+impl fmt::Display for VerbsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerbsError::BadHandle(what) => write!(f, "no such {what}"),
+            VerbsError::Busy(what) => write!(f, "{what} is still in use"),
+            VerbsError::TooMany(what) => write!(f, "too many {what}s"),
+            VerbsError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            VerbsError::Modify(e) => write!(f, "modify QP: {e}"),
+            VerbsError::Post(e) => write!(f, "post: {e:?}"),
+            VerbsError::InvalidState(s) => write!(f, "not allowed in QP state {s:?}"),
+            VerbsError::Address(e) => write!(f, "address vector: {e:?}"),
+        }
+    }
+}
+
+impl From<ModifyError> for VerbsError {
+    fn from(e: ModifyError) -> Self {
+        VerbsError::Modify(e)
+    }
+}
+
+impl From<PostError> for VerbsError {
+    fn from(e: PostError) -> Self {
+        VerbsError::Post(e)
+    }
+}
+
+type Result<T> = core::result::Result<T, VerbsError>;
+
+fn full(what: &'static str) -> impl Fn(PoolFull) -> VerbsError {
+    move |_| VerbsError::TooMany(what)
+}
+
+/// Pool limits (rxe's, scaled to an appliance).
+const MAX_PD: u32 = 1 << 16;
+const MAX_MR: u32 = 1 << 16;
+const MAX_CQ: u32 = 1 << 14;
+const MAX_SRQ: u32 = 1 << 12;
+const MAX_AH: u32 = 1 << 15;
+const MAX_QP: u32 = 1 << 14;
+/// Largest CQ, WR count and SGE count a caller may ask for (rxe's limits).
+const MAX_CQE: usize = (1 << 15) - 1;
+const MAX_WR: u32 = 1 << 15;
+const MAX_SGE: u32 = 32;
+
+/// One rxe device's transport.
+pub struct RxeTransport<M> {
+    dev: Device<M>,
+    qps: Pool<Qp>,
+    gsi: Option<QpHandle>,
+}
+
+impl<M: Memory> RxeTransport<M> {
+    /// A transport over `mem` for a port with these addresses.
+    pub fn new(mem: M, port: LocalPort, config: Config) -> RxeTransport<M> {
+        RxeTransport {
+            dev: Device {
+                mem,
+                pds: Pool::new(MAX_PD),
+                mrs: Pool::new(MAX_MR),
+                cqs: Pool::new(MAX_CQ),
+                srqs: Pool::new(MAX_SRQ),
+                ahs: Pool::new(MAX_AH),
+                stats: Stats::default(),
+                events: VecDeque::new(),
+                ip_id: IpId::new(0),
+                port,
+                config,
+            },
+            qps: Pool::new(MAX_QP),
+            gsi: None,
+        }
+    }
+
+    pub fn memory(&self) -> &M {
+        &self.dev.mem
+    }
+
+    pub fn memory_mut(&mut self) -> &mut M {
+        &mut self.dev.mem
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.dev.stats
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.dev.config
+    }
+
+    /// The port's MAC and GIDs, for the caller to update on GID changes.
+    pub fn port_mut(&mut self) -> &mut LocalPort {
+        &mut self.dev.port
+    }
+
+    /// Sets the next IPv4 identification value (tests match captures with it).
+    pub fn set_ip_id(&mut self, next: u16) {
+        self.dev.ip_id = IpId::new(next);
+    }
+
+    /// The oldest pending async event.
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.dev.events.pop_front()
+    }
+
+    // ---- protection domains, memory regions, address handles ----
+
+    pub fn alloc_pd(&mut self) -> Result<PdHandle> {
+        self.dev.pds.insert(Pd::default()).map(PdHandle).map_err(full("PD"))
+    }
+
+    pub fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
+        let p = self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        if p.users > 0 {
+            return Err(VerbsError::Busy("PD"));
+        }
+        self.dev.pds.remove(pd.0);
+        Ok(())
+    }
+
+    fn pd_use(&mut self, pd: PdHandle, delta: i32) -> Result<()> {
+        let p = self.dev.pds.get_mut(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        p.users = p.users.saturating_add_signed(delta);
+        Ok(())
+    }
+
+    /// Registers `iova..iova + length` with `access`. The handle's raw value is the
+    /// lkey, and the rkey when a remote right is set.
+    pub fn reg_mr(&mut self, pd: PdHandle, iova: u64, length: u64, access: u32) -> Result<MrHandle> {
+        self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        if access & !AccessFlags::ALL != 0 {
+            return Err(VerbsError::InvalidArgument("unknown access flag"));
+        }
+        // IBA 10.6.3.1 (and ibv_reg_mr): remote write or atomic needs local write.
+        let needs_local = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC;
+        if access & needs_local != 0 && access & AccessFlags::LOCAL_WRITE == 0 {
+            return Err(VerbsError::InvalidArgument("remote write/atomic access without local write"));
+        }
+        if iova.checked_add(length).is_none() {
+            return Err(VerbsError::InvalidArgument("MR wraps the address space"));
+        }
+        let access = AccessFlags(access);
+        let key =
+            self.dev.mrs.insert_with(|key| Mr { pd, iova, length, access, key, valid: true }).map_err(full("MR"))?;
+        self.pd_use(pd, 1)?;
+        Ok(MrHandle(key))
+    }
+
+    pub fn dereg_mr(&mut self, mr: MrHandle) -> Result<()> {
+        let m = self.dev.mrs.remove(mr.0).ok_or(VerbsError::BadHandle("MR"))?;
+        self.pd_use(m.pd, -1)
+    }
+
+    pub fn mr(&self, mr: MrHandle) -> Option<&Mr> {
+        self.dev.mrs.get(mr.0)
+    }
+
+    pub fn create_ah(&mut self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        attr.path(&self.dev.port, 0).map_err(VerbsError::Address)?;
+        let h = self.dev.ahs.insert(Ah { pd, attr: *attr }).map_err(full("AH"))?;
+        self.pd_use(pd, 1)?;
+        Ok(AhHandle(h))
+    }
+
+    pub fn destroy_ah(&mut self, ah: AhHandle) -> Result<()> {
+        let a = self.dev.ahs.remove(ah.0).ok_or(VerbsError::BadHandle("AH"))?;
+        self.pd_use(a.pd, -1)
+    }
+
+    // ---- completion queues ----
+
+    pub fn create_cq(&mut self, depth: usize) -> Result<CqHandle> {
+        if depth == 0 || depth > MAX_CQE {
+            return Err(VerbsError::InvalidArgument("CQ depth"));
+        }
+        self.dev.cqs.insert(Cq::new(depth)).map(CqHandle).map_err(full("CQ"))
+    }
+
+    pub fn destroy_cq(&mut self, cq: CqHandle) -> Result<()> {
+        let c = self.dev.cqs.get(cq.0).ok_or(VerbsError::BadHandle("CQ"))?;
+        if c.users > 0 {
+            return Err(VerbsError::Busy("CQ"));
+        }
+        self.dev.cqs.remove(cq.0);
+        Ok(())
+    }
+
+    /// Moves up to `out.len()` completions into `out`; returns how many.
+    pub fn poll_cq(&mut self, cq: CqHandle, out: &mut [WorkCompletion]) -> Result<usize> {
+        Ok(self.dev.cqs.get_mut(cq.0).ok_or(VerbsError::BadHandle("CQ"))?.poll(out))
+    }
+
+    /// The next completion, if any.
+    pub fn poll_one(&mut self, cq: CqHandle) -> Result<Option<WorkCompletion>> {
+        Ok(self.dev.cqs.get_mut(cq.0).ok_or(VerbsError::BadHandle("CQ"))?.pop())
+    }
+
+    /// Arms the CQ: the next completion counts as a completion event.
+    pub fn req_notify_cq(&mut self, cq: CqHandle) -> Result<()> {
+        self.dev.cqs.get_mut(cq.0).ok_or(VerbsError::BadHandle("CQ"))?.armed = true;
+        Ok(())
+    }
+
+    pub fn cq(&self, cq: CqHandle) -> Option<&Cq> {
+        self.dev.cqs.get(cq.0)
+    }
+
+    // ---- shared receive queues ----
+
+    pub fn create_srq(&mut self, pd: PdHandle, max_wr: u32, max_sge: u32) -> Result<SrqHandle> {
+        self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        if max_wr == 0 || max_wr > MAX_WR || max_sge == 0 || max_sge > MAX_SGE {
+            return Err(VerbsError::InvalidArgument("SRQ size"));
+        }
+        let h = self.dev.srqs.insert(Srq::new(pd, max_wr as usize, max_sge as usize)).map_err(full("SRQ"))?;
+        self.pd_use(pd, 1)?;
+        Ok(SrqHandle(h))
+    }
+
+    /// Arms the SRQ limit (0 disarms).
+    pub fn modify_srq_limit(&mut self, srq: SrqHandle, limit: u32) -> Result<()> {
+        let s = self.dev.srqs.get_mut(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
+        if limit as usize > s.queue.capacity() {
+            return Err(VerbsError::InvalidArgument("SRQ limit above its size"));
+        }
+        s.limit = limit;
+        Ok(())
+    }
+
+    pub fn post_srq_recv(&mut self, srq: SrqHandle, wr: &RecvWr<'_>) -> Result<()> {
+        let s = self.dev.srqs.get_mut(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
+        Ok(s.queue.post(wr)?)
+    }
+
+    pub fn destroy_srq(&mut self, srq: SrqHandle) -> Result<()> {
+        let s = self.dev.srqs.get(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
+        if s.users > 0 {
+            return Err(VerbsError::Busy("SRQ"));
+        }
+        let pd = s.pd;
+        self.dev.srqs.remove(srq.0);
+        self.pd_use(pd, -1)
+    }
+
+    // ---- queue pairs ----
+
+    pub fn create_qp(&mut self, init: &QpInitAttr) -> Result<QpHandle> {
+        self.dev.pds.get(init.pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        self.dev.cqs.get(init.send_cq.0).ok_or(VerbsError::BadHandle("send CQ"))?;
+        self.dev.cqs.get(init.recv_cq.0).ok_or(VerbsError::BadHandle("receive CQ"))?;
+        if let Some(srq) = init.srq {
+            let s = self.dev.srqs.get(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
+            if s.pd != init.pd {
+                return Err(VerbsError::InvalidArgument("SRQ in another PD"));
+            }
+        }
+        let cap = init.cap;
+        if cap.max_send_wr == 0
+            || cap.max_send_wr > MAX_WR
+            || cap.max_recv_wr > MAX_WR
+            || cap.max_send_sge > MAX_SGE
+            || cap.max_recv_sge > MAX_SGE
+            || cap.max_inline_data > 4096
+        {
+            return Err(VerbsError::InvalidArgument("QP capabilities"));
+        }
+        if init.qp_type == QpType::Gsi && self.gsi.is_some() {
+            return Err(VerbsError::Busy("GSI QP"));
+        }
+        let window = self.dev.config.max_window;
+        let held_sges = init.srq.and_then(|s| self.dev.srqs.get(s.0)).map_or(0, |s| s.queue.max_sge());
+        let h = self
+            .qps
+            .insert_with(|h| {
+                let qpn = if init.qp_type == QpType::Gsi { GSI_QPN } else { FIRST_QPN + super::pool::split(h).0 };
+                let mut resp = RespState::new();
+                resp.held.sges.reserve(held_sges);
+                Qp {
+                    qpn,
+                    qp_type: init.qp_type,
+                    state: QpState::Reset,
+                    pd: init.pd,
+                    send_cq: init.send_cq,
+                    recv_cq: init.recv_cq,
+                    srq: init.srq,
+                    sq_sig_all: init.sq_sig_all,
+                    cap,
+                    attr: QpAttr::default(),
+                    path: None,
+                    sq: SendQueue::new(&cap),
+                    rq: RecvQueue::new(
+                        if init.srq.is_some() { 0 } else { cap.max_recv_wr as usize },
+                        cap.max_recv_sge as usize,
+                    ),
+                    req: ReqState::new(window),
+                    resp,
+                    sqd_notify: false,
+                }
+            })
+            .map_err(full("QP"))?;
+        let h = QpHandle(h);
+        if init.qp_type == QpType::Gsi {
+            self.gsi = Some(h);
+        }
+        self.pd_use(init.pd, 1)?;
+        for cq in [init.send_cq, init.recv_cq] {
+            if let Some(c) = self.dev.cqs.get_mut(cq.0) {
+                c.users += 1;
+            }
+        }
+        if let Some(s) = init.srq.and_then(|s| self.dev.srqs.get_mut(s.0)) {
+            s.users += 1;
+        }
+        Ok(h)
+    }
+
+    /// The QP's number, as the wire and the peer know it.
+    pub fn qpn(&self, qp: QpHandle) -> Option<u32> {
+        self.qps.get(qp.0).map(|q| q.qpn)
+    }
+
+    /// Read access to a QP's state, for diagnostics and tests.
+    pub fn qp(&self, qp: QpHandle) -> Option<&Qp> {
+        self.qps.get(qp.0)
+    }
+
+    pub fn query_qp(&self, qp: QpHandle) -> Result<QpAttr> {
+        let q = self.qps.get(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        let mut attr = q.attr;
+        attr.qp_state = q.state;
+        attr.cur_qp_state = q.state;
+        Ok(attr)
+    }
+
+    pub fn destroy_qp(&mut self, qp: QpHandle) -> Result<()> {
+        let q = self.qps.remove(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        if self.gsi == Some(qp) {
+            self.gsi = None;
+        }
+        self.pd_use(q.pd, -1)?;
+        for cq in [q.send_cq, q.recv_cq] {
+            if let Some(c) = self.dev.cqs.get_mut(cq.0) {
+                c.users = c.users.saturating_sub(1);
+            }
+        }
+        if let Some(s) = q.srq.and_then(|s| self.dev.srqs.get_mut(s.0)) {
+            s.users = s.users.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// Modify QP (IBA 11.2.5.3): checks the transition and attributes against the
+    /// table, the values against their ranges, then applies them.
+    pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: u32) -> Result<()> {
+        let mask = AttrMask(mask);
+        let Self { dev, qps, .. } = self;
+        let q = qps.get_mut(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        let from = q.state;
+        let to = if mask.has(AttrMask::STATE) { attr.qp_state } else { from };
+        check_transition(q.qp_type, from, to, mask, Some(attr.cur_qp_state))?;
+        check_values(attr, mask)?;
+
+        // Work out the path before changing anything, so a bad AV changes nothing.
+        let mut new = q.attr;
+        apply(&mut new, attr, mask);
+        let path = if q.qp_type.is_connected() && mask.has(AttrMask::AV) {
+            let port = sport::src_port_for_connection(new.ah_attr.flow_label, q.qpn, new.dest_qp_num);
+            Some(new.ah_attr.path(&dev.port, port).map_err(VerbsError::Address)?)
+        } else {
+            q.path
+        };
+        q.attr = new;
+        q.path = path;
+        q.attr.qp_state = to;
+
+        match to {
+            QpState::Reset => reset(q, dev.config.max_window),
+            QpState::Rtr if from == QpState::Init => {
+                q.resp.psn = Psn::new(q.attr.rq_psn);
+                q.resp.resources.reserve(usize::from(q.attr.max_dest_rd_atomic.max(1)));
+            }
+            QpState::Rts if from == QpState::Rtr => {
+                let psn = Psn::new(q.attr.sq_psn);
+                q.req.psn = psn;
+                q.req.comp_psn = psn;
+                q.req.max_psn = psn;
+                q.req.retry_left = q.attr.retry_cnt;
+                q.req.rnr_left = q.attr.rnr_retry;
+                q.req.window = dev.config.max_window;
+            }
+            QpState::Sqd if from == QpState::Rts => q.sqd_notify = attr.en_sqd_async_notify,
+            QpState::Err if from != QpState::Err => {
+                q.state = QpState::Err;
+                completer::enter_error(q, dev);
+            }
+            _ => {}
+        }
+        q.state = to;
+        Ok(())
+    }
+
+    /// Post Send (IBA 11.4.1.1). In ERR (and, for UD/UC, SQE) the WR completes at once
+    /// with WR_FLUSH_ERR.
+    pub fn post_send(&mut self, qp: QpHandle, wr: &SendWr<'_>) -> Result<()> {
+        let Self { dev, qps, .. } = self;
+        let q = qps.get_mut(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        match q.state {
+            QpState::Reset | QpState::Init | QpState::Rtr => return Err(VerbsError::InvalidState(q.state)),
+            _ => {}
+        }
+        q.sq.post(wr)?;
+        if matches!(q.state, QpState::Err | QpState::Sqe) {
+            let opcode = completer::wc_opcode(wr.opcode);
+            while !q.sq.ring.is_empty() {
+                let head = q.sq.ring.head();
+                let id = q.sq.ring.get(head).map_or(0, |w| w.wr_id);
+                dev.complete(q.send_cq, WorkCompletion::new(id, WcStatus::WrFlushErr, opcode, q.qpn));
+                q.sq.ring.pop();
+            }
+            q.req.next = q.sq.ring.head();
+        }
+        Ok(())
+    }
+
+    /// Post Receive (IBA 11.4.1.2). In ERR the WR completes at once with WR_FLUSH_ERR.
+    pub fn post_recv(&mut self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
+        let Self { dev, qps, .. } = self;
+        let q = qps.get_mut(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        if q.srq.is_some() {
+            return Err(VerbsError::InvalidArgument("the QP receives through an SRQ"));
+        }
+        if q.state == QpState::Err {
+            dev.complete(q.recv_cq, WorkCompletion::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, q.qpn));
+            return Ok(());
+        }
+        Ok(q.rq.post(wr)?)
+    }
+
+    // ---- the data path ----
+
+    fn qp_by_qpn(&self, qpn: u32) -> Option<QpHandle> {
+        if qpn == GSI_QPN {
+            return self.gsi;
+        }
+        let index = qpn.checked_sub(FIRST_QPN)?;
+        let (h, q) = self.qps.get_by_index(index)?;
+        (q.qpn == qpn).then_some(QpHandle(h))
+    }
+
+    fn is_local(&self, ip: &IpPath) -> bool {
+        self.dev.port.gids.iter().any(|g| match ip {
+            IpPath::V4 { dst, .. } => g.to_ipv4_mapped().is_some_and(|a| a.octets() == dst.0),
+            IpPath::V6 { dst, .. } => g.0 == dst.0,
+        })
+    }
+
+    /// Takes one received frame (from the Ethernet header on). Responses and
+    /// requests it causes go out through `sink` before this returns.
+    pub fn receive<S: FrameSink + ?Sized>(&mut self, frame: &[u8], now: Instant, sink: &mut S) {
+        let rx = match frame::parse(frame) {
+            Ok(rx) => rx,
+            Err(reason) => {
+                self.dev.stats.wire_drop(reason);
+                return;
+            }
+        };
+        self.dev.stats.inc(crate::core::counters::RxeCounter::RcvdPkts);
+        if !self.is_local(&rx.repr.path.ip) {
+            self.dev.stats.drop(RxDrop::BadAddress);
+            return;
+        }
+        let bth = rx.repr.roce.bth;
+        if bth.pkey & 0x7FFF != 0x7FFF {
+            self.dev.stats.drop(RxDrop::BadPkey);
+            return;
+        }
+        let Some(h) = self.qp_by_qpn(bth.dest_qpn) else {
+            self.dev.stats.drop(RxDrop::NoSuchQp);
+            return;
+        };
+        let Self { dev, qps, .. } = self;
+        let Some(qp) = qps.get_mut(h.0) else { return };
+        if bth.opcode == Opcode::Cnp {
+            completer::on_congestion(qp, dev, now);
+            return;
+        }
+        let bit = match qp.qp_type {
+            QpType::Rc => QpTypes::RC,
+            QpType::Uc => QpTypes::UC,
+            QpType::Ud | QpType::Gsi => QpTypes::UD,
+        };
+        if !rx.info.qp_types.contains(bit) {
+            dev.stats.drop(RxDrop::WrongQpType);
+            return;
+        }
+        if qp.qp_type.is_connected() {
+            let from_peer = match (qp.path.map(|p| p.ip), rx.repr.path.ip) {
+                (Some(IpPath::V4 { dst, .. }), IpPath::V4 { src, .. }) => dst == src,
+                (Some(IpPath::V6 { dst, .. }), IpPath::V6 { src, .. }) => dst == src,
+                _ => false,
+            };
+            if !from_peer {
+                dev.stats.drop(RxDrop::BadAddress);
+                return;
+            }
+        }
+        match rx.info.direction {
+            Direction::Request => {
+                if !qp.can_receive() {
+                    dev.stats.drop(RxDrop::QpState);
+                    return;
+                }
+                responder::on_request(qp, dev, &rx, frame, sink, now);
+            }
+            Direction::Response => {
+                if qp.qp_type != QpType::Rc {
+                    dev.stats.drop(RxDrop::Unsupported);
+                    return;
+                }
+                if !qp.can_send() {
+                    dev.stats.drop(RxDrop::QpState);
+                    return;
+                }
+                if rx.repr.path.ecn == Ecn::Ce {
+                    completer::on_congestion(qp, dev, now);
+                }
+                completer::on_response(qp, dev, &rx, now);
+            }
+            Direction::Notification => {}
+        }
+        if qp.state != QpState::Err {
+            requester::run(qp, dev, sink, now);
+            completer::drain_done(qp, dev);
+        }
+    }
+
+    /// Runs timers and sends whatever can go: call at [`Self::next_deadline`], after
+    /// posting work requests, and whenever TX buffers free up.
+    pub fn poll<S: FrameSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
+        let Self { dev, qps, .. } = self;
+        for index in 0..qps.index_bound() {
+            let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
+            if qp.state == QpState::Err || qp.state == QpState::Reset {
+                continue;
+            }
+            completer::on_timer(qp, dev, now);
+            if qp.state == QpState::Err {
+                continue;
+            }
+            if qp.resp.read.is_some() {
+                responder::send_read(qp, dev, sink);
+            }
+            requester::run(qp, dev, sink, now);
+            completer::drain_done(qp, dev);
+        }
+    }
+
+    /// When the transport next needs [`Self::poll`]: `now` (or earlier) when work is
+    /// waiting to go out, the nearest timer otherwise, `None` when idle.
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut earliest = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        for (_, qp) in self.qps.iter() {
+            if qp.state == QpState::Err || qp.state == QpState::Reset {
+                continue;
+            }
+            if let Some(t) = qp.req.timer {
+                earliest(t);
+            }
+            if let Some(t) = qp.req.rnr_until {
+                earliest(t);
+            }
+            let head_done = qp
+                .sq
+                .ring
+                .get(qp.sq.ring.head())
+                .is_some_and(|w| matches!(w.state, super::qp::WqeState::Done | super::qp::WqeState::Error(_)));
+            if qp.resp.read.is_some() || head_done || requester::has_work(qp, now) {
+                earliest(now);
+            }
+        }
+        next
+    }
+
+    /// Every QP handle (diagnostics).
+    pub fn qp_handles(&self) -> Vec<QpHandle> {
+        self.qps.iter().map(|(h, _)| QpHandle(h)).collect()
+    }
+}
+
+/// Range checks of the attribute values the mask carries.
+fn check_values(attr: &QpAttr, mask: AttrMask) -> core::result::Result<(), ModifyError> {
+    let bad = ModifyError::BadValue;
+    if mask.has(AttrMask::PORT) && attr.port_num != 1 {
+        return Err(bad("port_num (rxe has port 1 only)"));
+    }
+    if mask.has(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
+        return Err(bad("pkey_index (one P_Key)"));
+    }
+    if mask.has(AttrMask::ACCESS_FLAGS) && attr.qp_access_flags.0 & !AccessFlags::ALL != 0 {
+        return Err(bad("qp_access_flags"));
+    }
+    if mask.has(AttrMask::PATH_MTU) && attr.path_mtu.bytes() > IbMtu::Mtu4096.bytes() {
+        return Err(bad("path_mtu"));
+    }
+    if mask.has(AttrMask::TIMEOUT) && attr.timeout > 31 {
+        return Err(bad("timeout (0..=31)"));
+    }
+    if mask.has(AttrMask::RETRY_CNT) && attr.retry_cnt > 7 {
+        return Err(bad("retry_cnt (0..=7)"));
+    }
+    if mask.has(AttrMask::RNR_RETRY) && attr.rnr_retry > 7 {
+        return Err(bad("rnr_retry (0..=7)"));
+    }
+    if mask.has(AttrMask::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
+        return Err(bad("min_rnr_timer (0..=31)"));
+    }
+    if mask.has(AttrMask::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > MAX_RD_ATOMIC {
+        return Err(bad("max_rd_atomic (0..=128)"));
+    }
+    if mask.has(AttrMask::MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > MAX_RD_ATOMIC {
+        return Err(bad("max_dest_rd_atomic (0..=128)"));
+    }
+    if mask.has(AttrMask::DEST_QPN) && attr.dest_qp_num > Psn::MASK {
+        return Err(bad("dest_qp_num (24 bits)"));
+    }
+    if mask.has(AttrMask::RQ_PSN) && attr.rq_psn > Psn::MASK {
+        return Err(bad("rq_psn (24 bits)"));
+    }
+    if mask.has(AttrMask::SQ_PSN) && attr.sq_psn > Psn::MASK {
+        return Err(bad("sq_psn (24 bits)"));
+    }
+    Ok(())
+}
+
+/// Copies the attributes the mask names.
+fn apply(cur: &mut QpAttr, attr: &QpAttr, mask: AttrMask) {
+    let m = |bit| mask.has(bit);
+    if m(AttrMask::ACCESS_FLAGS) {
+        cur.qp_access_flags = attr.qp_access_flags;
+    }
+    if m(AttrMask::PKEY_INDEX) {
+        cur.pkey_index = attr.pkey_index;
+    }
+    if m(AttrMask::PORT) {
+        cur.port_num = attr.port_num;
+    }
+    if m(AttrMask::QKEY) {
+        cur.qkey = attr.qkey;
+    }
+    if m(AttrMask::AV) {
+        cur.ah_attr = attr.ah_attr;
+    }
+    if m(AttrMask::PATH_MTU) {
+        cur.path_mtu = attr.path_mtu;
+    }
+    if m(AttrMask::TIMEOUT) {
+        cur.timeout = attr.timeout;
+    }
+    if m(AttrMask::RETRY_CNT) {
+        cur.retry_cnt = attr.retry_cnt;
+    }
+    if m(AttrMask::RNR_RETRY) {
+        cur.rnr_retry = attr.rnr_retry;
+    }
+    if m(AttrMask::RQ_PSN) {
+        cur.rq_psn = attr.rq_psn;
+    }
+    if m(AttrMask::SQ_PSN) {
+        cur.sq_psn = attr.sq_psn;
+    }
+    if m(AttrMask::MAX_QP_RD_ATOMIC) {
+        cur.max_rd_atomic = attr.max_rd_atomic;
+    }
+    if m(AttrMask::MAX_DEST_RD_ATOMIC) {
+        cur.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    }
+    if m(AttrMask::MIN_RNR_TIMER) {
+        cur.min_rnr_timer = attr.min_rnr_timer;
+    }
+    if m(AttrMask::DEST_QPN) {
+        cur.dest_qp_num = attr.dest_qp_num;
+    }
+    if m(AttrMask::EN_SQD_ASYNC_NOTIFY) {
+        cur.en_sqd_async_notify = attr.en_sqd_async_notify;
+    }
+}
+
+/// RESET: the queues are emptied without completions (IBA 10.3.1) and every engine
+/// starts over.
+fn reset(q: &mut Qp, window: u32) {
+    while !q.sq.ring.is_empty() {
+        q.sq.ring.pop();
+    }
+    while !q.rq.is_empty() {
+        q.rq.pop();
+    }
+    let next = q.sq.ring.head();
+    q.req = ReqState::new(window);
+    q.req.next = next;
+    q.resp = RespState::new();
+    q.path = None;
+    q.attr = QpAttr::default();
+}
