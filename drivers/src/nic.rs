@@ -1,12 +1,20 @@
 //! The NIC boundary, shaped like smoltcp's `phy::Device`: the driver lends its
-//! own buffers for the length of a closure, so a frame is written or read in
-//! place, once. Anything above (steering, smoltcp, the RoCE path) sees only this.
+//! own buffers (a received frame until it is recycled, a transmit buffer for the
+//! length of a closure), so a frame is written or read in place, once. Anything above (steering, smoltcp, the RoCE path) sees only this.
 
 /// A link-layer NIC.
 pub trait Nic {
-    /// Lends the next received frame (Ethernet header first) to `f`; `None`
-    /// when nothing has arrived.
-    fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R>;
+    /// A received frame (Ethernet header first) in the driver's own buffer,
+    /// lent until [`Nic::recycle`] gives it back. While it is out the NIC can
+    /// transmit, so a protocol can answer a frame while still reading it.
+    type Rx: AsRef<[u8]>;
+
+    /// The next received frame; `None` when nothing has arrived.
+    fn receive(&mut self) -> Option<Self::Rx>;
+
+    /// Returns a received frame's buffer to the receive queue. A buffer never
+    /// recycled is a receive slot lost, not memory corrupted.
+    fn recycle(&mut self, rx: Self::Rx);
 
     /// Lends a `len`-byte transmit buffer to `f`, which writes a whole frame;
     /// the frame is queued when `f` returns. `None` when the queue is full or

@@ -31,6 +31,19 @@ pub struct Stats {
     pub tx_queue_full: u64,
 }
 
+/// A received frame in its receive buffer (after the virtio-net header).
+pub struct RxFrame {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl AsRef<[u8]> for RxFrame {
+    fn as_ref(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or(&[])
+    }
+}
+
 pub struct VirtioNet<H: Hal, T: Transport> {
     raw: VirtIONetRaw<H, T, QUEUE_SIZE>,
     /// Receive buffers the device holds, by descriptor token.
@@ -85,6 +98,20 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let _ = self.raw.ack_interrupt();
     }
 
+    /// Gives a receive buffer back to the device so the queue stays full.
+    fn repost(&mut self, mut buf: Box<[u8]>) {
+        // SAFETY: as in `new`: the buffer is owned by `rx` until the device
+        // returns it.
+        match unsafe { self.raw.receive_begin(&mut buf) } {
+            Ok(t) => {
+                if let Some(slot) = self.rx.get_mut(usize::from(t)) {
+                    *slot = Some(buf);
+                }
+            }
+            Err(_) => self.stats.rx_errors += 1,
+        }
+    }
+
     fn reclaim_tx(&mut self) {
         while let Some(token) = self.raw.poll_transmit() {
             let Some((buf, len)) = self.tx_in_flight.get_mut(usize::from(token)).and_then(Option::take) else {
@@ -110,28 +137,28 @@ fn advertised_mtu(transport: &mut impl Transport) -> Option<u16> {
 }
 
 impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
-    fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let token = self.raw.poll_receive()?;
-        let mut buf = self.rx.get_mut(usize::from(token)).and_then(Option::take)?;
-        // SAFETY: `buf` is the buffer given to `receive_begin` for this token.
-        let result = match unsafe { self.raw.receive_complete(token, &mut buf) } {
-            Ok((hdr, len)) => {
-                self.stats.rx_frames += 1;
-                buf.get(hdr..hdr + len).map(f)
+    type Rx = RxFrame;
+
+    fn receive(&mut self) -> Option<RxFrame> {
+        loop {
+            let token = self.raw.poll_receive()?;
+            let mut buf = self.rx.get_mut(usize::from(token)).and_then(Option::take)?;
+            // SAFETY: `buf` is the buffer given to `receive_begin` for this token.
+            match unsafe { self.raw.receive_complete(token, &mut buf) } {
+                Ok((hdr, len)) if hdr + len <= buf.len() => {
+                    self.stats.rx_frames += 1;
+                    return Some(RxFrame { buf, start: hdr, end: hdr + len });
+                }
+                _ => {
+                    self.stats.rx_errors += 1;
+                    self.repost(buf);
+                }
             }
-            Err(_) => {
-                self.stats.rx_errors += 1;
-                None
-            }
-        };
-        // Give the buffer straight back so the queue stays full.
-        // SAFETY: as in `new`.
-        if let Ok(t) = unsafe { self.raw.receive_begin(&mut buf) }
-            && let Some(slot) = self.rx.get_mut(usize::from(t))
-        {
-            *slot = Some(buf);
         }
-        result
+    }
+
+    fn recycle(&mut self, rx: RxFrame) {
+        self.repost(rx.buf);
     }
 
     fn transmit<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {

@@ -27,6 +27,7 @@ impl CoreAccess for NetAccess {
     fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
         let mut guard = self.0.borrow_mut();
         let net = guard.as_mut().ok_or(Status::ENODEV)?;
+        net.rdma.sync_counters();
         let provider = crate::net::rdma::Provider(&net.netdevs);
         let result = f(&mut net.rdma.core, &provider);
         // A link added or removed over the ring settles like one from the console.
@@ -36,7 +37,7 @@ impl CoreAccess for NetAccess {
 }
 
 pub struct Verbs {
-    mem: IvshmemRegion,
+    mem: Rc<IvshmemRegion>,
     firmware: Firmware<CoreVerbs<NetAccess>>,
     period: Duration,
     next_tick: Instant,
@@ -52,7 +53,7 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
     let len = usize::try_from(size).ok()?;
     // SAFETY: BAR 2 was identity-mapped write-back when the bus was scanned; it
     // is the device's shared RAM, 4 KiB aligned, and only this module uses it.
-    let mem = unsafe { IvshmemRegion::new(addr as *mut u8, len) };
+    let mem = Rc::new(unsafe { IvshmemRegion::new(addr as *mut u8, len) });
     let params = LayoutParams::default();
     let layout = match Layout::new(size, params) {
         Ok(l) => l,
@@ -61,8 +62,12 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
             return None;
         }
     };
+    if let Some(n) = net.borrow_mut().as_mut() {
+        // Host buffers registered over the ring live in this region.
+        n.rdma.set_shared_memory(mem.clone());
+    }
     let provider = CoreVerbs::new(NetAccess(net));
-    let firmware = match Firmware::new(&mem, layout, provider, Limits::default(), BUDGET) {
+    let firmware = match Firmware::new(&*mem, layout, provider, Limits::default(), BUDGET) {
         Ok(fw) => fw,
         Err(e) => {
             log::error!("{}: verbs ring: {e:?}", f.bdf);
@@ -79,7 +84,7 @@ impl Task for Verbs {
         if now < self.next_tick {
             return false;
         }
-        match self.firmware.tick(&self.mem) {
+        match self.firmware.tick(&*self.mem) {
             Ok(report) => {
                 for ev in &report.events {
                     log::info!("{ev:?}");

@@ -10,7 +10,9 @@
 pub mod bench;
 mod device;
 mod hal;
+pub mod memory;
 pub mod ping;
+pub mod pingpong;
 pub mod rdma;
 
 use crate::poll::{Task, Timers};
@@ -48,6 +50,7 @@ pub struct Net {
     pub sockets: SocketSet<'static>,
     pub rdma: rdma::Rdma,
     pub ping: Option<ping::PingJob>,
+    pub pingpong: Option<pingpong::Job>,
     pub bench: bench::Bench,
     stack_queue: VecDeque<Vec<u8>>,
     scratch: Vec<u8>,
@@ -112,6 +115,7 @@ impl Net {
             sockets: SocketSet::new(Vec::new()),
             rdma,
             ping: None,
+            pingpong: None,
             bench: bench::Bench::default(),
             stack_queue: queue,
             scratch,
@@ -156,35 +160,44 @@ impl Net {
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         let mut n = 0;
         while n < RX_BUDGET {
-            let got = nic.receive(|frame| {
-                if !up {
-                    stats.rx_dropped += 1;
-                    return;
-                }
-                match steer(frame, mac, stats) {
-                    Steer::Rdma => rdma.rx.receive(frame),
-                    Steer::Arp => {
-                        // smoltcp answers requests (and learns from them, as Linux
-                        // does); the neighbour table learns for the RDMA path.
-                        if let Err(e) = neigh.process_arp(frame, now) {
-                            log::debug!("arp: {e}");
-                        }
-                        if stack_queue.len() < STACK_QUEUE {
-                            stack_queue.push_back(frame.to_vec());
-                        }
-                    }
-                    Steer::Stack if bench::is_discard(frame) => bench.receive(frame, now),
-                    Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
-                    Steer::Stack => stats.rx_dropped += 1,
-                    Steer::Drop(_) => {}
-                }
-            });
-            if got.is_none() {
-                break;
-            }
+            let Some(rx) = nic.receive() else { break };
             n += 1;
+            let frame = rx.as_ref();
+            if !up {
+                stats.rx_dropped += 1;
+                nic.recycle(rx);
+                continue;
+            }
+            match steer(frame, mac, stats) {
+                Steer::Rdma => match rdma.transport.as_mut() {
+                    Some(t) => t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }),
+                    None => rdma.rx.receive(frame),
+                },
+                Steer::Arp => {
+                    // smoltcp answers requests (and learns from them, as Linux
+                    // does); the neighbour table learns for the RDMA path.
+                    if let Err(e) = neigh.process_arp(frame, now) {
+                        log::debug!("arp: {e}");
+                    }
+                    if stack_queue.len() < STACK_QUEUE {
+                        stack_queue.push_back(frame.to_vec());
+                    }
+                }
+                Steer::Stack if bench::is_discard(frame) => bench.receive(frame, now),
+                Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
+                Steer::Stack => stats.rx_dropped += 1,
+                Steer::Drop(_) => {}
+            }
+            nic.recycle(rx);
         }
         n
+    }
+
+    /// Lets the transport send what its windows and timers allow.
+    fn poll_transport(&mut self, now: Instant) {
+        let Self { nic, netdevs, rdma, ifindex, .. } = self;
+        let (Some(t), Some(stats)) = (rdma.transport.as_mut(), netdevs.stats_mut(*ifindex)) else { return };
+        t.poll(rdma::rxe_now(now), &mut rdma::NicSink { nic, stats });
     }
 
     /// Sends what the neighbour table queued (ARP requests and replies).
@@ -211,7 +224,16 @@ impl Net {
             .poll_at(smol_now(now), &self.sockets)
             .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
         let ping = self.ping.as_ref().map(|p| p.deadline());
-        [smol, ping, self.neigh.poll_at(), self.bench.deadline()].into_iter().flatten().min()
+        let rxe = self
+            .rdma
+            .transport
+            .as_ref()
+            .and_then(|t| t.next_deadline(rdma::rxe_now(now)))
+            .map(|t| Instant::from_micros(t.micros()));
+        [smol, ping, self.neigh.poll_at(), self.bench.deadline(), rxe, pingpong::deadline(self)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -233,8 +255,10 @@ impl Task for Net {
             };
             self.iface.poll(smol_now(now), &mut dev, &mut self.sockets);
         }
+        self.poll_transport(now);
         busy |= self.transmit_arp(now);
         busy |= ping::poll(self, now);
+        busy |= pingpong::poll(self, now);
         busy |= bench::poll(self, now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();

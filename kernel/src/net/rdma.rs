@@ -2,25 +2,94 @@
 //! by the netdev notifier chain (the GID cache follows addresses, ports follow
 //! the link), and the receive hook that RoCE v2 frames are steered to.
 
+use super::memory::ApplianceMemory;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+use drivers::ivshmem::IvshmemRegion;
+use drivers::nic::Nic;
 use knet::events::{DevSnapshot, NetdevEvent as NetEvent, NetdevEventKind as NetKind};
 use knet::netdev::Netdevs;
+use knet::steer::LinkStats;
+use rdma::core::{Gid, RxeCounter};
 use rdma::core::{MacAddr, NetdevEvent, NetdevEventKind as Kind, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
+use rdma::rxe::ah::LocalPort;
+use rdma::rxe::device::Config;
+use rdma::rxe::sink::FrameSink;
+use rdma::rxe::transport::RxeTransport;
+use rdma::wire::EthernetAddress;
 use rdma::wire::frame::{DropCounters, parse};
 
-/// The core, and the events the netdev chain handed over since the last pass.
+/// The transport of the appliance's rxe device.
+pub type Transport = RxeTransport<ApplianceMemory>;
+
+/// The core, the transport of its rxe device, and the events the netdev chain
+/// handed over since the last pass.
 pub struct Rdma {
     pub core: RdmaCore,
     pending: Rc<RefCell<Vec<NetdevEvent>>>,
+    /// RoCE frames that arrived while no rxe device existed.
     pub rx: RoceRx,
+    /// Present while an rxe device exists (from `rdma link add` to delete).
+    pub transport: Option<Transport>,
+    shared: Option<Rc<IvshmemRegion>>,
 }
 
 impl Rdma {
     pub fn new() -> Self {
-        Rdma { core: RdmaCore::with_rxe(RxeDriver::factory()), pending: Rc::default(), rx: RoceRx::default() }
+        Rdma {
+            core: RdmaCore::with_rxe(RxeDriver::factory()),
+            pending: Rc::default(),
+            rx: RoceRx::default(),
+            transport: None,
+            shared: None,
+        }
+    }
+
+    /// Gives the transport the host-shared region for registered memory.
+    pub fn set_shared_memory(&mut self, region: Rc<IvshmemRegion>) {
+        self.shared = Some(region);
+    }
+
+    /// Copies the transport's counters into the core's, which `rdma statistic
+    /// show` and the ring's QUERY_COUNTERS read.
+    pub fn sync_counters(&mut self) {
+        let Some(t) = self.transport.as_ref() else { return };
+        let Some(index) = self.core.devices().next().map(|d| d.index()) else { return };
+        if let Some(counters) = self.core.counters_mut(index) {
+            for c in RxeCounter::ALL {
+                counters.set(c, t.stats().get(c));
+            }
+        }
+    }
+
+    /// Creates or drops the transport as the rxe device comes and goes, and
+    /// keeps its port (MAC, GID table) in step with the core.
+    fn sync_transport(&mut self) {
+        let Some(dev) = self.core.devices().next() else {
+            self.transport = None;
+            return;
+        };
+        let mac = EthernetAddress(dev.netdev().mac.0);
+        let mut gids: Vec<Gid> = Vec::new();
+        if let Some(port) = dev.port(1) {
+            for (i, attr) in port.gid_table().iter() {
+                if gids.len() <= i {
+                    gids.resize(i + 1, Gid([0; 16]));
+                }
+                gids[i] = attr.gid;
+            }
+        }
+        let port = LocalPort { mac, gids };
+        match self.transport.as_mut() {
+            Some(t) => *t.port_mut() = port,
+            None => {
+                let memory = ApplianceMemory::new(self.shared.clone());
+                self.transport = Some(RxeTransport::new(memory, port, Config::default()));
+                log::debug!("rxe: transport up on {}", dev.name());
+            }
+        }
     }
 
     /// A netdev-chain subscriber that forwards every event to the core's queue.
@@ -38,7 +107,11 @@ impl Rdma {
                 log::warn!("rdma: netdev event refused: {e}");
             }
         }
-        any | (self.core.process_events() > 0)
+        let any = any | (self.core.process_events() > 0);
+        if any || self.transport.is_some() != self.core.devices().next().is_some() {
+            self.sync_transport();
+        }
+        any
     }
 }
 
@@ -96,4 +169,27 @@ impl RoceRx {
             Err(reason) => self.drops.record(reason),
         }
     }
+}
+
+/// The NIC as the transport's frame sink, counting what it sends.
+pub struct NicSink<'a, N: Nic> {
+    pub nic: &'a mut N,
+    pub stats: &'a mut LinkStats,
+}
+
+impl<N: Nic> FrameSink for NicSink<'_, N> {
+    fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let sent = self.nic.transmit(len, |buf| fill(buf)).is_some();
+        if sent {
+            self.stats.record_tx(len);
+        } else {
+            self.stats.tx_dropped += 1;
+        }
+        sent
+    }
+}
+
+/// The transport's time from the kernel's.
+pub fn rxe_now(now: crate::time::Instant) -> rdma::rxe::time::Instant {
+    rdma::rxe::time::Instant::from_micros(now.as_micros())
 }

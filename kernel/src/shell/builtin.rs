@@ -50,6 +50,12 @@ pub static COMMANDS: &[Command] = &[
         run: |ctx, args| super::net::rdma_tool(ctx, &[&["rdma"], args].concat()),
     },
     Command {
+        name: "ibv_rc_pingpong",
+        usage: "ibv_rc_pingpong [-p port] [-d dev] [-i port] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        help: "RC SEND ping-pong with another appliance or Linux's ibv_rc_pingpong",
+        run: super::net::rc_pingpong,
+    },
+    Command {
         name: "ibv_devinfo",
         usage: "ibv_devinfo [-v] [-d DEV]",
         help: "RDMA device and port attributes",

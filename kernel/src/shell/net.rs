@@ -144,6 +144,7 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
 /// `rdma ...`, `ibv_devinfo`, `ibv_devices`, `show_gids`: the RDMA core's tools.
 pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
     with_net(ctx, |net, _| {
+        net.rdma.sync_counters();
         let mut out = String::new();
         let provider = crate::net::rdma::Provider(&net.netdevs);
         let result = rdma::core::console::run(&mut net.rdma.core, &provider, words, &mut out);
@@ -154,4 +155,73 @@ pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
         net.rdma.process_events();
         result.map_err(fail)
     })
+}
+
+/// `ibv_rc_pingpong [options] [server]`, with rdma-core's options and defaults
+/// (except `-g`, which RoCE needs: 1, the IPv4-mapped GID, when not given).
+pub fn rc_pingpong(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    use crate::net::pingpong::{Args, DEFAULT_PORT, start};
+    use rdma::core::port::IbMtu;
+    let mut a = Args {
+        server: None,
+        port: DEFAULT_PORT,
+        size: 4096,
+        iters: 1000,
+        rx_depth: 500,
+        mtu: IbMtu::Mtu1024,
+        gid_index: 1,
+    };
+    let mut rest = args;
+    while let Some((&word, tail)) = rest.split_first() {
+        rest = tail;
+        let mut value = || -> Result<u64, CommandError> {
+            let (&v, tail) = rest.split_first().ok_or(CommandError::Usage)?;
+            rest = tail;
+            v.parse().map_err(|_| fail(format!("bad value '{v}' for {word}")))
+        };
+        match word {
+            "-p" => a.port = u16::try_from(value()?).map_err(|_| fail("port out of range"))?,
+            "-s" => a.size = u32::try_from(value()?).map_err(|_| fail("size out of range"))?,
+            "-n" => {
+                a.iters = u32::try_from(value()?).ok().filter(|&n| n > 0).ok_or_else(|| fail("iters out of range"))?
+            }
+            "-r" => {
+                a.rx_depth = u32::try_from(value()?)
+                    .ok()
+                    .filter(|r| (1..=4096).contains(r))
+                    .ok_or_else(|| fail("rx depth out of range"))?
+            }
+            "-m" => {
+                let m = value()?;
+                a.mtu = u32::try_from(m)
+                    .ok()
+                    .and_then(IbMtu::fitting)
+                    .filter(|f| u64::from(f.bytes()) == m)
+                    .ok_or_else(|| fail(format!("invalid MTU {m}")))?;
+            }
+            "-g" => a.gid_index = u8::try_from(value()?).map_err(|_| fail("GID index out of range"))?,
+            "-i" => {
+                if value()? != 1 {
+                    return Err(fail("the device has one port: 1"));
+                }
+            }
+            "-l" => {
+                value()?; // service level: RoCE carries no SL; accepted like rxe does
+            }
+            "-d" => {
+                let (&dev, tail) = rest.split_first().ok_or(CommandError::Usage)?;
+                rest = tail;
+                let exists = with_net(ctx, |net, _| Ok(net.rdma.core.device_by_name(dev).is_some()))?;
+                if !exists {
+                    return Err(fail(format!("IB device {dev} not found")));
+                }
+            }
+            "-c" | "-e" => {} // we always check the data; completions are polled
+            w if w.starts_with('-') => return Err(CommandError::Usage),
+            server => {
+                a.server = Some(server.parse().map_err(|_| fail(format!("'{server}' is not an IPv4 address")))?);
+            }
+        }
+    }
+    with_net(ctx, |net, ctx| start(net, a, time::now(), ctx.ready.clone()).map_err(fail))
 }

@@ -141,6 +141,12 @@ impl Counters {
         *v = v.saturating_add(n);
     }
 
+    /// Takes a counter's value from where it is kept (the transport counts
+    /// on its hot path; the core shows the numbers).
+    pub fn set(&mut self, c: RxeCounter, v: u64) {
+        self.values[c as usize] = v;
+    }
+
     /// `(name, value)` in `rdma statistic show` order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         RxeCounter::ALL.into_iter().map(|c| (c.name(), self.get(c)))

@@ -1,0 +1,430 @@
+//! `ibv_rc_pingpong` in the firmware: rdma-core's example, spoken on the wire,
+//! so an appliance pings another appliance, or an unmodified Linux
+//! `ibv_rc_pingpong`, with nothing on the host.
+//!
+//! The protocol (rdma-core 44, `libibverbs/examples/rc_pingpong.c`): over TCP
+//! port 18515 the client sends its 52-byte `LID:QPN:PSN:GID` message
+//! (`"%04x:%06x:%06x:%s"`, the GID as 32 hex digits of its bytes), the server
+//! answers with its own, the client sends `"done"`. Both then move their RC QP
+//! to RTR/RTS (MTU, dest QPN, PSNs, hop limit 1, timeout 14, retry 7, RNR retry
+//! 7, min RNR timer 12, one outstanding READ/atomic) and play ping-pong with
+//! SENDs of `size` bytes from one buffer also used for receives, the client
+//! first, each side sending once its last send completed and a receive arrived.
+
+use super::Net;
+use super::memory::LOCAL_BASE;
+use crate::println;
+use crate::time::{Duration, Instant};
+use alloc::format;
+use alloc::rc::Rc;
+use alloc::string::String;
+use alloc::vec;
+use core::cell::Cell;
+use core::net::Ipv6Addr;
+use knet::neigh::Resolution;
+use rdma::core::Gid;
+use rdma::core::port::IbMtu;
+use rdma::rxe::ah::AhAttr;
+use rdma::rxe::cq::CqHandle;
+use rdma::rxe::memory::Memory;
+use rdma::rxe::mr::{AccessFlags, MrHandle};
+use rdma::rxe::pd::PdHandle;
+use rdma::rxe::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
+use rdma::rxe::qp_state::{AttrMask, QpState, QpType};
+use rdma::rxe::wc::{WcOpcode, WcStatus};
+use rdma::rxe::wr::{RecvWr, SendFlags, SendWr, Sge, WrOpcode};
+use rdma::wire::EthernetAddress;
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::tcp;
+use smoltcp::wire::Ipv4Address;
+
+pub const DEFAULT_PORT: u16 = 18515;
+const MSG_LEN: usize = 52;
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+/// Give up when nothing moves for this long (TCG is slow; a lost peer is not).
+const STALL: Duration = Duration::from_secs(20);
+
+/// What the console asked for (`ibv_rc_pingpong`'s options).
+#[derive(Clone, Copy, Debug)]
+pub struct Args {
+    pub server: Option<Ipv4Address>,
+    pub port: u16,
+    pub size: u32,
+    pub iters: u32,
+    pub rx_depth: u32,
+    pub mtu: IbMtu,
+    pub gid_index: u8,
+}
+
+/// The other side's address, from its message.
+#[derive(Clone, Copy, Debug)]
+struct Dest {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: Gid,
+}
+
+enum Phase {
+    /// The TCP exchange; `sent` and the bytes received so far.
+    Exchange { sent: bool, got: heapless::Vec<u8, MSG_LEN>, remote: Option<Dest>, connected: bool },
+    /// The ping-pong itself.
+    Run { scnt: u32, rcnt: u32, routs: u32, pending: u64, start: Instant },
+}
+
+pub struct Job {
+    args: Args,
+    tcp: SocketHandle,
+    pd: PdHandle,
+    cq: CqHandle,
+    qp: QpHandle,
+    mr: MrHandle,
+    local: Dest,
+    phase: Phase,
+    last_progress: Instant,
+    ready: Rc<Cell<bool>>,
+}
+
+fn gid_hex(g: &Gid) -> String {
+    g.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn message(d: &Dest) -> [u8; MSG_LEN] {
+    let text = format!("{:04x}:{:06x}:{:06x}:{}", d.lid, d.qpn, d.psn, gid_hex(&d.gid));
+    let mut msg = [0u8; MSG_LEN];
+    let n = text.len().min(MSG_LEN - 1);
+    msg[..n].copy_from_slice(&text.as_bytes()[..n]);
+    msg
+}
+
+fn parse_message(msg: &[u8]) -> Option<Dest> {
+    let text = core::str::from_utf8(msg.split(|&b| b == 0).next()?).ok()?;
+    let mut parts = text.split(':');
+    let lid = u16::from_str_radix(parts.next()?, 16).ok()?;
+    let qpn = u32::from_str_radix(parts.next()?, 16).ok()? & 0xff_ffff;
+    let psn = u32::from_str_radix(parts.next()?, 16).ok()? & 0xff_ffff;
+    let hex = parts.next()?;
+    if hex.len() != 32 || parts.next().is_some() {
+        return None;
+    }
+    let mut gid = [0u8; 16];
+    for (i, b) in gid.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(Dest { lid, qpn, psn, gid: Gid(gid) })
+}
+
+fn describe(d: &Dest) -> String {
+    format!("LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}", d.lid, d.qpn, d.psn, Ipv6Addr::from(d.gid.0))
+}
+
+/// The MAC of a link-local GID (fe80::/64 with an EUI-64 of the MAC), as Linux
+/// derives it without asking the network.
+fn mac_of_link_local(g: &Gid) -> Option<EthernetAddress> {
+    let b = &g.0;
+    (b[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && b[11] == 0xff && b[12] == 0xfe)
+        .then(|| EthernetAddress([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
+}
+
+fn fail(net: &mut Net, why: &str) {
+    println!("error: ibv_rc_pingpong: {why}");
+    finish(net);
+}
+
+fn finish(net: &mut Net) {
+    let Some(job) = net.pingpong.take() else { return };
+    net.sockets.remove(job.tcp);
+    if let Some(t) = net.rdma.transport.as_mut() {
+        let _ = t.destroy_qp(job.qp);
+        let _ = t.destroy_cq(job.cq);
+        let _ = t.dereg_mr(job.mr);
+        let _ = t.dealloc_pd(job.pd);
+    }
+    job.ready.set(true);
+}
+
+/// Sets up the QP, posts the receives and starts the exchange.
+pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> Result<(), String> {
+    if net.pingpong.is_some() {
+        return Err("a pingpong is already running".into());
+    }
+    let Some(t) = net.rdma.transport.as_mut() else {
+        return Err("no RDMA device (rdma link add rxe0 type rxe netdev eth0)".into());
+    };
+    let _ = t;
+    let local_gid = net
+        .rdma
+        .core
+        .devices()
+        .next()
+        .and_then(|d| d.port(1))
+        .and_then(|p| p.gid_table().iter().find(|(i, _)| *i == usize::from(args.gid_index)).map(|(_, a)| a.gid))
+        .ok_or_else(|| format!("no GID at index {}", args.gid_index))?;
+    if args.size == 0 || args.size as usize > super::memory::LOCAL_SIZE {
+        return Err(format!("size {} is not in 1..={}", args.size, super::memory::LOCAL_SIZE));
+    }
+    let t = net.rdma.transport.as_mut().ok_or("no RDMA device")?;
+    let err = |e: &dyn core::fmt::Debug| format!("{e:?}");
+    let pd = t.alloc_pd().map_err(|e| err(&e))?;
+    let mr = t.reg_mr(pd, LOCAL_BASE, u64::from(args.size), AccessFlags::LOCAL_WRITE).map_err(|e| err(&e))?;
+    let cq = t.create_cq(args.rx_depth as usize + 1).map_err(|e| err(&e))?;
+    let cap =
+        QpCap { max_send_wr: 1, max_recv_wr: args.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let qp = t
+        .create_qp(&QpInitAttr { qp_type: QpType::Rc, pd, send_cq: cq, recv_cq: cq, srq: None, cap, sq_sig_all: false })
+        .map_err(|e| err(&e))?;
+    let init = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, ..QpAttr::default() };
+    t.modify_qp(qp, &init, AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS)
+        .map_err(|e| err(&e))?;
+    // The buffer holds 0x7b, as rdma-core's example fills it; receives land in it too.
+    t.memory_mut().write(LOCAL_BASE, &vec![0x7b; args.size as usize]).map_err(|e| err(&e))?;
+    let sge = [Sge { addr: LOCAL_BASE, length: args.size, lkey: mr.raw() }];
+    for _ in 0..args.rx_depth {
+        t.post_recv(qp, &RecvWr { wr_id: RECV_WRID, sg_list: &sge }).map_err(|e| err(&e))?;
+    }
+    let qpn = t.qpn(qp).ok_or("QP vanished")?;
+    let local =
+        Dest { lid: 0, qpn, psn: (now.as_micros() as u32).wrapping_mul(2_654_435_761) & 0xff_ffff, gid: local_gid };
+
+    let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; 512]), tcp::SocketBuffer::new(vec![0; 512]));
+    match args.server {
+        Some(server) => {
+            let local_port = 49152 + (now.as_micros() % 16384) as u16;
+            socket.connect(net.iface.context(), (server, args.port), local_port).map_err(|e| err(&e))?;
+        }
+        None => socket.listen(args.port).map_err(|e| err(&e))?,
+    }
+    let tcp = net.sockets.add(socket);
+    println!("  local address:  {}", describe(&local));
+    ready.set(false);
+    net.pingpong = Some(Job {
+        args,
+        tcp,
+        pd,
+        cq,
+        qp,
+        mr,
+        local,
+        phase: Phase::Exchange { sent: false, got: heapless::Vec::new(), remote: None, connected: false },
+        last_progress: now,
+        ready,
+    });
+    Ok(())
+}
+
+/// When the job next needs a pass by itself (its stall check).
+pub fn deadline(net: &Net) -> Option<Instant> {
+    net.pingpong.as_ref().map(|j| j.last_progress + STALL)
+}
+
+/// Moves the QP to RTR and RTS towards `remote` (rdma-core's `pp_connect_ctx`).
+fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
+    let Some(job) = net.pingpong.as_ref() else { return Ok(false) };
+    let (args, qp, local_psn) = (job.args, job.qp, job.local.psn);
+    let dmac = match mac_of_link_local(&remote.gid) {
+        Some(mac) => mac,
+        None => {
+            let ip = remote.gid.to_ipv4_mapped().ok_or("the remote GID is neither IPv4-mapped nor link-local")?;
+            match net.neigh.lookup_or_request(ip, now) {
+                Resolution::Known(mac) => EthernetAddress(mac.0),
+                Resolution::Pending => return Ok(false),
+                Resolution::Failed => return Err(format!("no ARP reply from {ip}")),
+            }
+        }
+    };
+    let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+    let ah_attr = AhAttr { dgid: remote.gid, sgid_index: args.gid_index, hop_limit: 1, dmac, ..AhAttr::default() };
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: args.mtu,
+        dest_qp_num: remote.qpn,
+        rq_psn: remote.psn,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ah_attr,
+        ..QpAttr::default()
+    };
+    let mask = AttrMask::STATE
+        | AttrMask::AV
+        | AttrMask::PATH_MTU
+        | AttrMask::DEST_QPN
+        | AttrMask::RQ_PSN
+        | AttrMask::MAX_DEST_RD_ATOMIC
+        | AttrMask::MIN_RNR_TIMER;
+    t.modify_qp(qp, &rtr, mask).map_err(|e| format!("modify QP to RTR: {e:?}"))?;
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        sq_psn: local_psn,
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    let mask = AttrMask::STATE
+        | AttrMask::TIMEOUT
+        | AttrMask::RETRY_CNT
+        | AttrMask::RNR_RETRY
+        | AttrMask::SQ_PSN
+        | AttrMask::MAX_QP_RD_ATOMIC;
+    t.modify_qp(qp, &rts, mask).map_err(|e| format!("modify QP to RTS: {e:?}"))?;
+    println!("  remote address: {}", describe(remote));
+    Ok(true)
+}
+
+fn post_send(net: &mut Net) -> Result<(), String> {
+    let job = net.pingpong.as_ref().ok_or("no job")?;
+    let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+    let sge = [Sge { addr: LOCAL_BASE, length: job.args.size, lkey: job.mr.raw() }];
+    let wr = SendWr { flags: SendFlags(SendFlags::SIGNALED), ..SendWr::new(SEND_WRID, WrOpcode::Send, &sge) };
+    t.post_send(job.qp, &wr).map_err(|e| format!("post send: {e:?}"))
+}
+
+/// Advances the job; returns whether it did anything.
+pub fn poll(net: &mut Net, now: Instant) -> bool {
+    let Some(job) = net.pingpong.as_ref() else { return false };
+    if now.saturating_since(job.last_progress) > STALL {
+        fail(net, "no progress for 20 s (peer gone, or packets lost for good)");
+        return true;
+    }
+    let result = match job.phase {
+        Phase::Exchange { .. } => exchange(net, now),
+        Phase::Run { .. } => run(net, now),
+    };
+    match result {
+        Ok(progress) => {
+            if let Some(j) = net.pingpong.as_mut().filter(|_| progress) {
+                j.last_progress = now;
+            }
+            progress
+        }
+        Err(why) => {
+            fail(net, &why);
+            true
+        }
+    }
+}
+
+fn exchange(net: &mut Net, now: Instant) -> Result<bool, String> {
+    let Some(job) = net.pingpong.as_mut() else { return Ok(false) };
+    let is_client = job.args.server.is_some();
+    let local_msg = message(&job.local);
+    let Phase::Exchange { sent, got, remote, connected } = &mut job.phase else { return Ok(false) };
+    let socket = net.sockets.get_mut::<tcp::Socket>(job.tcp);
+    let mut progress = false;
+    // Client: send first. Server: send once connected to the client's QP.
+    if !*sent && socket.can_send() && (is_client || *connected) {
+        socket.send_slice(&local_msg).map_err(|e| format!("TCP: {e:?}"))?;
+        *sent = true;
+        progress = true;
+    }
+    if remote.is_none() && socket.can_recv() {
+        let want = MSG_LEN - got.len();
+        let mut buf = [0u8; MSG_LEN];
+        let n = socket.recv_slice(&mut buf[..want]).map_err(|e| format!("TCP: {e:?}"))?;
+        let _ = got.extend_from_slice(&buf[..n]);
+        progress |= n > 0;
+        if got.len() == MSG_LEN {
+            *remote = Some(parse_message(got).ok_or("the peer's address message is malformed")?);
+        }
+    }
+    if !socket.is_active() && !socket.is_listening() && remote.is_none() {
+        return Err("the TCP exchange closed before the peer's address came".into());
+    }
+    let need_connect = remote.is_some() && !*connected;
+    let dest = *remote;
+    if need_connect {
+        let Some(dest) = dest else { return Ok(progress) };
+        if !connect(net, &dest, now)? {
+            return Ok(progress); // waiting for ARP
+        }
+        let Some(job) = net.pingpong.as_mut() else { return Ok(true) };
+        if let Phase::Exchange { connected, .. } = &mut job.phase {
+            *connected = true;
+        }
+        return Ok(true);
+    }
+    let Some(job) = net.pingpong.as_mut() else { return Ok(progress) };
+    let Phase::Exchange { sent, connected, .. } = job.phase else { return Ok(progress) };
+    if !(sent && connected) {
+        return Ok(progress);
+    }
+    // Both addresses are known: the client says "done"; either side closes.
+    let socket = net.sockets.get_mut::<tcp::Socket>(job.tcp);
+    if is_client {
+        let _ = socket.send_slice(b"done\0");
+    }
+    socket.close();
+    job.phase = Phase::Run { scnt: 0, rcnt: 0, routs: job.args.rx_depth, pending: RECV_WRID, start: now };
+    if is_client {
+        post_send(net)?;
+        if let Some(Job { phase: Phase::Run { pending, .. }, .. }) = net.pingpong.as_mut() {
+            *pending |= SEND_WRID;
+        }
+    }
+    Ok(true)
+}
+
+fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
+    let mut progress = false;
+    loop {
+        let Some(job) = net.pingpong.as_mut() else { return Ok(progress) };
+        let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+        let Ok(Some(wc)) = t.poll_one(job.cq) else { break };
+        progress = true;
+        if wc.status != WcStatus::Success {
+            return Err(format!("Failed status {:?} ({}) for wr_id {}", wc.status, wc.status as u32, wc.wr_id));
+        }
+        let (size, iters, rx_depth, qp, lkey) =
+            (job.args.size, job.args.iters, job.args.rx_depth, job.qp, job.mr.raw());
+        let Phase::Run { scnt, rcnt, routs, pending, .. } = &mut job.phase else { break };
+        match wc.wr_id {
+            SEND_WRID => *scnt += 1,
+            RECV_WRID => {
+                if wc.opcode != WcOpcode::Recv || wc.byte_len != size {
+                    return Err(format!("received {} bytes with opcode {:?}, expected {size}", wc.byte_len, wc.opcode));
+                }
+                let mut data = vec![0u8; size as usize];
+                t.memory().read(LOCAL_BASE, &mut data).map_err(|e| format!("{e:?}"))?;
+                if let Some(i) = data.iter().position(|&b| b != 0x7b) {
+                    return Err(format!("received data differs at byte {i}: {:#04x}", data[i]));
+                }
+                *routs -= 1;
+                if *routs <= 1 {
+                    let sge = [Sge { addr: LOCAL_BASE, length: size, lkey }];
+                    while *routs < rx_depth {
+                        t.post_recv(qp, &RecvWr { wr_id: RECV_WRID, sg_list: &sge }).map_err(|e| format!("{e:?}"))?;
+                        *routs += 1;
+                    }
+                }
+                *rcnt += 1;
+            }
+            other => return Err(format!("completion for unknown wr_id {other}")),
+        }
+        *pending &= !wc.wr_id;
+        let send_now = *scnt < iters && *pending == 0;
+        if send_now {
+            *pending = RECV_WRID | SEND_WRID;
+            post_send(net)?;
+        }
+    }
+    let Some(job) = net.pingpong.as_ref() else { return Ok(progress) };
+    if let Phase::Run { scnt, rcnt, start, .. } = job.phase
+        && scnt >= job.args.iters
+        && rcnt >= job.args.iters
+    {
+        let us = now.saturating_since(start).as_micros().max(1);
+        let bytes = u64::from(job.args.size) * u64::from(job.args.iters) * 2;
+        let secs = us as f64 / 1e6;
+        println!("{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec", bytes as f64 * 8.0 / us as f64);
+        println!(
+            "{} iters in {secs:.2} seconds = {:.2} usec/iter",
+            job.args.iters,
+            us as f64 / f64::from(job.args.iters)
+        );
+        finish(net);
+        return Ok(true);
+    }
+    Ok(progress)
+}

@@ -1,0 +1,78 @@
+//! The rxe transport on the real (emulated) wire: two appliances play
+//! `ibv_rc_pingpong` with each other, rdma-core's exchange and all.
+
+#![deny(unsafe_code)]
+
+use appliance_tests::{Appliance, Nic, Options, free_udp_port};
+
+fn pair(host_mtu: Option<u32>) -> (Appliance, Appliance) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let node = |mac: &str, local, peer, ip: &str| Options {
+        nic: Some(Nic { host_mtu, ..Nic::new(mac, local, peer) }),
+        append: format!("ip={ip}"),
+        ..Options::default()
+    };
+    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24")).unwrap();
+    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24")).unwrap();
+    for x in [&mut a, &mut b] {
+        assert_eq!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    }
+    (a, b)
+}
+
+/// Runs a pingpong: `server_args` on `a`, `client_args` then `10.0.0.1` on `b`.
+fn pingpong(a: &mut Appliance, b: &mut Appliance, args: &str) -> (String, String) {
+    a.send(format!("ibv_rc_pingpong {args}\r").as_bytes()).unwrap();
+    let client = b.cmd(&format!("ibv_rc_pingpong {args} 10.0.0.1")).unwrap();
+    let server = a.cmd("").unwrap_or_default();
+    (server, client)
+}
+
+fn iters_line(out: &str) -> &str {
+    out.lines().find(|l| l.contains(" iters in ")).unwrap_or_else(|| panic!("no result in:\n{out}"))
+}
+
+#[test]
+fn rc_pingpong_between_appliances_at_several_sizes() {
+    let (mut a, mut b) = pair(None);
+    for size in [1, 4096, 65536] {
+        let (_, client) = pingpong(&mut a, &mut b, &format!("-s {size} -n 20"));
+        assert!(client.contains("remote address: LID 0x0000, QPN 0x"), "{client}");
+        assert!(client.contains("GID ::ffff:10.0.0.1"), "{client}");
+        assert!(iters_line(&client).starts_with("20 iters in "), "{client}");
+        assert!(client.contains(&format!("{} bytes in ", size * 20 * 2)), "{client}");
+    }
+    let server_log = a.transcript();
+    assert_eq!(server_log.matches(" iters in ").count(), 3, "{server_log}");
+    let stats = b.cmd("rdma statistic show").unwrap();
+    let sent: u64 = stats
+        .split_whitespace()
+        .skip_while(|w| *w != "sent_pkts")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(sent > 60, "{stats}");
+}
+
+#[test]
+fn rc_pingpong_with_mtu_4096_on_a_jumbo_link() {
+    let (mut a, mut b) = pair(Some(9000));
+    assert!(b.cmd("ibv_devinfo").unwrap().contains("active_mtu:\t\t4096 (5)"));
+    let (_, client) = pingpong(&mut a, &mut b, "-m 4096 -s 65536 -n 10");
+    assert!(iters_line(&client).starts_with("10 iters in "), "{client}");
+}
+
+#[test]
+fn rc_pingpong_refusals_are_clear() {
+    let mut a = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:07", free_udp_port(), free_udp_port())),
+        append: "ip=10.0.0.7/24".into(),
+        ..Options::default()
+    })
+    .unwrap();
+    a.expect("ibv_rc_pingpong 10.0.0.1", "error: ibv_rc_pingpong: no RDMA device (rdma link add").unwrap();
+    a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap();
+    a.expect("ibv_rc_pingpong -m 1000", "error: ibv_rc_pingpong: invalid MTU 1000").unwrap();
+    a.expect("ibv_rc_pingpong -d mlx5_0", "error: ibv_rc_pingpong: IB device mlx5_0 not found").unwrap();
+    a.expect("ibv_rc_pingpong -g 9 10.0.0.1", "error: ibv_rc_pingpong: no GID at index 9").unwrap();
+}
