@@ -18,6 +18,7 @@ MEM      ?= 512M
 ACCEL    ?= tcg
 APPEND   ?=
 RUNS     ?= 3
+ITERS    ?= 200
 MS       ?= 2000
 
 comma := ,
@@ -31,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net fuzz deps deps-rust deps-qemu clean
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma fuzz deps deps-rust deps-qemu clean
 
 all: image
 
@@ -78,8 +79,12 @@ boot-time: image deps-qemu
 bench-net: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-net -- $(RUNS) $(MS)
 
-## bench: every benchmark (host codec benchmark, wire limit)
-bench: bench-net
+## bench-rdma: ibv_rc_pingpong between two appliances (latency, bandwidth by size)
+bench-rdma: image deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-rdma -- $(RUNS) $(ITERS)
+
+## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA)
+bench: bench-net bench-rdma
 	cargo bench -q -p rdma
 
 ## fuzz: the property tests of the parsers, with many more cases

@@ -16,7 +16,7 @@ mod qemu;
 
 pub use console::PROMPT;
 pub use image::image;
-pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options};
+pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options, Running};
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.
 pub fn free_udp_port() -> u16 {

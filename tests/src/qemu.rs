@@ -124,6 +124,12 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A command started with [`Appliance::start_cmd`] that has not finished yet.
+#[must_use]
+pub struct Running {
+    from: usize,
+}
+
 /// A running appliance. Dropping it kills QEMU.
 pub struct Appliance {
     child: Child,
@@ -217,6 +223,33 @@ impl Appliance {
     pub fn expect(&mut self, line: &str, needle: &str) -> Result<String, Error> {
         let out = self.cmd(line)?;
         if out.contains(needle) { Ok(out) } else { Err(self.error(format!("`{line}` printed no `{needle}`:\n{out}"))) }
+    }
+
+    /// Types a command that keeps running (a server) and returns once its
+    /// output shows `needle`, without waiting for the prompt.
+    pub fn start_cmd(&mut self, line: &str, needle: &str) -> Result<Running, Error> {
+        let from = self.console.len();
+        self.send(line.as_bytes())?;
+        self.send(b"\r")?;
+        let timeout = self.opts.cmd_timeout;
+        self.console
+            .wait_for(from, timeout, |b| find_after(b, needle.as_bytes()))
+            .map(|_| Running { from })
+            .ok_or_else(|| self.error(format!("`{line}` printed no `{needle}` within {timeout:?}")))
+    }
+
+    /// Waits for the prompt that ends a command started with
+    /// [`Appliance::start_cmd`]; returns what it printed (echo included).
+    pub fn finish_cmd(&mut self, running: Running) -> Result<String, Error> {
+        let timeout = self.opts.cmd_timeout;
+        // Skip the prompt the command was typed at: the one that ends it comes
+        // after the echoed line.
+        let body = self
+            .console
+            .wait_for(running.from, timeout, |b| find_after(b, b"\r\n"))
+            .ok_or_else(|| self.error("no echo".into()))?;
+        let end = self.wait_prompt(running.from + body, timeout)?;
+        Ok(self.console.text_between(running.from + body, end))
     }
 
     /// Waits for `needle` anywhere in the console from its start.

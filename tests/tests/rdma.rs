@@ -22,10 +22,9 @@ fn pair(host_mtu: Option<u32>) -> (Appliance, Appliance) {
 
 /// Runs a pingpong: `server_args` on `a`, `client_args` then `10.0.0.1` on `b`.
 fn pingpong(a: &mut Appliance, b: &mut Appliance, args: &str) -> (String, String) {
-    a.send(format!("ibv_rc_pingpong {args}\r").as_bytes()).unwrap();
+    let server = a.start_cmd(&format!("ibv_rc_pingpong {args}"), "local address:").unwrap();
     let client = b.cmd(&format!("ibv_rc_pingpong {args} 10.0.0.1")).unwrap();
-    let server = a.cmd("").unwrap_or_default();
-    (server, client)
+    (a.finish_cmd(server).unwrap(), client)
 }
 
 fn iters_line(out: &str) -> &str {
@@ -36,14 +35,15 @@ fn iters_line(out: &str) -> &str {
 fn rc_pingpong_between_appliances_at_several_sizes() {
     let (mut a, mut b) = pair(None);
     for size in [1, 4096, 65536] {
-        let (_, client) = pingpong(&mut a, &mut b, &format!("-s {size} -n 20"));
+        let (server, client) = pingpong(&mut a, &mut b, &format!("-s {size} -n 20"));
+        assert!(iters_line(&server).starts_with("20 iters in "), "{server}");
         assert!(client.contains("remote address: LID 0x0000, QPN 0x"), "{client}");
         assert!(client.contains("GID ::ffff:10.0.0.1"), "{client}");
         assert!(iters_line(&client).starts_with("20 iters in "), "{client}");
         assert!(client.contains(&format!("{} bytes in ", size * 20 * 2)), "{client}");
     }
     let server_log = a.transcript();
-    assert_eq!(server_log.matches(" iters in ").count(), 3, "{server_log}");
+    assert_eq!(server_log.matches("20 iters in ").count(), 3, "{server_log}");
     let stats = b.cmd("rdma statistic show").unwrap();
     let sent: u64 = stats
         .split_whitespace()
