@@ -151,6 +151,8 @@ pub mod nr {
     pub const GET_ASYNC_EVENT: u16 = 0x84;
     /// A port's hardware counters (`rdma statistic show`).
     pub const QUERY_COUNTERS: u16 = 0x85;
+    /// Objects on a device in every context (`rdma resource show`).
+    pub const QUERY_RESOURCES: u16 = 0x86;
     /// `rdma link add NAME type TYPE netdev NETDEV` (NLDEV NEWLINK).
     pub const LINK_ADD: u16 = 0x90;
     /// `rdma link delete` (NLDEV DELLINK).
@@ -698,6 +700,18 @@ wire_struct! {
         pub num_counters: u32,
         pub reserved: u32,
         pub values: [u64; MAX_COUNTERS],
+    }
+}
+
+wire_struct! {
+    /// QUERY_RESOURCES response: objects on one device in the whole
+    /// appliance, every context included.
+    pub struct ResourceCounts, size 32 {
+        /// By kind, in teardown order: qp, ah, srq, mr, cq, pd.
+        pub counts: [u32; 6],
+        /// Contexts owning at least one object on the device.
+        pub contexts: u32,
+        pub reserved: u32,
     }
 }
 

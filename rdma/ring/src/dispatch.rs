@@ -513,6 +513,16 @@ impl<P: VerbsProvider> Dispatcher<P> {
                 }
                 reply(out, c)
             }
+            nr::QUERY_RESOURCES => {
+                let r: DevReq = decode(req)?;
+                let mut counts = [0u32; 6];
+                let mut owners = alloc::collections::BTreeSet::new();
+                for o in self.objs.values().filter(|o| o.dev == r.dev_index) {
+                    counts[o.kind.index()] += 1;
+                    owners.insert(o.ctx);
+                }
+                reply(out, ResourceCounts { counts, contexts: owners.len() as u32, reserved: 0 })
+            }
             nr::LINK_ADD => {
                 let r: LinkAddReq = decode(req)?;
                 let (Some(name), Some(ty), Some(nd)) =

@@ -150,7 +150,7 @@ const fn row(nr: u16, name: &'static str, req_size: usize, resp_size: usize, cap
 }
 
 /// Every command, sorted by number.
-pub const TABLE: [CmdSpec; 26] = [
+pub const TABLE: [CmdSpec; 27] = [
     row(nr::QUERY_DEVICE, "QUERY_DEVICE", DevReq::SIZE, DeviceAttr::SIZE, Some(Cap::QueryDevice)),
     row(nr::QUERY_PORT, "QUERY_PORT", PortReq::SIZE, PortAttr::SIZE, Some(Cap::QueryPort)),
     row(nr::ALLOC_PD, "ALLOC_PD", DevReq::SIZE, HandleResp::SIZE, Some(Cap::AllocPd)),
@@ -174,6 +174,7 @@ pub const TABLE: [CmdSpec; 26] = [
     row(nr::QUERY_PKEY, "QUERY_PKEY", GidReq::SIZE, PkeyResp::SIZE, Some(Cap::QueryPkey)),
     row(nr::GET_ASYNC_EVENT, "GET_ASYNC_EVENT", Empty::SIZE, AsyncEvent::SIZE, Some(Cap::AsyncEvents)),
     row(nr::QUERY_COUNTERS, "QUERY_COUNTERS", PortReq::SIZE, CountersResp::SIZE, Some(Cap::HwStats)),
+    row(nr::QUERY_RESOURCES, "QUERY_RESOURCES", DevReq::SIZE, ResourceCounts::SIZE, None),
     row(nr::LINK_ADD, "LINK_ADD", LinkAddReq::SIZE, HandleResp::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_DEL, "LINK_DEL", DevReq::SIZE, Empty::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_SHOW, "LINK_SHOW", LinkShowReq::SIZE, LinkInfo::SIZE, Some(Cap::LinkOps)),

@@ -163,6 +163,14 @@ fn queries_and_control_messages() {
     assert_eq!(names, ["rxe0", "rxe1", "rxe2"]);
     // A device in use by any context cannot be deleted.
     let _pd = h.pd(1, 2);
+    // Resource counts cover every context, per device.
+    let _pd0 = h.pd(0, 2);
+    let rc: ResourceCounts = h.cmd(0, nr::QUERY_RESOURCES, DevReq { dev_index: 2, reserved: 0 }).unwrap();
+    assert_eq!((rc.counts, rc.contexts), ([0, 0, 0, 0, 0, 2], 2));
+    let rc: ResourceCounts = h.cmd(0, nr::QUERY_RESOURCES, DevReq { dev_index: 0, reserved: 0 }).unwrap();
+    assert_eq!((rc.counts, rc.contexts), ([0; 6], 0));
+    h.d.detach(0);
+    h.d.attach(0).unwrap();
     assert_eq!(h.cmd::<_, Empty>(0, nr::LINK_DEL, DevReq { dev_index: 2, reserved: 0 }), Err(Status::EBUSY));
     h.d.detach(1);
     assert_eq!(h.cmd::<_, Empty>(0, nr::LINK_DEL, DevReq { dev_index: 2, reserved: 0 }), Ok(Empty {}));

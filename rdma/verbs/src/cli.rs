@@ -1,0 +1,34 @@
+//! What every tool shares: the `--ring` option (else `$RDMA_RING`, else
+//! the ring `make run` uses) and `-d` device selection, and the error exit.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::{Context, Device, Error};
+
+/// `--ring PATH` / `$RDMA_RING`.
+#[derive(Args, Clone, Debug)]
+pub struct RingArgs {
+    /// The appliance's shared-memory ring file [default: $RDMA_RING, else /dev/shm/roce-appliance-1]
+    #[arg(long, value_name = "PATH")]
+    pub ring: Option<PathBuf>,
+}
+
+impl RingArgs {
+    pub fn open(&self) -> Result<Context, Error> {
+        Context::open_default(self.ring.as_deref())
+    }
+
+    /// Attach and open device `name` (the first device when `None`).
+    pub fn device(&self, name: Option<&str>) -> Result<Device, Error> {
+        self.open()?.device(name)
+    }
+}
+
+/// Print `prog: error` and exit 1 (the errno name in the message when it
+/// helps: `ENODEV`, `EBUSY`, ...).
+pub fn fail(prog: &str, e: &Error) -> ! {
+    eprintln!("{prog}: {e} [{}]", e.errno().0);
+    std::process::exit(1)
+}

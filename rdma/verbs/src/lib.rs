@@ -1,0 +1,45 @@
+//! The host side of the appliance (issue 7): an ibverbs-shaped, safe
+//! library over the verbs ring in a shared-memory file, used by the CLI
+//! tools in `src/bin/`.
+//!
+//! ```text
+//! Context::open(ring)          attach: claim a context slot, keep its lease
+//!  ├─ links / link_add / link_del / async_event / slots
+//!  └─ device("rxe0") -> Device
+//!      ├─ query_device / query_port / query_gid / gid_table / query_pkey
+//!      ├─ counters / resources
+//!      ├─ create_cq -> Cq            poll (reads CQEs from the ring)
+//!      └─ alloc_pd -> Pd
+//!          ├─ reg_mr -> MemoryRegion (memory in the shared region)
+//!          ├─ create_ah -> Ah
+//!          ├─ Srq::create            post_recv
+//!          └─ Qp::create             modify, post_send, post_recv
+//! ```
+//!
+//! Objects borrow their parents, so the compiler keeps children alive no
+//! longer than parents, and each is destroyed on drop (RAII). Commands go
+//! through the context's command ring and wait for the answer; the data
+//! path (post and poll) touches only the queue rings the firmware placed,
+//! with one release store as the doorbell. Every failure is an [`Error`]
+//! with the errno a libibverbs call would give.
+//!
+//! All platform `unsafe` lives in `shm-host` (the mapping); this crate has
+//! none.
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod context;
+pub mod device;
+pub mod error;
+pub mod names;
+pub mod pd;
+pub mod perf;
+pub mod queue;
+
+pub use context::{AsyncEvent, Context, DEFAULT_RING, Link, Options, RING_ENV, SlotInfo, resolve_ring};
+pub use device::{Device, DeviceAttr, GidEntry, PortAttr, ResourceCounts};
+pub use error::{Error, Result};
+pub use pd::{AccessFlags, Ah, MemoryRegion, Pd};
+pub use queue::{Cq, Qp, QpInitAttr, RtrAttr, SendFlags, SendWr, Srq, UdDest, WcStatus, WorkCompletion, WrOp};
+pub use verbs_ring::abi::{Sge, wc_opcode};
+pub use verbs_ring::cmd::{AhAttr, QpAttr, QpCap, qp_attr_mask, qp_state, qp_type};

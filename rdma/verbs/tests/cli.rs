@@ -1,0 +1,184 @@
+//! The CLI tools end to end against an in-process appliance (firmware
+//! logic + loopback transport): `rdma`, `ibv_devinfo`, `show_gids`, and
+//! `rc_pingpong` and the perf tools as client/server process pairs. Every
+//! child process is killed if it outlives its deadline.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Appliance;
+
+fn tool(name: &str, ring: &Path, args: &[&str]) -> Command {
+    let exe = match name {
+        "rdma" => env!("CARGO_BIN_EXE_rdma"),
+        "ibv_devinfo" => env!("CARGO_BIN_EXE_ibv_devinfo"),
+        "show_gids" => env!("CARGO_BIN_EXE_show_gids"),
+        "rc_pingpong" => env!("CARGO_BIN_EXE_rc_pingpong"),
+        "send_bw" => env!("CARGO_BIN_EXE_send_bw"),
+        "write_bw" => env!("CARGO_BIN_EXE_write_bw"),
+        "read_bw" => env!("CARGO_BIN_EXE_read_bw"),
+        "atomic_bw" => env!("CARGO_BIN_EXE_atomic_bw"),
+        "send_lat" => env!("CARGO_BIN_EXE_send_lat"),
+        "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        _ => unreachable!(),
+    };
+    let mut c = Command::new(exe);
+    c.arg("--ring").arg(ring).args(args).env_remove("RDMA_RING");
+    c
+}
+
+/// Wait for `child` at most `t`, killing it past that.
+fn finish(mut child: Child, t: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > t {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("timed out; stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Run to completion; (success, stdout, stderr).
+fn run(name: &str, ring: &Path, args: &[&str]) -> (bool, String, String) {
+    let child = tool(name, ring, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish(child, Duration::from_secs(30));
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Server and client of one tool; both outputs.
+fn pair(name: &str, ring: &Path, args: &[&str]) -> (String, String) {
+    let port = free_port().to_string();
+    let mut sargs = vec!["-p", &port];
+    sargs.extend_from_slice(args);
+    let server = tool(name, ring, &sargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut cargs = sargs.clone();
+    cargs.push("127.0.0.1");
+    let client = tool(name, ring, &cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let c = finish(client, Duration::from_secs(60));
+    let s = finish(server, Duration::from_secs(60));
+    assert!(c.status.success(), "{name} client failed:\n{}{}", text(&c.stdout), text(&c.stderr));
+    assert!(s.status.success(), "{name} server failed:\n{}{}", text(&s.stdout), text(&s.stderr));
+    (text(&s.stdout), text(&c.stdout))
+}
+
+#[test]
+fn rdma_tool() {
+    let app = Appliance::start();
+    let ring = &app.path;
+    let (ok, out, _) = run("rdma", ring, &["link", "show"]);
+    assert!(ok);
+    assert_eq!(out, "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0\n");
+    let (ok, _, err) = run("rdma", ring, &["link", "add", "rxe1", "type", "rxe", "netdev", "eth1"]);
+    assert!(ok, "{err}");
+    let (_, out, _) = run("rdma", ring, &["l"]);
+    assert_eq!(out.lines().count(), 2);
+    assert!(out.contains("link rxe1/1 state ACTIVE physical_state LINK_UP netdev eth1"));
+    let (ok, _, err) = run("rdma", ring, &["link", "add", "rxe1", "type", "rxe", "netdev", "eth1"]);
+    assert!(!ok);
+    assert_eq!(err, "rdma: LINK_ADD refused by the firmware: EEXIST (already exists) [EEXIST]\n");
+    let (_, out, _) = run("rdma", ring, &["dev"]);
+    assert_eq!(
+        out.lines().next().unwrap(),
+        "0: rxe0: node_type ca fw 0.0.0 node_guid 5054:00ff:fe00:0001 sys_image_guid 5054:00ff:fe00:0001"
+    );
+    let (_, out, _) = run("rdma", ring, &["resource", "show"]);
+    assert_eq!(out.lines().next().unwrap(), "0: rxe0: pd 0 cq 0 qp 0 cm_id 0 mr 0 ctx 0 srq 0 ah 0");
+    let (_, out, _) = run("rdma", ring, &["statistic", "show", "link", "rxe0/1"]);
+    assert!(out.starts_with("link rxe0/1 sent_pkts 0 rcvd_pkts 0 duplicate_request 0"), "{out}");
+    let (ok, _, _) = run("rdma", ring, &["link", "delete", "rxe1"]);
+    assert!(ok);
+    let (ok, _, err) = run("rdma", ring, &["link", "show", "rxe1"]);
+    assert!(!ok);
+    assert!(err.contains("no RDMA device named \"rxe1\""), "{err}");
+    let (ok, _, err) = run("rdma", Path::new("/nonexistent"), &["link"]);
+    assert!(!ok);
+    assert!(err.starts_with("rdma: cannot map ring /nonexistent:"), "{err}");
+}
+
+#[test]
+fn devinfo_and_gids() {
+    let app = Appliance::start();
+    let (ok, out, err) = run("ibv_devinfo", &app.path, &[]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("hca_id:\trxe0\n\ttransport:\t\t\tInfiniBand (0)\n"), "{out}");
+    assert!(out.contains("\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"), "{out}");
+    assert!(out.contains("\t\t\tactive_mtu:\t\t1024 (3)\n"), "{out}");
+    assert!(out.contains("\t\t\tlink_layer:\t\tEthernet\n"), "{out}");
+    let (_, out, _) = run("ibv_devinfo", &app.path, &["-v", "-d", "rxe0"]);
+    assert!(out.contains("\tmax_qp:\t\t\t\t64\n"), "{out}");
+    assert!(out.contains("\tatomic_cap:\t\t\tATOMIC_HCA (1)\n"), "{out}");
+    assert!(out.contains("GID[  0]:\t\tfe80::5054:ff:fe00:1, RoCE v2"), "{out}");
+    assert!(out.contains("GID[  1]:\t\t::ffff:10.0.0.1, RoCE v2"), "{out}");
+    let (_, out, _) = run("ibv_devinfo", &app.path, &["-l"]);
+    assert_eq!(out, "1 HCA found:\n\trxe0\n");
+    let (ok, _, err) = run("ibv_devinfo", &app.path, &["-d", "nope"]);
+    assert!(!ok && err.contains("ENODEV"), "{err}");
+
+    let (ok, out, _) = run("show_gids", &app.path, &[]);
+    assert!(ok);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert_eq!(lines[2], "rxe0\t1\t0\tfe80:0000:0000:0000:5054:00ff:fe00:0001\t              \tv2\teth0");
+    assert_eq!(lines[3], "rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1      \tv2\teth0");
+    assert_eq!(lines[4], "n_gids_found=2");
+}
+
+#[test]
+fn rc_pingpong_checks_data_in_both_directions() {
+    let app = Appliance::start();
+    for size in ["1", "4096", "65536"] {
+        let (s, c) = pair("rc_pingpong", &app.path, &["-g", "1", "-s", size, "-n", "50", "-r", "16"]);
+        for out in [&s, &c] {
+            assert!(out.contains("  local address:  LID 0x0000, QPN 0x"), "{out}");
+            assert!(out.contains("GID ::ffff:10.0.0.1"), "{out}");
+            assert!(out.contains(&format!("{} bytes in", size.parse::<u64>().unwrap() * 100)), "{out}");
+            assert!(out.contains("50 iters in"), "{out}");
+        }
+    }
+    // Without a GID on RoCE, the tool says what is missing.
+    let (ok, _, err) = run("rc_pingpong", &app.path, &["-p", &free_port().to_string()]);
+    assert!(!ok && err.contains("use -g GID_INDEX"), "{err}");
+    // Every object of both processes is gone.
+    app.wait_for("pingpong objects released", Duration::from_secs(10), |fw| {
+        fw.dispatcher().count(None, verbs_ring::dispatch::ObjKind::Qp) == 0
+    });
+}
+
+#[test]
+fn perf_tools_print_their_tables() {
+    let app = Appliance::start();
+    for (name, extra) in [
+        ("send_bw", &["-s", "4096"][..]),
+        ("write_bw", &["-s", "4096"][..]),
+        ("read_bw", &["-s", "4096"][..]),
+        ("atomic_bw", &["-A", "CMP_AND_SWAP"][..]),
+        ("atomic_bw", &[][..]),
+    ] {
+        let mut args = vec!["-n", "200", "-t", "16"];
+        args.extend_from_slice(extra);
+        let (s, c) = pair(name, &app.path, &args);
+        assert!(c.contains("#bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"), "{c}");
+        let size = if name == "atomic_bw" { "8" } else { "4096" };
+        assert!(c.lines().any(|l| l.starts_with(&format!(" {size:<10} 200"))), "{name}:\n{c}");
+        assert!(s.contains("Device         : rxe0"), "{s}");
+    }
+    for name in ["send_lat", "write_lat"] {
+        let (_, c) = pair(name, &app.path, &["-n", "100", "-s", "64"]);
+        assert!(c.contains("t_typical[usec]"), "{c}");
+        assert!(c.lines().any(|l| l.starts_with(" 64      100")), "{name}:\n{c}");
+    }
+}
