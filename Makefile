@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma fuzz deps deps-rust deps-qemu clean
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma fuzz deps deps-rust deps-qemu clean linux-peer interop
 
 all: image
 
@@ -90,6 +90,15 @@ bench: bench-net bench-rdma
 ## fuzz: the property tests of the parsers, with many more cases
 fuzz:
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} cargo test --release -p rdma -p kbase
+
+## linux-peer: build the Linux rdma_rxe peer guest (kernel + initramfs from Debian
+## bookworm packages) into target/linux-peer/, once
+linux-peer:
+	@bash tests/linux-peer/build.sh
+
+## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs), one QEMU pair at a time
+interop: image deps-qemu linux-peer
+	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests --test interop -- --ignored --test-threads=1 --nocapture
 
 clean:
 	cargo clean

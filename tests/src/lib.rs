@@ -12,10 +12,15 @@
 
 mod console;
 mod image;
+mod linux;
 mod qemu;
 
 pub use console::PROMPT;
 pub use image::image;
+pub use linux::{
+    LinuxPeer, MGMT_GUEST_IP, MGMT_GUEST_PORT, MGMT_HOST_IP, PEER_PROMPT, PEER_READY, PeerOptions, free_tcp_port,
+    peer_dir,
+};
 pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options, Running};
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# Builds the Linux rdma_rxe peer guest from Debian bookworm packages, once:
+#   target/linux-peer/vmlinuz          the bookworm kernel (linux-image-amd64)
+#   target/linux-peer/initramfs.cpio   an uncompressed newc initramfs: busybox-static
+#                                      as init and shell, the rxe modules, iproute2
+#                                      (ip, rdma), rdma-core (libibverbs, librdmacm,
+#                                      the rxe provider), ibverbs-utils, perftest,
+#                                      rdmacm-utils and their shared libraries.
+# Nothing here is committed: the packages are downloaded at build time into a
+# debootstrap root (target/linux-peer/rootfs) and the needed files copied out.
+# Idempotent: when both outputs exist it does nothing. Quiet: the details go to
+# target/linux-peer/build.log, whose end is printed on failure.
+#
+# Environment: LINUX_PEER_DIR overrides the output directory; DEBIAN_MIRROR the
+# mirror debootstrap uses (its default when unset).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT=${LINUX_PEER_DIR:-$ROOT/target/linux-peer}
+SUITE=bookworm
+
+# The outputs are current when they exist and were built from this script and
+# this init (an edit to either rebuilds the initramfs; the Debian root is kept).
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+INPUTS=$(cat "$HERE/build.sh" "$HERE/init" | sha256sum | cut -d' ' -f1)
+[[ -s $OUT/vmlinuz && -s $OUT/initramfs.cpio && $(cat "$OUT/inputs" 2>/dev/null) == "$INPUTS" ]] && exit 0
+
+# The modules init loads (with their modules.dep dependencies, in order).
+# crc32_generic: rdma_rxe asks the crypto API for "crc32" (its ICRC) and fails to
+# add a link without it. rdma_ucm (rdma_cm) is extra: rping, ucmatose and perftest -R
+# need /dev/infiniband/rdma_cm.
+MODULES=(failover net_failover virtio_net udp_tunnel ip6_udp_tunnel crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm)
+# Userspace packages installed into the debootstrap root.
+# kmod gives depmod: the kernel package ships no modules.dep (its postinst makes it).
+PACKAGES=(busybox-static iproute2 libibverbs1 ibverbs-providers ibverbs-utils perftest librdmacm1 rdmacm-utils kmod)
+
+SUDO=
+[[ $(id -u) -eq 0 ]] || SUDO=sudo
+mkdir -p "$OUT"
+LOG=$OUT/build.log
+: >"$LOG"
+started=$SECONDS
+
+fail() {
+    echo "linux-peer: $*" >&2
+    echo "--- last lines of $LOG ---" >&2
+    tail -n 30 "$LOG" >&2
+    exit 1
+}
+say() { echo "linux-peer: $*"; }
+
+# Host tools: debootstrap (the root), cpio (the archive), chroot (coreutils).
+need=()
+command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)
+command -v cpio >/dev/null || need+=(cpio)
+if ((${#need[@]})); then
+    say "installing ${need[*]} ..."
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"; } \
+        >>"$LOG" 2>&1 || fail "cannot install ${need[*]}"
+fi
+export PATH=$PATH:/usr/sbin:/sbin
+
+RFS=$OUT/rootfs
+in_root() { $SUDO chroot "$RFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
+
+# 1. The Debian root, with the packages installed (a marker makes it resumable).
+if [[ $(cat "$RFS/.peer-packages-done" 2>/dev/null) != "${PACKAGES[*]}" ]]; then
+    if [[ ! -e $RFS/.debootstrap-done ]]; then
+        say "debootstrap $SUITE (minbase) into $RFS (about a minute) ..."
+        $SUDO rm -rf "$RFS"
+        $SUDO debootstrap --variant=minbase "$SUITE" "$RFS" ${DEBIAN_MIRROR:+"$DEBIAN_MIRROR"} >>"$LOG" 2>&1 ||
+            fail "debootstrap failed"
+        $SUDO touch "$RFS/.debootstrap-done"
+    fi
+    say "installing ${PACKAGES[*]} and downloading linux-image-amd64 ..."
+    {
+        in_root apt-get update -qq &&
+            in_root apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" &&
+            in_root apt-get install -y -qq --no-install-recommends --download-only linux-image-amd64
+    } >>"$LOG" 2>&1 || fail "apt-get in the root failed"
+    echo "${PACKAGES[*]}" | $SUDO tee "$RFS/.peer-packages-done" >/dev/null
+fi
+
+# 2. The kernel: vmlinuz and the modules, extracted from the package.
+KDEB=$(ls "$RFS"/var/cache/apt/archives/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | grep -v -- '-dbg_' | sort -V | tail -n 1)
+[[ -n $KDEB ]] || fail "no linux-image .deb in $RFS/var/cache/apt/archives"
+KDIR=$RFS/opt/peer-kernel
+$SUDO rm -rf "$KDIR"
+$SUDO dpkg-deb -x "$KDEB" "$KDIR" || fail "cannot extract $KDEB"
+KVER=$(ls "$KDIR/lib/modules" | head -n 1)
+MODDIR=$KDIR/lib/modules/$KVER
+in_root depmod -b /opt/peer-kernel "$KVER" >>"$LOG" 2>&1 || fail "depmod failed"
+[[ -f $MODDIR/modules.dep ]] || fail "no modules.dep for $KVER"
+
+# modules.dep lines: "kernel/path/name.ko: kernel/dep1.ko kernel/dep2.ko".
+declare -A DEPS PATHOF
+while IFS= read -r line; do
+    mod=${line%%:*}
+    name=$(basename "$mod")
+    name=${name%%.ko*}
+    name=${name//-/_}
+    PATHOF[$name]=$mod
+    DEPS[$name]=${line#*:}
+done <"$MODDIR/modules.dep"
+
+ORDER=()
+declare -A SEEN
+visit() { # depth-first: every dependency before the module itself
+    local name=$1 dep d
+    [[ -n ${SEEN[$name]:-} ]] && return 0
+    SEEN[$name]=1
+    for dep in ${DEPS[$name]}; do
+        d=$(basename "$dep")
+        d=${d%%.ko*}
+        visit "${d//-/_}"
+    done
+    ORDER+=("$name")
+}
+# virtio_pci and virtio_ring are built into Debian's kernel; take them when not.
+for m in virtio virtio_ring virtio_pci "${MODULES[@]}"; do
+    if [[ -n ${PATHOF[$m]:-} ]]; then
+        visit "$m"
+    elif ! grep -q "/${m}.ko" "$MODDIR/modules.builtin" 2>/dev/null; then
+        [[ $m == virtio* ]] || fail "module $m is neither in modules.dep nor built in ($KVER)"
+    fi
+done
+
+# 3. The initramfs tree (merged /usr, so no busybox applet shadows a real tool).
+STAGE=$OUT/stage
+rm -rf "$STAGE"
+mkdir -p "$STAGE"/{usr/bin,usr/sbin,usr/lib/x86_64-linux-gnu,usr/lib64,usr/lib/modules,etc,proc,sys,dev,tmp,run,root,var/tmp}
+ln -s usr/bin "$STAGE/bin"
+ln -s usr/sbin "$STAGE/sbin"
+ln -s usr/lib "$STAGE/lib"
+ln -s usr/lib64 "$STAGE/lib64"
+chmod 1777 "$STAGE/tmp" "$STAGE/var/tmp"
+
+: >"$STAGE/lib/modules/load.order"
+for name in "${ORDER[@]}"; do
+    src=$MODDIR/${PATHOF[$name]}
+    dst=$STAGE/lib/modules/$name.ko
+    case $src in
+    *.ko.xz) xz -dc "$src" >"$dst" ;;
+    *.ko.zst) zstd -qdc "$src" >"$dst" ;;
+    *.ko.gz) gzip -dc "$src" >"$dst" ;;
+    *) cp "$src" "$dst" ;;
+    esac
+    echo "$name" >>"$STAGE/lib/modules/load.order"
+done
+echo "$KVER" >"$STAGE/lib/modules/version"
+
+# Copies a root path into the stage through its symlinked directories.
+put() {
+    local p=$1
+    [[ -e $STAGE$p ]] && return 0
+    mkdir -p "$(dirname "$STAGE$p")"
+    cp -L "$RFS$p" "$STAGE$p"
+}
+is_elf() { [[ $(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ') == '177ELF' ]]; }
+
+# The tools: every program of these packages, plus ip, rdma and ss of iproute2.
+TOOLS=()
+for pkg in ibverbs-utils perftest rdmacm-utils; do
+    while IFS= read -r f; do
+        [[ $f == */bin/* || $f == */sbin/* ]] || continue
+        [[ -f $RFS$f && ! -L $RFS$f ]] && is_elf "$RFS$f" && TOOLS+=("$f")
+    done < <(in_root dpkg -L "$pkg")
+done
+for t in ip rdma ss; do
+    f=$(in_root sh -c "command -v $t") || fail "no $t in the root"
+    TOOLS+=("$(in_root readlink -f "$f")")
+done
+PROVIDER=$(in_root sh -c 'ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so' | head -n 1)
+[[ -n $PROVIDER ]] || fail "no librxe provider in ibverbs-providers"
+LIBS=("$PROVIDER" "$(in_root readlink -f /usr/lib/x86_64-linux-gnu/libgcc_s.so.1)")
+for lib in libibverbs.so.1 librdmacm.so.1; do
+    LIBS+=("$(in_root readlink -f "/usr/lib/x86_64-linux-gnu/$lib")")
+done
+
+for f in "${TOOLS[@]}" "${LIBS[@]}"; do
+    put "$f"
+done
+# Libraries keep their soname (cp -L above wrote the real file under the link's name
+# for tools; for libraries found by readlink add the soname link).
+for lib in libibverbs.so.1 librdmacm.so.1 libgcc_s.so.1; do
+    p=/usr/lib/x86_64-linux-gnu/$lib
+    [[ -e $STAGE$p ]] || put "$p"
+done
+# The ldd closure (in the root: its loader, its libraries).
+for f in "${TOOLS[@]}" "${LIBS[@]}"; do
+    while IFS= read -r dep; do
+        put "$dep"
+    done < <(in_root ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
+done
+mkdir -p "$STAGE/etc/libibverbs.d"
+cp "$RFS/etc/libibverbs.d/rxe.driver" "$STAGE/etc/libibverbs.d/" || fail "no rxe.driver"
+[[ -d $RFS/etc/iproute2 ]] && cp -r "$RFS/etc/iproute2" "$STAGE/etc/"
+[[ -d $RFS/usr/share/iproute2 ]] && mkdir -p "$STAGE/usr/share" && cp -r "$RFS/usr/share/iproute2" "$STAGE/usr/share/"
+
+# busybox: the shell and every applet that no real tool above provides.
+cp "$RFS/bin/busybox" "$STAGE/usr/bin/busybox"
+while IFS= read -r applet; do
+    [[ -n $applet ]] || continue
+    a=$(basename "$applet")
+    [[ -e $STAGE/usr/bin/$a || -e $STAGE/usr/sbin/$a || -L $STAGE/usr/bin/$a ]] && continue
+    ln -s busybox "$STAGE/usr/bin/$a"
+done < <(in_root /bin/busybox --list)
+
+cat >"$STAGE/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+EOF
+cat >"$STAGE/etc/group" <<'EOF'
+root:x:0:
+EOF
+cat >"$STAGE/etc/hosts" <<'EOF'
+127.0.0.1 localhost
+10.254.0.100 host
+EOF
+echo "hosts: files" >"$STAGE/etc/nsswitch.conf"
+echo peer >"$STAGE/etc/hostname"
+
+install -m 0755 "$HERE/init" "$STAGE/init"
+if [[ $(id -u) -eq 0 ]]; then
+    mknod -m 600 "$STAGE/dev/console" c 5 1
+    mknod -m 666 "$STAGE/dev/null" c 1 3
+fi
+
+# 4. The outputs, written under temporary names and renamed last.
+(cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$OUT/initramfs.cpio.tmp" ||
+    fail "cpio failed"
+cp "$KDIR/boot/vmlinuz-$KVER" "$OUT/vmlinuz.tmp"
+mv "$OUT/vmlinuz.tmp" "$OUT/vmlinuz"
+mv "$OUT/initramfs.cpio.tmp" "$OUT/initramfs.cpio"
+echo "$KVER" >"$OUT/kernel-version"
+echo "$INPUTS" >"$OUT/inputs"
+$SUDO rm -rf "$KDIR" # 400 MB of modules; the .deb stays in the root's apt cache
+say "built $OUT: kernel $KVER, initramfs $(($(stat -c %s "$OUT/initramfs.cpio") / 1048576)) MiB, ${#ORDER[@]} modules, $((SECONDS - started)) s"

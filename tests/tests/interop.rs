@@ -1,0 +1,264 @@
+//! Interop with Linux Soft-RoCE (`rdma_rxe`): Linux peers built by
+//! `make linux-peer` (tests/linux-peer/build.sh), booted under QEMU on the same
+//! kind of UDP wire the appliances use.
+//!
+//! Slow (each peer boots a Debian kernel under TCG), so not part of `make test`:
+//! every test here is `#[ignore]`d and `make interop` runs them (`-- --ignored`,
+//! one at a time) after building the peer. A test whose peer is not built says
+//! so and returns.
+
+#![deny(unsafe_code)]
+
+use appliance_tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Boots two Linux peers joined by one UDP wire (10.0.0.3 and 10.0.0.4), side by side.
+fn linux_pair() -> (LinuxPeer, LinuxPeer) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut a = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p1, p2), "10.0.0.3/24")).unwrap();
+    let mut b = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:04", p2, p1), "10.0.0.4/24")).unwrap();
+    a.wait_ready().unwrap();
+    b.wait_ready().unwrap();
+    eprintln!("peers ready after {:.1} s and {:.1} s", a.ready_after().as_secs_f64(), b.ready_after().as_secs_f64());
+    (a, b)
+}
+
+/// `N iters in S seconds = U usec/iter` of the perftest-less rdma-core pingpongs.
+fn usec_per_iter(out: &str) -> Option<f64> {
+    let line = out.lines().find(|l| l.contains("usec/iter"))?;
+    line.split('=').nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
+/// `rdma statistic show link rxe0/1` as (name, value) pairs.
+fn counters(out: &str) -> Vec<(String, u64)> {
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words.windows(2).filter_map(|w| Some((w[0].to_string(), w[1].parse().ok()?))).collect()
+}
+
+fn counter(list: &[(String, u64)], name: &str) -> Option<u64> {
+    list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+}
+
+#[test]
+#[ignore = "boots Linux peers: `make interop`"]
+fn linux_linux_rc_pingpong() {
+    if !LinuxPeer::available_or_skip("linux_linux_rc_pingpong") {
+        return;
+    }
+    let (mut a, mut b) = linux_pair();
+    for p in [&mut a, &mut b] {
+        let out = p.expect("rdma link show", "state ACTIVE").unwrap();
+        assert!(out.contains("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0"), "{out}");
+        let out = p.expect("ibv_devinfo -d rxe0", "hca_id:\trxe0").unwrap();
+        assert!(out.contains("PORT_ACTIVE"), "{out}");
+        assert!(out.contains("link_layer:\t\tEthernet"), "{out}");
+        // GID index 1 is the IPv4-mapped RoCE v2 GID of eth0's address.
+        let gid = p.cmd("cat /sys/class/infiniband/rxe0/ports/1/gids/1").unwrap();
+        let ip: Vec<u8> = p.wire_ip().split('.').map(|o| o.parse().unwrap()).collect();
+        let want = format!("0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}", ip[0], ip[1], ip[2], ip[3]);
+        assert_eq!(gid.trim(), want);
+    }
+    // The wire itself first (ARP, IP) so the exchange does not pay for it.
+    let out = b.cmd("ping -c 2 -W 5 10.0.0.3").unwrap();
+    assert!(out.contains("2 packets received") || out.contains("2 received"), "{out}");
+
+    let before = counters(&b.cmd("rdma statistic show link rxe0/1").unwrap());
+    // Server on a, client on b; both check the data they receive (-c). The TCP
+    // exchange of queue pair numbers goes over the wire too (port 18515).
+    const ITERS: u32 = 500;
+    let pp = format!("ibv_rc_pingpong -d rxe0 -g 1 -c -n {ITERS} -s 4096");
+    a.cmd(&format!("{pp} > /tmp/pp.log 2>&1 &")).unwrap();
+    a.wait_listening(18515, Duration::from_secs(30)).unwrap();
+    let t = Instant::now();
+    let (status, client) = b.status(&format!("{pp} 10.0.0.3"), Duration::from_secs(180)).unwrap();
+    let wall = t.elapsed();
+    let server = a.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(60)).unwrap();
+    assert_eq!(status, 0, "client failed:\n{client}\nserver:\n{server}");
+    for (side, out) in [("client", &client), ("server", &server)] {
+        assert!(out.contains(&format!("{ITERS} iters in")), "{side}:\n{out}");
+        assert!(!out.contains("Couldn't") && !out.contains("Failed"), "{side}:\n{out}");
+        assert!(out.contains("local address:  LID 0x0000, QPN"), "{side}:\n{out}");
+    }
+    let usec_client = usec_per_iter(&client).expect("client usec/iter");
+    let usec_server = usec_per_iter(&server).expect("server usec/iter");
+    eprintln!(
+        "Linux<->Linux ibv_rc_pingpong 4096 B x {ITERS}: client {usec_client:.1} usec/iter, server {usec_server:.1} \
+         usec/iter ({:.1} s wall)",
+        wall.as_secs_f64()
+    );
+
+    for (name, p) in [("a", &mut a), ("b", &mut b)] {
+        let out = p.cmd("rdma statistic show").unwrap();
+        eprintln!("{name}: {}", out.trim());
+        assert!(out.contains("link rxe0/1"), "{out}");
+        let c = counters(&out);
+        let sent = counter(&c, "sent_pkts").expect("sent_pkts");
+        let rcvd = counter(&c, "rcvd_pkts").expect("rcvd_pkts");
+        // 2 x ITERS messages of 4 pMTU-sized packets each way, plus the acks.
+        assert!(sent >= u64::from(ITERS) * 4, "{name} sent {sent}:\n{out}");
+        assert!(rcvd >= u64::from(ITERS) * 4, "{name} received {rcvd}:\n{out}");
+        for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err", "link_downed"] {
+            assert_eq!(counter(&c, err), Some(0), "{name} {err}:\n{out}");
+        }
+    }
+    let after = counters(&b.cmd("rdma statistic show link rxe0/1").unwrap());
+    let delta = counter(&after, "rcvd_pkts").unwrap() - counter(&before, "rcvd_pkts").unwrap_or(0);
+    assert!(delta >= u64::from(ITERS) * 4, "b received {delta} packets in the run");
+}
+
+/// Reads what `s` sends until `needle` came, it closes, or `limit` passes.
+fn read_until(mut s: TcpStream, needle: &str, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !String::from_utf8_lossy(&buf).contains(needle) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn linux_peer_management_forwards() {
+    if !LinuxPeer::available_or_skip("linux_peer_management_forwards") {
+        return;
+    }
+    // guestfwd: QEMU connects to this listener when it starts.
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    let gp = host.local_addr().unwrap().port();
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:05", free_udp_port(), free_udp_port()), "10.0.0.5/24");
+    opts.guest_fwd_port = Some(gp);
+    opts.host_port = free_tcp_port();
+    let mut p = LinuxPeer::boot(opts).unwrap();
+    eprintln!("peer ready after {:.1} s", p.ready_after().as_secs_f64());
+
+    // Host -> guest through hostfwd: 127.0.0.1:HP reaches a listener on the guest's 18515.
+    p.cmd(&format!("echo from-guest | nc -l -p {MGMT_GUEST_PORT} > /tmp/got &")).unwrap();
+    p.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(20)).unwrap();
+    let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], p.host_port()).into(), Duration::from_secs(10)).unwrap();
+    s.write_all(b"from-host\n").unwrap();
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let reply = read_until(s, "from-guest", Duration::from_secs(20));
+    assert!(reply.contains("from-guest"), "host read {reply:?}");
+    let out = p.cmd_timeout("wait; cat /tmp/got", Duration::from_secs(30)).unwrap();
+    assert!(out.contains("from-host"), "guest read {out:?}");
+
+    // Guest -> host through guestfwd: 10.254.0.100:18515 reaches 127.0.0.1:GP,
+    // both ways (what a guest client of a host-side tool needs). QEMU's
+    // forward is one host connection, opened when QEMU starts, for the
+    // guest's whole life: the end of a guest connection does not close it
+    // (the guest's nc only ends by `timeout`), and the next guest connection's
+    // bytes come on the same host stream.
+    let accepted = std::thread::spawn(move || {
+        let (mut s, _) = host.accept().unwrap();
+        let first = read_until(s.try_clone().unwrap(), "from-guest-client", Duration::from_secs(30));
+        s.write_all(b"to-guest-client\n").unwrap();
+        let second = read_until(s, "second-client", Duration::from_secs(40));
+        (first, second)
+    });
+    let out = p.cmd(&format!("echo from-guest-client | timeout 8 nc {MGMT_HOST_IP} {MGMT_GUEST_PORT}")).unwrap();
+    assert!(out.contains("to-guest-client"), "the guest read {out:?}");
+    p.cmd(&format!("echo second-client | timeout 8 nc {MGMT_HOST_IP} {MGMT_GUEST_PORT}")).unwrap();
+    let (first, second) = accepted.join().unwrap();
+    assert!(first.contains("from-guest-client"), "the host read {first:?}");
+    assert!(second.contains("second-client"), "the host read {second:?} from the second guest connection");
+    drop(p);
+
+    // The command form: one host process per guest connection, closed with it
+    // (here `cat`, an echo server), so the guest's nc ends by itself.
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:06", free_udp_port(), free_udp_port()), "10.0.0.6/24");
+    opts.guest_fwd_cmd = Some("cat".into());
+    let mut p = LinuxPeer::boot(opts).unwrap();
+    for word in ["one", "two"] {
+        let (status, out) = p
+            .status(&format!("echo {word} | timeout 10 nc {MGMT_HOST_IP} {MGMT_GUEST_PORT}"), Duration::from_secs(30))
+            .unwrap();
+        assert_eq!((status, out.lines().next()), (0, Some(word)), "{out}");
+    }
+}
+
+/// Boots one appliance (10.0.0.1, rxe0 added) and one Linux peer (10.0.0.3)
+/// on one wire.
+fn appliance_and_linux() -> (appliance_tests::Appliance, LinuxPeer) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    let mut app = appliance_tests::Appliance::boot(appliance_tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert_eq!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    let out = app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    (app, linux)
+}
+
+/// Linux `ibv_rc_pingpong` against the appliance's, both ways, at several
+/// sizes. Linux runs without `-c`, so both buffers hold rdma-core's 0x7b fill,
+/// which the appliance checks byte for byte on every receive.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn appliance_linux_rc_pingpong_both_directions() {
+    if !LinuxPeer::available_or_skip("appliance_linux_rc_pingpong_both_directions") {
+        return;
+    }
+    let (mut app, mut linux) = appliance_and_linux();
+    const ITERS: u32 = 100;
+    for size in [4u32, 4096, 65536] {
+        let opts = format!("-g 1 -n {ITERS} -s {size}");
+        // Linux serves, the appliance connects.
+        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
+        let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
+        let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
+        for (side, out) in [("appliance client", &client), ("Linux server", &server)] {
+            assert!(
+                out.contains(&format!("{ITERS} iters in")),
+                "{size} B, {side}:\n{out}\nother side:\n{client}\n{server}"
+            );
+        }
+        eprintln!(
+            "{size:>6} B Linux server / appliance client: appliance {:.1} usec/iter, Linux {:.1} usec/iter",
+            usec_per_iter(&client).unwrap_or(f64::NAN),
+            usec_per_iter(&server).unwrap_or(f64::NAN)
+        );
+        // The appliance serves, Linux connects.
+        let running = app.start_cmd(&format!("ibv_rc_pingpong {opts}"), "local address:").unwrap();
+        let (status, client) =
+            linux.status(&format!("ibv_rc_pingpong -d rxe0 {opts} 10.0.0.1"), Duration::from_secs(120)).unwrap();
+        let server = app.finish_cmd(running).unwrap();
+        assert_eq!(status, 0, "{size} B, Linux client failed:\n{client}\nappliance server:\n{server}");
+        for (side, out) in [("Linux client", &client), ("appliance server", &server)] {
+            assert!(out.contains(&format!("{ITERS} iters in")), "{size} B, {side}:\n{out}");
+        }
+        eprintln!(
+            "{size:>6} B appliance server / Linux client: appliance {:.1} usec/iter, Linux {:.1} usec/iter",
+            usec_per_iter(&server).unwrap_or(f64::NAN),
+            usec_per_iter(&client).unwrap_or(f64::NAN)
+        );
+    }
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    eprintln!("Linux: {}", stats.trim());
+    let c = counters(&stats);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err", "link_downed"] {
+        assert_eq!(counter(&c, err), Some(0), "Linux {err}:\n{stats}");
+    }
+    let ours = app.cmd("rdma statistic show").unwrap();
+    eprintln!("appliance: {}", ours.trim());
+    let c = counters(&ours);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {
+        assert_eq!(counter(&c, err), Some(0), "appliance {err}:\n{ours}");
+    }
+}
