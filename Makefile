@@ -13,7 +13,7 @@ PEER     ?= $(if $(filter 1,$(NODE)),2,1)
 PORT_BASE ?= 47000
 MAC      := 52:54:00:00:00:$(shell printf %02x $(NODE))
 RING     ?= /dev/shm/roce-appliance-$(NODE)
-RING_SIZE ?= 16M
+RING_SIZE ?= 64M
 MEM      ?= 512M
 ACCEL    ?= tcg
 APPEND   ?=
@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma fuzz deps deps-rust deps-qemu clean linux-peer interop
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-interop fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark
 
 all: image
 
@@ -62,8 +62,9 @@ run: image deps-qemu
 	@echo "(type 'shutdown' to power off; Ctrl-C kills QEMU)"
 	qemu-system-x86_64 $(QEMU_ARGS)
 
-## test: host unit tests, then the QEMU integration tests
-test: host-test qemu-test
+## test: host unit tests, the QEMU integration tests, and a short interop run
+## against Linux rdma_rxe (one pingpong each way; builds the Linux peer once)
+test: host-test qemu-test interop-smoke
 
 host-test:
 	cargo test
@@ -83,8 +84,12 @@ bench-net: image deps-qemu
 bench-rdma: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-rdma -- $(RUNS) $(ITERS)
 
-## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA)
-bench: bench-net bench-rdma
+## bench-interop: ibv_rc_pingpong Linux<->Linux, appliance<->Linux, appliance<->appliance, with ratios
+bench-interop: image deps-qemu linux-peer
+	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-interop -- $(RUNS) 100
+
+## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, interop)
+bench: bench-net bench-rdma bench-interop
 	cargo bench -q -p rdma
 
 ## fuzz: the property tests of the parsers, with many more cases
@@ -96,8 +101,17 @@ fuzz:
 linux-peer:
 	@bash tests/linux-peer/build.sh
 
+interop-smoke: image deps-qemu linux-peer
+	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests --test interop smoke -- --ignored --test-threads=1
+
+deps-tshark:
+	@command -v tshark >/dev/null || { \
+		echo "installing tshark ..."; \
+		echo "wireshark-common wireshark-common/install-setuid boolean false" | $(SUDO) debconf-set-selections; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tshark >/dev/null; }
+
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs), one QEMU pair at a time
-interop: image deps-qemu linux-peer
+interop: image deps-qemu deps-tshark linux-peer
 	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests --test interop -- --ignored --test-threads=1 --nocapture
 
 clean:

@@ -12,6 +12,7 @@
 
 mod console;
 mod image;
+pub mod pcap;
 mod linux;
 mod qemu;
 

@@ -198,22 +198,6 @@ fn ping_without_an_address_or_with_bad_arguments_says_why() {
     assert!(out.starts_with("error: ") && out.lines().count() == 1, "{out}");
 }
 
-/// Frames of a classic pcap file (QEMU's filter-dump writes one).
-fn pcap_frames(bytes: &[u8]) -> Vec<&[u8]> {
-    assert!(bytes.len() >= 24, "pcap shorter than its header");
-    assert_eq!(&bytes[..4], &0xa1b2c3d4u32.to_le_bytes(), "not a little-endian pcap");
-    assert_eq!(u32::from_le_bytes(bytes[20..24].try_into().unwrap()), 1, "link type is not Ethernet");
-    let mut frames = Vec::new();
-    let mut at = 24;
-    while at + 16 <= bytes.len() {
-        let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        frames.push(&bytes[at + 16..at + 16 + caplen]);
-        at += 16 + caplen;
-    }
-    assert_eq!(at, bytes.len(), "pcap ends inside a record");
-    frames
-}
-
 /// The Internet checksum over `data` (0 when a stored checksum verifies).
 fn inet_checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
@@ -236,7 +220,7 @@ fn a_capture_of_the_wire_holds_valid_arp_and_icmp() {
     a.shutdown().unwrap();
     let bytes = std::fs::read(&dump).unwrap();
     let _ = std::fs::remove_file(&dump);
-    let frames = pcap_frames(&bytes);
+    let frames = appliance_tests::pcap::frames(&bytes).unwrap();
     let (mut arp_requests, mut arp_replies, mut echo_requests, mut echo_replies) = (0, 0, 0, 0);
     for f in frames {
         match u16::from_be_bytes([f[12], f[13]]) {
