@@ -1,31 +1,55 @@
 //! The verbs ring: host programs reach the appliance through the ivshmem
-//! region; the firmware serves their commands from the poll loop.
+//! region; the firmware serves their commands from the poll loop, and the
+//! provider's pump carries their WQEs into the rxe transport and its
+//! completions back into their CQ rings.
 //!
-//! `ivshmem-plain` raises no interrupt, so the ring is polled: every
-//! heartbeat period (1 ms) while idle, and at once again while commands keep
-//! coming, so a burst is served back to back and an idle appliance still halts.
+//! `ivshmem-plain` raises no interrupt, so the ring is polled. Commands: one
+//! tick (a heartbeat) every period (1 ms) while idle, and at once again
+//! while commands keep coming, so a burst is served back to back. The data
+//! path: the pump runs on every pass of the poll loop, so completions the
+//! network task produced in the same pass reach the CQ rings at once, and
+//! while WQEs or completions moved within [`LINGER`] the task reports work
+//! so the loop keeps passing instead of halting (a host that just got a
+//! completion usually posts again within microseconds). An idle appliance
+//! still halts.
 
 use crate::net::Net;
+use crate::net::memory::ApplianceMemory;
+use crate::net::rdma::{NicSink, rxe_now};
 use crate::poll::{Task, Timers};
 use crate::time::{Duration, Instant};
 use alloc::rc::Rc;
 use core::cell::RefCell;
+use core::net::Ipv4Addr;
 use drivers::ivshmem::{self, IvshmemRegion};
 use kbase::pci::{Bar, Function};
+use knet::neigh::Resolution;
+use knet::steer::LinkStats;
 use rdma::core::{NetdevProvider, RdmaCore};
-use rdma::uverbs::{CoreAccess, CoreVerbs};
+use rdma::rxe::sink::FrameSink;
+use rdma::rxe::transport::RxeTransport;
+use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, TransportAccess};
+use rdma::wire::EthernetAddress;
 use verbs_ring::dispatch::Limits;
 use verbs_ring::{Firmware, Layout, LayoutParams, Status};
 
 /// Commands served per context per tick.
 const BUDGET: u32 = 32;
 
-/// The core and the netdevs, as the provider borrows them per command.
-pub struct NetAccess(pub Rc<RefCell<Option<Net>>>);
+/// How long the ring is polled back to back after WQEs or completions last
+/// moved, before falling back to one poll per heartbeat.
+const LINGER: Duration = Duration::from_millis(5);
+
+/// The core, the netdevs, the transport and the region, as the provider
+/// borrows them per command and per pump.
+pub struct NetAccess {
+    pub net: Rc<RefCell<Option<Net>>>,
+    pub mem: Rc<IvshmemRegion>,
+}
 
 impl CoreAccess for NetAccess {
     fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
-        let mut guard = self.0.borrow_mut();
+        let mut guard = self.net.borrow_mut();
         let net = guard.as_mut().ok_or(Status::ENODEV)?;
         net.rdma.sync_counters();
         let provider = crate::net::rdma::Provider(&net.netdevs);
@@ -36,11 +60,46 @@ impl CoreAccess for NetAccess {
     }
 }
 
+impl TransportAccess for NetAccess {
+    type Mem = ApplianceMemory;
+    type Shm = IvshmemRegion;
+
+    fn with_transport<R>(
+        &self,
+        dev: u32,
+        f: impl FnOnce(&mut RxeTransport<ApplianceMemory>, &mut dyn FrameSink, &IvshmemRegion) -> Result<R, Status>,
+    ) -> Result<R, Status> {
+        let mut guard = self.net.borrow_mut();
+        let net = guard.as_mut().ok_or(Status::ENODEV)?;
+        // The transport belongs to the first (only) rxe device.
+        if net.rdma.core.devices().next().map(|d| d.index()) != Some(dev) {
+            return Err(Status::ENODEV);
+        }
+        let Net { nic, netdevs, rdma, ifindex, .. } = net;
+        let t = rdma.transport.as_mut().ok_or(Status::ENODEV)?;
+        let mut fallback = LinkStats::default();
+        let stats = netdevs.stats_mut(*ifindex).unwrap_or(&mut fallback);
+        f(t, &mut NicSink { nic, stats }, &self.mem)
+    }
+
+    fn resolve_ipv4(&self, ip: Ipv4Addr, now: rdma::rxe::time::Instant) -> MacResolution {
+        let mut guard = self.net.borrow_mut();
+        let Some(net) = guard.as_mut() else { return MacResolution::Failed };
+        match net.neigh.lookup_or_request(ip, Instant::from_micros(now.micros())) {
+            Resolution::Known(mac) => MacResolution::Known(EthernetAddress(mac.0)),
+            Resolution::Pending => MacResolution::Pending,
+            Resolution::Failed => MacResolution::Failed,
+        }
+    }
+}
+
 pub struct Verbs {
     mem: Rc<IvshmemRegion>,
     firmware: Firmware<CoreVerbs<NetAccess>>,
     period: Duration,
     next_tick: Instant,
+    /// When WQEs, completions or commands last moved.
+    last_moved: Instant,
 }
 
 /// Finds the ivshmem device and publishes the ring layout in its memory.
@@ -66,7 +125,7 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
         // Host buffers registered over the ring live in this region.
         n.rdma.set_shared_memory(mem.clone());
     }
-    let provider = CoreVerbs::new(NetAccess(net));
+    let provider = CoreVerbs::new(NetAccess { net, mem: mem.clone() });
     let firmware = match Firmware::new(&*mem, layout, provider, Limits::default(), BUDGET) {
         Ok(fw) => fw,
         Err(e) => {
@@ -76,29 +135,45 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
     };
     log::info!("ring ready in ivshmem {} at {addr:#x} ({} MiB, {} contexts)", f.bdf, size >> 20, params.num_contexts);
     let period = Duration::from_micros(u64::from(params.heartbeat_period_us));
-    Some(Verbs { mem, firmware, period, next_tick: now })
+    Some(Verbs { mem, firmware, period, next_tick: now, last_moved: now })
 }
 
 impl Task for Verbs {
     fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
-        if now < self.next_tick {
-            return false;
-        }
-        match self.firmware.tick(&*self.mem) {
-            Ok(report) => {
-                for ev in &report.events {
-                    log::info!("{ev:?}");
+        // The data path first: completions the network produced this pass go
+        // out now, whatever the beat.
+        let moved = rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now)).moved();
+        let mut commands = false;
+        if now >= self.next_tick {
+            match self.firmware.tick(&*self.mem) {
+                Ok(report) => {
+                    for ev in &report.events {
+                        log::info!("{ev:?}");
+                    }
+                    commands = report.commands > 0;
+                    if commands {
+                        // A command may have brought a QP to RTS with WQEs waiting.
+                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now));
+                    }
                 }
-                let busy = report.commands > 0;
-                self.next_tick = if busy { now } else { now + self.period };
-                busy
+                Err(e) => {
+                    log::error!("region access failed: {e}; the ring is stopped");
+                    self.next_tick = Instant::from_micros(u64::MAX);
+                    return false;
+                }
             }
-            Err(e) => {
-                log::error!("region access failed: {e}; the ring is stopped");
-                self.next_tick = Instant::from_micros(u64::MAX);
-                false
-            }
+            // Only commands make the next tick come at once: a tick is a
+            // heartbeat, and leases are counted in them, so a busy data path
+            // must not speed the beat up (it would expire idle contexts'
+            // leases early). The data path is pumped on every pass instead.
+            self.next_tick = if commands { now } else { now + self.period };
         }
+        if moved || commands {
+            self.last_moved = now;
+        }
+        // While data moved recently, keep the loop from halting: the next
+        // doorbell is likely microseconds away, and a halt would cost a beat.
+        moved || commands || now.saturating_since(self.last_moved) < LINGER
     }
 
     fn deadline(&mut self, _now: Instant) -> Option<Instant> {

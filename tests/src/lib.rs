@@ -12,8 +12,8 @@
 
 mod console;
 mod image;
-pub mod pcap;
 mod linux;
+pub mod pcap;
 mod qemu;
 
 pub use console::PROMPT;

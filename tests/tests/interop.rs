@@ -271,6 +271,31 @@ fn appliance_linux_rc_pingpong_both_directions() {
     let _ = std::fs::remove_file(&capture);
 }
 
+/// Linux `ibv_uc_pingpong` and `ibv_ud_pingpong` against the appliance's, both ways.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn appliance_linux_uc_and_ud_pingpong_both_directions() {
+    if !LinuxPeer::available_or_skip("appliance_linux_uc_and_ud_pingpong_both_directions") {
+        return;
+    }
+    let (mut app, mut linux) = appliance_and_linux(None);
+    // ud_pingpong's messages fit one MTU (1024 on this 1500-byte link).
+    for (tool, opts) in [("ibv_uc_pingpong", "-g 1 -n 50 -s 4096"), ("ibv_ud_pingpong", "-g 1 -n 50 -s 1024")] {
+        linux.cmd(&format!("{tool} -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
+        let client = app.cmd(&format!("{tool} {opts} 10.0.0.3")).unwrap();
+        let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
+        assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{tool}:\n{client}\n{server}");
+        let running = app.start_cmd(&format!("{tool} {opts}"), "local address:").unwrap();
+        let (status, client) =
+            linux.status(&format!("{tool} -d rxe0 {opts} 10.0.0.1"), Duration::from_secs(120)).unwrap();
+        let server = app.finish_cmd(running).unwrap();
+        assert_eq!(status, 0, "{tool}:\n{client}\n{server}");
+        assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{tool}:\n{client}\n{server}");
+        eprintln!("{tool}: both directions pass");
+    }
+}
+
 /// Checks a capture of an interop run: every RoCE v2 frame (both sides') parses
 /// with our codec, ICRC verified (Wireshark shows the ICRC but does not check
 /// it), there are at least `min_roce` of them, and tshark's decode of the file

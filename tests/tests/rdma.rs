@@ -20,10 +20,15 @@ fn pair(host_mtu: Option<u32>) -> (Appliance, Appliance) {
     (a, b)
 }
 
-/// Runs a pingpong: `server_args` on `a`, `client_args` then `10.0.0.1` on `b`.
+/// Runs an RC pingpong: the server on `a`, the client on `b`.
 fn pingpong(a: &mut Appliance, b: &mut Appliance, args: &str) -> (String, String) {
-    let server = a.start_cmd(&format!("ibv_rc_pingpong {args}"), "local address:").unwrap();
-    let client = b.cmd(&format!("ibv_rc_pingpong {args} 10.0.0.1")).unwrap();
+    pingpong_of("ibv_rc_pingpong", a, b, args)
+}
+
+/// Runs `tool` (one of the three pingpongs): the server on `a`, the client on `b`.
+fn pingpong_of(tool: &str, a: &mut Appliance, b: &mut Appliance, args: &str) -> (String, String) {
+    let server = a.start_cmd(&format!("{tool} {args}"), "local address:").unwrap();
+    let client = b.cmd(&format!("{tool} {args} 10.0.0.1")).unwrap();
     (a.finish_cmd(server).unwrap(), client)
 }
 
@@ -52,6 +57,18 @@ fn rc_pingpong_between_appliances_at_several_sizes() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{stats}"));
     assert!(sent > 60, "{stats}");
+}
+
+#[test]
+fn uc_and_ud_pingpong_between_appliances() {
+    let (mut a, mut b) = pair(None);
+    let (server, client) = pingpong_of("ibv_uc_pingpong", &mut a, &mut b, "-s 4096 -n 20");
+    assert!(iters_line(&client).starts_with("20 iters in ") && iters_line(&server).starts_with("20 iters in "));
+    // UD: one MTU (1024 on a 1500-byte link) at most, the GRH in front of each receive.
+    let (server, client) = pingpong_of("ibv_ud_pingpong", &mut a, &mut b, "-s 1024 -n 20");
+    assert!(iters_line(&client).starts_with("20 iters in ") && iters_line(&server).starts_with("20 iters in "));
+    b.expect("ibv_ud_pingpong -s 2048 10.0.0.1", "error: ibv_ud_pingpong: requested size larger than port MTU (1024)")
+        .unwrap();
 }
 
 #[test]

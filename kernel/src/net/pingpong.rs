@@ -1,6 +1,6 @@
-//! `ibv_rc_pingpong` in the firmware: rdma-core's example, spoken on the wire,
-//! so an appliance pings another appliance, or an unmodified Linux
-//! `ibv_rc_pingpong`, with nothing on the host.
+//! `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` in the firmware:
+//! rdma-core's examples, spoken on the wire, so an appliance pings another
+//! appliance, or the unmodified Linux tools, with nothing on the host.
 //!
 //! The protocol (rdma-core 44, `libibverbs/examples/rc_pingpong.c`): over TCP
 //! port 18515 the client sends its 52-byte `LID:QPN:PSN:GID` message
@@ -10,6 +10,10 @@
 //! 7, min RNR timer 12, one outstanding READ/atomic) and play ping-pong with
 //! SENDs of `size` bytes from one buffer also used for receives, the client
 //! first, each side sending once its last send completed and a receive arrived.
+//! UC is the same without ACKs (RTR takes no RDMA-read or RNR attributes, RTS
+//! only the send PSN). UD (`ud_pingpong.c`): Q_Key 0x11111111, RTR and RTS
+//! with no path, an address handle to the peer, and 40 bytes in front of each
+//! receive for the GRH; messages fit one MTU.
 
 use super::Net;
 use super::memory::LOCAL_BASE;
@@ -24,7 +28,7 @@ use core::net::Ipv6Addr;
 use knet::neigh::Resolution;
 use rdma::core::Gid;
 use rdma::core::port::IbMtu;
-use rdma::rxe::ah::AhAttr;
+use rdma::rxe::ah::{AhAttr, AhHandle};
 use rdma::rxe::cq::CqHandle;
 use rdma::rxe::memory::Memory;
 use rdma::rxe::mr::{AccessFlags, MrHandle};
@@ -32,7 +36,7 @@ use rdma::rxe::pd::PdHandle;
 use rdma::rxe::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
 use rdma::rxe::qp_state::{AttrMask, QpState, QpType};
 use rdma::rxe::wc::{WcOpcode, WcStatus};
-use rdma::rxe::wr::{RecvWr, SendFlags, SendWr, Sge, WrOpcode};
+use rdma::rxe::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode};
 use rdma::wire::EthernetAddress;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
@@ -41,6 +45,10 @@ use smoltcp::wire::Ipv4Address;
 pub const DEFAULT_PORT: u16 = 18515;
 const MSG_LEN: usize = 52;
 const RECV_WRID: u64 = 1;
+/// The Q_Key ud_pingpong uses.
+const UD_QKEY: u32 = 0x1111_1111;
+/// What a UD receive carries in front of the data.
+const GRH_LEN: u64 = 40;
 const SEND_WRID: u64 = 2;
 /// Give up when nothing moves for this long (TCG is slow; a lost peer is not).
 const STALL: Duration = Duration::from_secs(20);
@@ -55,6 +63,28 @@ pub struct Args {
     pub rx_depth: u32,
     pub mtu: IbMtu,
     pub gid_index: u8,
+    /// RC, UC or UD: which of rdma-core's three pingpongs.
+    pub qp_type: QpType,
+}
+
+impl Args {
+    /// Bytes the buffer holds: the message, plus the GRH for UD.
+    fn buffer_len(&self) -> u32 {
+        self.size + self.grh()
+    }
+
+    fn grh(&self) -> u32 {
+        if self.qp_type == QpType::Ud { GRH_LEN as u32 } else { 0 }
+    }
+
+    /// The tool's name, for messages.
+    pub fn tool(&self) -> &'static str {
+        match self.qp_type {
+            QpType::Uc => "ibv_uc_pingpong",
+            QpType::Ud => "ibv_ud_pingpong",
+            _ => "ibv_rc_pingpong",
+        }
+    }
 }
 
 /// The other side's address, from its message.
@@ -80,6 +110,9 @@ pub struct Job {
     cq: CqHandle,
     qp: QpHandle,
     mr: MrHandle,
+    /// UD: the address handle to the peer, made once its address is known.
+    ah: Option<AhHandle>,
+    remote_qpn: u32,
     local: Dest,
     phase: Phase,
     last_progress: Instant,
@@ -128,7 +161,8 @@ fn mac_of_link_local(g: &Gid) -> Option<EthernetAddress> {
 }
 
 fn fail(net: &mut Net, why: &str) {
-    println!("error: ibv_rc_pingpong: {why}");
+    let tool = net.pingpong.as_ref().map_or("ibv_rc_pingpong", |j| j.args.tool());
+    println!("error: {tool}: {why}");
     finish(net);
 }
 
@@ -137,6 +171,9 @@ fn finish(net: &mut Net) {
     net.sockets.remove(job.tcp);
     if let Some(t) = net.rdma.transport.as_mut() {
         let _ = t.destroy_qp(job.qp);
+        if let Some(ah) = job.ah {
+            let _ = t.destroy_ah(ah);
+        }
         let _ = t.destroy_cq(job.cq);
         let _ = t.dereg_mr(job.mr);
         let _ = t.dealloc_pd(job.pd);
@@ -161,25 +198,39 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
         .and_then(|d| d.port(1))
         .and_then(|p| p.gid_table().iter().find(|(i, _)| *i == usize::from(args.gid_index)).map(|(_, a)| a.gid))
         .ok_or_else(|| format!("no GID at index {}", args.gid_index))?;
-    if args.size == 0 || args.size as usize > super::memory::LOCAL_SIZE {
-        return Err(format!("size {} is not in 1..={}", args.size, super::memory::LOCAL_SIZE));
+    if args.size == 0 || args.buffer_len() as usize > super::memory::LOCAL_SIZE {
+        return Err(format!("size {} is not in 1..={}", args.size, super::memory::LOCAL_SIZE - GRH_LEN as usize));
+    }
+    if args.qp_type == QpType::Ud && args.size > args.mtu.bytes() {
+        return Err(format!("requested size larger than port MTU ({})", args.mtu.bytes()));
     }
     let t = net.rdma.transport.as_mut().ok_or("no RDMA device")?;
     let err = |e: &dyn core::fmt::Debug| format!("{e:?}");
     let pd = t.alloc_pd().map_err(|e| err(&e))?;
-    let mr = t.reg_mr(pd, LOCAL_BASE, u64::from(args.size), AccessFlags::LOCAL_WRITE).map_err(|e| err(&e))?;
+    let mr = t.reg_mr(pd, LOCAL_BASE, u64::from(args.buffer_len()), AccessFlags::LOCAL_WRITE).map_err(|e| err(&e))?;
     let cq = t.create_cq(args.rx_depth as usize + 1).map_err(|e| err(&e))?;
     let cap =
         QpCap { max_send_wr: 1, max_recv_wr: args.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let qp = t
-        .create_qp(&QpInitAttr { qp_type: QpType::Rc, pd, send_cq: cq, recv_cq: cq, srq: None, cap, sq_sig_all: false })
+        .create_qp(&QpInitAttr {
+            qp_type: args.qp_type,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap,
+            sq_sig_all: false,
+        })
         .map_err(|e| err(&e))?;
-    let init = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, ..QpAttr::default() };
-    t.modify_qp(qp, &init, AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS)
-        .map_err(|e| err(&e))?;
-    // The buffer holds 0x7b, as rdma-core's example fills it; receives land in it too.
-    t.memory_mut().write(LOCAL_BASE, &vec![0x7b; args.size as usize]).map_err(|e| err(&e))?;
-    let sge = [Sge { addr: LOCAL_BASE, length: args.size, lkey: mr.raw() }];
+    let init = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, qkey: UD_QKEY, ..QpAttr::default() };
+    let mask = match args.qp_type {
+        QpType::Ud => AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY,
+        _ => AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    };
+    t.modify_qp(qp, &init, mask).map_err(|e| err(&e))?;
+    // The buffer holds 0x7b, as rdma-core's examples fill it; receives land in it too.
+    t.memory_mut().write(LOCAL_BASE, &vec![0x7b; args.buffer_len() as usize]).map_err(|e| err(&e))?;
+    let sge = [Sge { addr: LOCAL_BASE, length: args.buffer_len(), lkey: mr.raw() }];
     for _ in 0..args.rx_depth {
         t.post_recv(qp, &RecvWr { wr_id: RECV_WRID, sg_list: &sge }).map_err(|e| err(&e))?;
     }
@@ -205,6 +256,8 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
         cq,
         qp,
         mr,
+        ah: None,
+        remote_qpn: 0,
         local,
         phase: Phase::Exchange { sent: false, got: heapless::Vec::new(), remote: None, connected: false },
         last_progress: now,
@@ -216,6 +269,10 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
 /// When the job next needs a pass by itself (its stall check).
 pub fn deadline(net: &Net) -> Option<Instant> {
     net.pingpong.as_ref().map(|j| j.last_progress + STALL)
+}
+
+fn job_pd(net: &Net) -> Result<PdHandle, String> {
+    net.pingpong.as_ref().map(|j| j.pd).ok_or_else(|| "no job".into())
 }
 
 /// Moves the QP to RTR and RTS towards `remote` (rdma-core's `pp_connect_ctx`).
@@ -233,42 +290,55 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
             }
         }
     };
+    let pd = job_pd(net)?;
     let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
     let ah_attr = AhAttr { dgid: remote.gid, sgid_index: args.gid_index, hop_limit: 1, dmac, ..AhAttr::default() };
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        path_mtu: args.mtu,
-        dest_qp_num: remote.qpn,
-        rq_psn: remote.psn,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 12,
-        ah_attr,
-        ..QpAttr::default()
+    let mut ah = None;
+    let (rtr, rtr_mask, rts, rts_mask) = match args.qp_type {
+        QpType::Ud => {
+            ah = Some(t.create_ah(pd, &ah_attr).map_err(|e| format!("create AH: {e:?}"))?);
+            let rtr = QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() };
+            let rts = QpAttr { qp_state: QpState::Rts, sq_psn: local_psn, ..QpAttr::default() };
+            (rtr, AttrMask::STATE, rts, AttrMask::STATE | AttrMask::SQ_PSN)
+        }
+        qp_type => {
+            let rc = qp_type == QpType::Rc;
+            let rtr = QpAttr {
+                qp_state: QpState::Rtr,
+                path_mtu: args.mtu,
+                dest_qp_num: remote.qpn,
+                rq_psn: remote.psn,
+                max_dest_rd_atomic: 1,
+                min_rnr_timer: 12,
+                ah_attr,
+                ..QpAttr::default()
+            };
+            let mut rtr_mask =
+                AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
+            let rts = QpAttr {
+                qp_state: QpState::Rts,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                sq_psn: local_psn,
+                max_rd_atomic: 1,
+                ..QpAttr::default()
+            };
+            let mut rts_mask = AttrMask::STATE | AttrMask::SQ_PSN;
+            if rc {
+                rtr_mask |= AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER;
+                rts_mask |= AttrMask::TIMEOUT | AttrMask::RETRY_CNT | AttrMask::RNR_RETRY | AttrMask::MAX_QP_RD_ATOMIC;
+            }
+            (rtr, rtr_mask, rts, rts_mask)
+        }
     };
-    let mask = AttrMask::STATE
-        | AttrMask::AV
-        | AttrMask::PATH_MTU
-        | AttrMask::DEST_QPN
-        | AttrMask::RQ_PSN
-        | AttrMask::MAX_DEST_RD_ATOMIC
-        | AttrMask::MIN_RNR_TIMER;
-    t.modify_qp(qp, &rtr, mask).map_err(|e| format!("modify QP to RTR: {e:?}"))?;
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        sq_psn: local_psn,
-        max_rd_atomic: 1,
-        ..QpAttr::default()
-    };
-    let mask = AttrMask::STATE
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY
-        | AttrMask::SQ_PSN
-        | AttrMask::MAX_QP_RD_ATOMIC;
-    t.modify_qp(qp, &rts, mask).map_err(|e| format!("modify QP to RTS: {e:?}"))?;
+    let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+    t.modify_qp(qp, &rtr, rtr_mask).map_err(|e| format!("modify QP to RTR: {e:?}"))?;
+    t.modify_qp(qp, &rts, rts_mask).map_err(|e| format!("modify QP to RTS: {e:?}"))?;
+    if let Some(job) = net.pingpong.as_mut() {
+        job.ah = ah;
+        job.remote_qpn = remote.qpn;
+    }
     println!("  remote address: {}", describe(remote));
     Ok(true)
 }
@@ -276,8 +346,12 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
 fn post_send(net: &mut Net) -> Result<(), String> {
     let job = net.pingpong.as_ref().ok_or("no job")?;
     let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
-    let sge = [Sge { addr: LOCAL_BASE, length: job.args.size, lkey: job.mr.raw() }];
-    let wr = SendWr { flags: SendFlags(SendFlags::SIGNALED), ..SendWr::new(SEND_WRID, WrOpcode::Send, &sge) };
+    let grh = u64::from(job.args.grh());
+    let sge = [Sge { addr: LOCAL_BASE + grh, length: job.args.size, lkey: job.mr.raw() }];
+    let mut wr = SendWr { flags: SendFlags(SendFlags::SIGNALED), ..SendWr::new(SEND_WRID, WrOpcode::Send, &sge) };
+    if let Some(ah) = job.ah {
+        wr = wr.with_ud(UdDest { ah, remote_qpn: job.remote_qpn, remote_qkey: UD_QKEY });
+    }
     t.post_send(job.qp, &wr).map_err(|e| format!("post send: {e:?}"))
 }
 
@@ -378,21 +452,23 @@ fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
         }
         let (size, iters, rx_depth, qp, lkey) =
             (job.args.size, job.args.iters, job.args.rx_depth, job.qp, job.mr.raw());
+        let grh = job.args.grh();
         let Phase::Run { scnt, rcnt, routs, pending, .. } = &mut job.phase else { break };
         match wc.wr_id {
             SEND_WRID => *scnt += 1,
             RECV_WRID => {
-                if wc.opcode != WcOpcode::Recv || wc.byte_len != size {
-                    return Err(format!("received {} bytes with opcode {:?}, expected {size}", wc.byte_len, wc.opcode));
+                if wc.opcode != WcOpcode::Recv || wc.byte_len != size + grh {
+                    let want = size + grh;
+                    return Err(format!("received {} bytes with opcode {:?}, expected {want}", wc.byte_len, wc.opcode));
                 }
                 let mut data = vec![0u8; size as usize];
-                t.memory().read(LOCAL_BASE, &mut data).map_err(|e| format!("{e:?}"))?;
+                t.memory().read(LOCAL_BASE + u64::from(grh), &mut data).map_err(|e| format!("{e:?}"))?;
                 if let Some(i) = data.iter().position(|&b| b != 0x7b) {
                     return Err(format!("received data differs at byte {i}: {:#04x}", data[i]));
                 }
                 *routs -= 1;
                 if *routs <= 1 {
-                    let sge = [Sge { addr: LOCAL_BASE, length: size, lkey }];
+                    let sge = [Sge { addr: LOCAL_BASE, length: size + grh, lkey }];
                     while *routs < rx_depth {
                         t.post_recv(qp, &RecvWr { wr_id: RECV_WRID, sg_list: &sge }).map_err(|e| format!("{e:?}"))?;
                         *routs += 1;

@@ -56,6 +56,18 @@ pub static COMMANDS: &[Command] = &[
         run: super::net::rc_pingpong,
     },
     Command {
+        name: "ibv_uc_pingpong",
+        usage: "ibv_uc_pingpong [-p port] [-d dev] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        help: "UC SEND ping-pong (rdma-core's ibv_uc_pingpong)",
+        run: super::net::uc_pingpong,
+    },
+    Command {
+        name: "ibv_ud_pingpong",
+        usage: "ibv_ud_pingpong [-p port] [-d dev] [-s size] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        help: "UD SEND ping-pong (rdma-core's ibv_ud_pingpong)",
+        run: super::net::ud_pingpong,
+    },
+    Command {
         name: "ibv_devinfo",
         usage: "ibv_devinfo [-v] [-d DEV]",
         help: "RDMA device and port attributes",

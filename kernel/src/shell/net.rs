@@ -160,17 +160,39 @@ pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
 /// `ibv_rc_pingpong [options] [server]`, with rdma-core's options and defaults
 /// (except `-g`, which RoCE needs: 1, the IPv4-mapped GID, when not given).
 pub fn rc_pingpong(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    pingpong(ctx, args, rdma::rxe::qp_state::QpType::Rc)
+}
+
+/// `ibv_uc_pingpong`: the same over an unreliable connection.
+pub fn uc_pingpong(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    pingpong(ctx, args, rdma::rxe::qp_state::QpType::Uc)
+}
+
+/// `ibv_ud_pingpong`: datagrams (default size 2048, at most one MTU).
+pub fn ud_pingpong(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    pingpong(ctx, args, rdma::rxe::qp_state::QpType::Ud)
+}
+
+fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpType) -> CommandResult {
+    let ud = qp_type == rdma::rxe::qp_state::QpType::Ud;
     use crate::net::pingpong::{Args, DEFAULT_PORT, start};
     use rdma::core::port::IbMtu;
     let mut a = Args {
         server: None,
         port: DEFAULT_PORT,
-        size: 4096,
+        size: if ud { 2048 } else { 4096 },
         iters: 1000,
         rx_depth: 500,
         mtu: IbMtu::Mtu1024,
         gid_index: 1,
+        qp_type,
     };
+    if ud {
+        // ud_pingpong takes the port's active MTU: the link decides.
+        let mtu =
+            with_net(ctx, |net, _| Ok(net.rdma.core.devices().next().and_then(|d| d.port(1)).map(|p| p.active_mtu())))?;
+        a.mtu = mtu.unwrap_or(IbMtu::Mtu1024);
+    }
     let mut rest = args;
     while let Some((&word, tail)) = rest.split_first() {
         rest = tail;

@@ -52,8 +52,11 @@ impl Status {
     pub const EMSGSIZE: Status = Status(90);
     /// The provider lacks the capability (driver op) the command needs.
     pub const EOPNOTSUPP: Status = Status(95);
+    /// A destination address did not resolve (no ARP answer, or a GID
+    /// with no way to find its MAC).
+    pub const EHOSTUNREACH: Status = Status(113);
 
-    const NAMES: [(Status, &'static str); 16] = [
+    const NAMES: [(Status, &'static str); 17] = [
         (Status::OK, "OK"),
         (Status::EPERM, "EPERM"),
         (Status::ENOENT, "ENOENT"),
@@ -69,6 +72,7 @@ impl Status {
         (Status::ENOSYS, "ENOSYS"),
         (Status::EMSGSIZE, "EMSGSIZE"),
         (Status::EOPNOTSUPP, "EOPNOTSUPP"),
+        (Status::EHOSTUNREACH, "EHOSTUNREACH"),
         (Status(u16::MAX), "?"),
     ];
 
@@ -95,6 +99,7 @@ impl Status {
             Status::ENOSYS => "unknown command",
             Status::EMSGSIZE => "request size does not match the command",
             Status::EOPNOTSUPP => "operation not supported by the device",
+            Status::EHOSTUNREACH => "destination address did not resolve",
             _ => "unknown status",
         }
     }

@@ -306,6 +306,24 @@ struct Ctx {
     objects: u32,
 }
 
+/// A read-only view of the dispatcher's handle table (see
+/// [`Dispatcher::provider_and_handles`]).
+pub struct Handles<'a> {
+    objs: &'a BTreeMap<u32, Obj>,
+    by_id: &'a BTreeMap<(ObjKind, ObjId), u32>,
+}
+
+impl Handles<'_> {
+    /// The provider id of `handle` if it names a live `kind` owned by the
+    /// same context as the provider's object `owner`; a handle of another
+    /// context, of another kind or of nothing is `None`, exactly as a
+    /// command would be refused.
+    pub fn resolve(&self, owner: (ObjKind, ObjId), handle: u32, kind: ObjKind) -> Option<ObjId> {
+        let ctx = self.objs.get(self.by_id.get(&owner)?)?.ctx;
+        self.objs.get(&handle).filter(|o| o.ctx == ctx && o.kind == kind).map(|o| o.id)
+    }
+}
+
 /// The dispatcher: one per appliance, serving every context.
 pub struct Dispatcher<P> {
     provider: P,
@@ -340,6 +358,14 @@ impl<P: VerbsProvider> Dispatcher<P> {
 
     pub fn provider_mut(&mut self) -> &mut P {
         &mut self.provider
+    }
+
+    /// The provider and a read-only view of the handle table at once: the
+    /// provider's data path meets handles inside WQEs (a UD send names its
+    /// address handle) and must resolve them with the owner checks the
+    /// commands get.
+    pub fn provider_and_handles(&mut self) -> (&mut P, Handles<'_>) {
+        (&mut self.provider, Handles { objs: &self.objs, by_id: &self.by_id })
     }
 
     pub fn layout(&self) -> &Layout {

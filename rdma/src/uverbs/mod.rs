@@ -1,16 +1,50 @@
 //! The verbs the appliance serves to host programs over the shared-memory ring
 //! (the seed's §5, uverbs): a `verbs_ring::VerbsProvider` backed by the RDMA
-//! core. Queries, counters and the link control messages answer from the core;
-//! the object commands (PD, MR, CQ, QP, ...) join when the rxe transport does,
-//! and until then are absent from the capability set, so the dispatcher
-//! refuses them with "operation not supported" before any handler runs.
+//! core and the rxe transport. Queries, counters and the link control
+//! messages answer from the core ([`CoreAccess`]); the object commands (PD,
+//! MR, CQ, QP, SRQ, AH) run on the device's transport ([`TransportAccess`],
+//! [`objects`]); [`pump`] carries WQEs from the host's SQ/RQ/SRQ rings into
+//! the transport and completions back into the CQ rings ([`datapath`]).
+//!
+//! ```text
+//!  host                      firmware tick                transport
+//!  command ring  ──────────▶ Dispatcher ─▶ CoreVerbs ───▶ alloc_pd, reg_mr,
+//!                            (handles,      (objects.rs)   create_qp, modify_qp..
+//!                             ownership)
+//!  SQ/RQ/SRQ rings ────────────────────▶ pump ──────────▶ post_send/post_recv
+//!  CQ rings       ◀────────────────────  pump ◀────────── poll_one (every field)
+//!  async events   ◀── Dispatcher::post_event ◀─────────── poll_event
+//! ```
+//!
+//! Memory addresses are region offsets on both sides: an MR's iova is the
+//! offset of its first byte in the shared region, and the transport's
+//! [`Memory`](crate::rxe::memory::Memory) maps them there ([`ShmMemory`] over
+//! any [`SharedMem`](verbs_ring::SharedMem)).
+
+pub mod datapath;
+mod memory;
+pub mod objects;
+
+pub use datapath::{PumpReport, pump};
+pub use memory::ShmMemory;
+pub use objects::{MacResolution, TransportAccess, mac_of_link_local, verbs_status};
 
 use crate::core::{Error, GidType, NetdevProvider, RdmaCore, RxeCounter};
+use crate::rxe::ah::AhHandle;
+use crate::rxe::cq::CqHandle;
+use crate::rxe::mr::MrHandle;
+use crate::rxe::pd::PdHandle;
+use crate::rxe::qp::{QpHandle, QpInitAttr};
+use crate::rxe::srq::SrqHandle;
+use crate::rxe::time::Instant;
+use objects::{CqObj, Objects, QpObj, SrqObj};
+use verbs_ring::SharedMem;
 use verbs_ring::cmd::{
     self, CountersResp, DEV_NAME_LEN, GidEntry, IFNAME_LEN, LinkInfo, MAX_COUNTERS, NO_MORE, Status,
 };
-use verbs_ring::dispatch::VerbsProvider;
-use verbs_ring::table::{Cap, CapSet};
+use verbs_ring::dispatch::{CqSpec, Created, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider};
+use verbs_ring::ring::{Consumer, Producer};
+use verbs_ring::table::CapSet;
 
 /// How the provider reaches the core and the netdevs for the length of one
 /// command (the kernel keeps both behind its own cell).
@@ -18,14 +52,35 @@ pub trait CoreAccess {
     fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status>;
 }
 
-/// The verbs provider over the core.
-pub struct CoreVerbs<A: CoreAccess> {
+/// The verbs provider over the core and the transport. It keeps, per
+/// object, what the data path needs (rings, QPN, capacities); the
+/// dispatcher keeps which context owns it.
+pub struct CoreVerbs<A> {
     access: A,
+    objs: Objects,
+    /// The time of the last [`pump`]: MAC resolution in commands uses it.
+    now: Instant,
 }
 
-impl<A: CoreAccess> CoreVerbs<A> {
+impl<A> CoreVerbs<A> {
     pub fn new(access: A) -> Self {
-        CoreVerbs { access }
+        CoreVerbs { access, objs: Objects::default(), now: Instant::ZERO }
+    }
+
+    pub fn access(&self) -> &A {
+        &self.access
+    }
+
+    /// Objects the provider holds, by kind (qp, ah, srq, mr, cq, pd), for
+    /// diagnostics and the teardown checks of tests.
+    pub fn live(&self) -> [usize; 6] {
+        let o = &self.objs;
+        [o.qps.len(), o.ahs.len(), o.srqs.len(), o.mrs.len(), o.cqs.len(), o.pds.len()]
+    }
+
+    /// Completions dropped because a CQ ring was full, over every CQ.
+    pub fn cq_overruns(&self) -> u64 {
+        self.objs.cqs.values().map(|c| c.overruns).sum()
     }
 }
 
@@ -142,9 +197,9 @@ fn link_info(core: &RdmaCore, dev: u32, port: u32) -> Result<LinkInfo, Status> {
     })
 }
 
-impl<A: CoreAccess> VerbsProvider for CoreVerbs<A> {
+impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
     fn caps(&self) -> CapSet {
-        CapSet::of(&[Cap::QueryDevice, Cap::QueryPort, Cap::QueryGid, Cap::QueryPkey, Cap::HwStats, Cap::LinkOps])
+        CapSet::all()
     }
 
     fn query_device(&mut self, dev: u32) -> Result<cmd::DeviceAttr, Status> {
@@ -206,6 +261,181 @@ impl<A: CoreAccess> VerbsProvider for CoreVerbs<A> {
 
     fn link_show(&mut self, dev: u32, port: u32) -> Result<LinkInfo, Status> {
         self.access.with(|core, _| link_info(core, dev, port))
+    }
+
+    fn alloc_pd(&mut self, dev: u32) -> Result<ObjId, Status> {
+        let pd = self.access.with_transport(dev, |t, _, _| t.alloc_pd().map_err(|e| verbs_status(&e)))?;
+        self.objs.pds.insert(pd.raw(), dev);
+        Ok(pd.raw())
+    }
+
+    fn dealloc_pd(&mut self, pd: ObjId) -> Result<(), Status> {
+        let dev = self.objs.dev_of_pd(pd)?;
+        self.access
+            .with_transport(dev, |t, _, _| t.dealloc_pd(PdHandle::from_raw(pd)).map_err(|e| verbs_status(&e)))?;
+        self.objs.pds.remove(&pd);
+        Ok(())
+    }
+
+    fn reg_mr(&mut self, pd: ObjId, mr: &MrSpec) -> Result<MrKeys, Status> {
+        let dev = self.objs.dev_of_pd(pd)?;
+        let access = objects::mr_access(mr.access)?;
+        // The MR's iova is its region offset: SGE addresses and remote
+        // addresses are offsets, and the transport's memory maps them there.
+        let (key, rkey) = self.access.with_transport(dev, |t, _, _| {
+            let h = t.reg_mr(PdHandle::from_raw(pd), mr.start, mr.length, access).map_err(|e| verbs_status(&e))?;
+            Ok((h.raw(), t.mr(h).and_then(|m| m.rkey()).unwrap_or(0)))
+        })?;
+        self.objs.mrs.insert(key, dev);
+        Ok(MrKeys { id: key, lkey: key, rkey })
+    }
+
+    fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
+        let dev = self.objs.mrs.get(&mr).copied().ok_or(Status::ENOENT)?;
+        self.access.with_transport(dev, |t, _, _| t.dereg_mr(MrHandle::from_raw(mr)).map_err(|e| verbs_status(&e)))?;
+        self.objs.mrs.remove(&mr);
+        Ok(())
+    }
+
+    fn create_cq(&mut self, cq: &CqSpec) -> Result<ObjId, Status> {
+        let (h, ring) = self.access.with_transport(cq.dev_index, |t, _, shm| {
+            let ring = objects::ring_geometry(cq.ring, shm.len())?;
+            // The transport's CQ holds what the pump has not moved yet; the
+            // ring is the CQ's real depth.
+            let depth = (cq.cqe as usize).min(objects::MAX_TRANSPORT_CQE);
+            Ok((t.create_cq(depth).map_err(|e| verbs_status(&e))?, ring))
+        })?;
+        let obj =
+            CqObj { dev: cq.dev_index, ring: Producer::new(ring), local: Default::default(), overruns: 0, dead: false };
+        self.objs.cqs.insert(h.raw(), obj);
+        Ok(h.raw())
+    }
+
+    fn destroy_cq(&mut self, cq: ObjId) -> Result<(), Status> {
+        let dev = self.objs.cqs.get(&cq).map(|c| c.dev).ok_or(Status::ENOENT)?;
+        self.access
+            .with_transport(dev, |t, _, _| t.destroy_cq(CqHandle::from_raw(cq)).map_err(|e| verbs_status(&e)))?;
+        self.objs.cqs.remove(&cq);
+        Ok(())
+    }
+
+    fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
+        let qp_type = objects::qp_type_of(qp.qp_type)?;
+        let init = QpInitAttr {
+            qp_type,
+            pd: PdHandle::from_raw(qp.pd),
+            send_cq: CqHandle::from_raw(qp.send_cq),
+            recv_cq: CqHandle::from_raw(qp.recv_cq),
+            srq: qp.srq.map(SrqHandle::from_raw),
+            cap: objects::qp_cap(&qp.cap),
+            sq_sig_all: qp.sq_sig_all,
+        };
+        let (h, qpn, sq, rq) = self.access.with_transport(qp.dev_index, |t, _, shm| {
+            let sq = objects::ring_geometry(qp.sq, shm.len())?;
+            let rq = qp.rq.map(|p| objects::ring_geometry(p, shm.len())).transpose()?;
+            let h = t.create_qp(&init).map_err(|e| verbs_status(&e))?;
+            Ok((h, t.qpn(h).unwrap_or(0), sq, rq))
+        })?;
+        let obj = QpObj {
+            dev: qp.dev_index,
+            qpn,
+            qp_type: qp.qp_type,
+            sq_sig_all: qp.sq_sig_all,
+            send_cq: qp.send_cq,
+            recv_cq: qp.recv_cq,
+            cap: qp.cap,
+            sq: Consumer::new(sq),
+            rq: rq.map(Consumer::new),
+            failed: false,
+        };
+        self.objs.qps.insert(h.raw(), obj);
+        Ok(Created { id: h.raw(), num: qpn })
+    }
+
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr) -> Result<(), Status> {
+        let dev = self.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
+        let (attr, mask) = objects::qp_attr(&self.access, attr_mask, attr, self.now)?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.modify_qp(QpHandle::from_raw(qp), &attr, mask.0).map_err(|e| verbs_status(&e))
+        })
+    }
+
+    fn query_qp(&mut self, qp: ObjId, _attr_mask: u32) -> Result<cmd::QueryQpResp, Status> {
+        let q = self.objs.qps.get(&qp).ok_or(Status::ENOENT)?;
+        // Every attribute is answered, whatever the mask asks (as rxe does).
+        let attr = self
+            .access
+            .with_transport(q.dev, |t, _, _| t.query_qp(QpHandle::from_raw(qp)).map_err(|e| verbs_status(&e)))?;
+        Ok(objects::query_resp(&attr, q))
+    }
+
+    fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
+        let dev = self.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
+        self.access
+            .with_transport(dev, |t, _, _| t.destroy_qp(QpHandle::from_raw(qp)).map_err(|e| verbs_status(&e)))?;
+        self.objs.qps.remove(&qp);
+        Ok(())
+    }
+
+    fn create_srq(&mut self, srq: &SrqSpec) -> Result<Created, Status> {
+        let (h, ring) = self.access.with_transport(srq.dev_index, |t, _, shm| {
+            let ring = objects::ring_geometry(srq.ring, shm.len())?;
+            // The transport wants at least one SGE per WQE; an entry with
+            // none still fits.
+            let h = t
+                .create_srq(PdHandle::from_raw(srq.pd), srq.max_wr, srq.max_sge.max(1))
+                .map_err(|e| verbs_status(&e))?;
+            if srq.srq_limit > 0
+                && let Err(e) = t.modify_srq_limit(h, srq.srq_limit)
+            {
+                let _ = t.destroy_srq(h);
+                return Err(verbs_status(&e));
+            }
+            Ok((h, ring))
+        })?;
+        let obj = SrqObj { dev: srq.dev_index, ring: Consumer::new(ring), max_sge: srq.max_sge, failed: false };
+        self.objs.srqs.insert(h.raw(), obj);
+        Ok(Created { id: h.raw(), num: h.raw() })
+    }
+
+    fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, _max_wr: u32, srq_limit: u32) -> Result<(), Status> {
+        let dev = self.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
+        // The ring was placed at its size; resizing would move it under the
+        // host.
+        if attr_mask & cmd::srq_attr_mask::MAX_WR != 0 {
+            return Err(Status::EOPNOTSUPP);
+        }
+        if attr_mask & cmd::srq_attr_mask::LIMIT == 0 {
+            return Ok(());
+        }
+        self.access.with_transport(dev, |t, _, _| {
+            t.modify_srq_limit(SrqHandle::from_raw(srq), srq_limit).map_err(|e| verbs_status(&e))
+        })
+    }
+
+    fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
+        let dev = self.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
+        self.access
+            .with_transport(dev, |t, _, _| t.destroy_srq(SrqHandle::from_raw(srq)).map_err(|e| verbs_status(&e)))?;
+        self.objs.srqs.remove(&srq);
+        Ok(())
+    }
+
+    fn create_ah(&mut self, dev: u32, pd: ObjId, attr: &cmd::AhAttr) -> Result<ObjId, Status> {
+        let attr = objects::ah_attr(&self.access, attr, self.now)?;
+        let h = self
+            .access
+            .with_transport(dev, |t, _, _| t.create_ah(PdHandle::from_raw(pd), &attr).map_err(|e| verbs_status(&e)))?;
+        self.objs.ahs.insert(h.raw(), dev);
+        Ok(h.raw())
+    }
+
+    fn destroy_ah(&mut self, ah: ObjId) -> Result<(), Status> {
+        let dev = self.objs.ahs.get(&ah).copied().ok_or(Status::ENOENT)?;
+        self.access
+            .with_transport(dev, |t, _, _| t.destroy_ah(AhHandle::from_raw(ah)).map_err(|e| verbs_status(&e)))?;
+        self.objs.ahs.remove(&ah);
+        Ok(())
     }
 }
 

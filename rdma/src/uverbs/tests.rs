@@ -1,36 +1,129 @@
 //! The provider behind the real ring: a host context and the firmware over one
-//! shared region, the core behind them, as the appliance runs it.
+//! shared region, the core and an rxe transport behind them, as the appliance
+//! runs it. Two such nodes, frames passed between their transports, carry an
+//! RC exchange driven only through the rings; the refusals are checked one
+//! by one at the `HostContext` level, where a test can send what the `verbs`
+//! library never would (another context's handle, a bad attribute).
 
 use super::*;
-use crate::core::{MacAddr, NetdevInfo};
+use crate::core::{Gid, MacAddr, NetdevInfo};
 use crate::rxe::RxeDriver;
+use crate::rxe::ah::LocalPort;
+use crate::rxe::device::Config;
+use crate::rxe::sink::{FrameSink, VecSink};
+use crate::rxe::transport::RxeTransport;
+use crate::wire::EthernetAddress;
+use alloc::collections::BTreeMap;
+use alloc::rc::Rc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::net::Ipv4Addr;
-use verbs_ring::cmd::{DevReq, GidReq, HandleResp, LinkAddReq, LinkShowReq, PortReq, nr};
+use verbs_ring::abi::{Cqe, Sge, send_flags, wc_opcode, wc_status, wr_opcode};
+use verbs_ring::cmd::{
+    AhAttr, CreateAhReq, CreateCqReq, CreateCqResp, CreateQpReq, CreateQpResp, DevReq, Empty, GidReq, HandleReq,
+    HandleResp, LinkAddReq, LinkShowReq, ModifyQpReq, PortReq, QpAttr, QpCap, RegMrReq, RegMrResp, access, nr,
+    qp_attr_mask, qp_state, qp_type,
+};
+use verbs_ring::dispatch::Limits;
 use verbs_ring::host::HostError;
+use verbs_ring::ring::{Consumer, Producer, RingGeometry};
 use verbs_ring::shm::fake::HeapShm;
-use verbs_ring::{Firmware, HostContext, Layout, LayoutParams, SharedMem};
+use verbs_ring::wire::Wire;
+use verbs_ring::wqe;
+use verbs_ring::{Firmware, HostContext, Layout, LayoutParams};
 
-struct Shared {
+type Mem = ShmMemory<Rc<HeapShm>>;
+
+/// One appliance: the core, its netdev, the transport over the region, the
+/// frames it sent, and an ARP table that answers after `arp_delay` asks.
+struct Node {
     core: RefCell<RdmaCore>,
     net: Vec<NetdevInfo>,
+    shm: Rc<HeapShm>,
+    transport: RefCell<Option<RxeTransport<Mem>>>,
+    sent: RefCell<VecSink>,
+    arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
 }
 
-impl CoreAccess for &'static Shared {
+impl CoreAccess for &'static Node {
     fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
-        f(&mut self.core.borrow_mut(), &self.net)
+        let r = f(&mut self.core.borrow_mut(), &self.net);
+        self.sync_transport();
+        r
     }
 }
 
-fn shared() -> &'static Shared {
-    let mac = MacAddr([0x52, 0x54, 0, 0, 0, 1]);
-    let net = vec![NetdevInfo::new(2, "eth0", mac).with_ipv4(Ipv4Addr::new(10, 0, 0, 1))];
-    alloc::boxed::Box::leak(alloc::boxed::Box::new(Shared {
-        core: RefCell::new(RdmaCore::with_rxe(RxeDriver::factory())),
-        net,
-    }))
+impl TransportAccess for &'static Node {
+    type Mem = Mem;
+    type Shm = HeapShm;
+
+    fn with_transport<R>(
+        &self,
+        dev: u32,
+        f: impl FnOnce(&mut RxeTransport<Mem>, &mut dyn FrameSink, &HeapShm) -> Result<R, Status>,
+    ) -> Result<R, Status> {
+        if self.core.borrow().devices().next().map(|d| d.index()) != Some(dev) {
+            return Err(Status::ENODEV);
+        }
+        let mut t = self.transport.borrow_mut();
+        let t = t.as_mut().ok_or(Status::ENODEV)?;
+        f(t, &mut *self.sent.borrow_mut(), &self.shm)
+    }
+
+    fn resolve_ipv4(&self, ip: Ipv4Addr, _now: Instant) -> MacResolution {
+        match self.arp.borrow_mut().get_mut(&ip) {
+            None => MacResolution::Failed,
+            Some((0, mac)) => MacResolution::Known(*mac),
+            Some((left, _)) => {
+                *left -= 1;
+                MacResolution::Pending
+            }
+        }
+    }
+}
+
+impl Node {
+    fn new(n: u8, region: usize) -> &'static Node {
+        let mac = MacAddr([0x52, 0x54, 0, 0, 0, n]);
+        let net = vec![NetdevInfo::new(2, "eth0", mac).with_ipv4(Ipv4Addr::new(10, 0, 0, n))];
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(Node {
+            core: RefCell::new(RdmaCore::with_rxe(RxeDriver::factory())),
+            net,
+            shm: Rc::new(HeapShm::new(region)),
+            transport: RefCell::new(None),
+            sent: RefCell::default(),
+            arp: RefCell::default(),
+        }))
+    }
+
+    /// The transport follows the core's rxe device, as the kernel's does.
+    fn sync_transport(&self) {
+        let core = self.core.borrow();
+        let mut t = self.transport.borrow_mut();
+        let Some(dev) = core.devices().next() else {
+            *t = None;
+            return;
+        };
+        let mut gids = Vec::new();
+        if let Some(port) = dev.port(1) {
+            for (i, attr) in port.gid_table().iter() {
+                if gids.len() <= i {
+                    gids.resize(i + 1, Gid([0; 16]));
+                }
+                gids[i] = attr.gid;
+            }
+        }
+        let port = LocalPort { mac: EthernetAddress(dev.netdev().mac.0), gids };
+        match t.as_mut() {
+            Some(t) => *t.port_mut() = port,
+            None => *t = Some(RxeTransport::new(ShmMemory(self.shm.clone()), port, Config::default())),
+        }
+    }
+
+    fn mac(&self) -> EthernetAddress {
+        EthernetAddress(self.net[0].mac.0)
+    }
 }
 
 fn name<const N: usize>(s: &str) -> [u8; N] {
@@ -39,19 +132,437 @@ fn name<const N: usize>(s: &str) -> [u8; N] {
     out
 }
 
+/// A node with its firmware and the rxe0 link added through the ring.
+struct Appliance {
+    node: &'static Node,
+    fw: RefCell<Firmware<CoreVerbs<&'static Node>>>,
+    now: RefCell<u64>,
+}
+
+impl Appliance {
+    fn new(n: u8) -> Appliance {
+        let node = Node::new(n, 4 << 20);
+        let params = LayoutParams { num_contexts: 2, queue_area_size: 256 << 10, ..LayoutParams::default() };
+        let layout = Layout::new(node.shm.len() as u64, params).unwrap();
+        let fw = Firmware::new(&*node.shm, layout, CoreVerbs::new(node), Limits::default(), 16).unwrap();
+        let a = Appliance { node, fw: RefCell::new(fw), now: RefCell::new(0) };
+        let mut host = a.attach(1);
+        let add = LinkAddReq { dev_name: name("rxe0"), link_type: name("rxe"), netdev: name("eth0") };
+        let dev: HandleResp = host.call(&*node.shm, nr::LINK_ADD, &add, || a.step()).unwrap();
+        assert_eq!(dev.handle, 0);
+        host.detach(&*node.shm).unwrap();
+        a.step();
+        a
+    }
+
+    fn attach(&self, pid: u32) -> HostContext {
+        HostContext::attach(&*self.node.shm, pid).unwrap()
+    }
+
+    /// One firmware tick and one pump, 100 µs later than the last.
+    fn step(&self) -> bool {
+        let now = {
+            let mut t = self.now.borrow_mut();
+            *t += 100;
+            *t
+        };
+        let mut fw = self.fw.borrow_mut();
+        let ok = fw.tick(&*self.node.shm).is_ok();
+        pump(fw.dispatcher_mut(), Instant::from_micros(now));
+        if let Some(t) = self.node.transport.borrow_mut().as_mut() {
+            t.poll(Instant::from_micros(now), &mut *self.node.sent.borrow_mut());
+        }
+        ok
+    }
+
+    fn call<Req: Wire, Resp: Wire>(&self, host: &mut HostContext, n: u16, req: &Req) -> Result<Resp, HostError> {
+        host.call(&*self.node.shm, n, req, || self.step())
+    }
+}
+
+/// Move the frames each transport sent into the other.
+fn exchange(a: &Appliance, b: &Appliance) -> usize {
+    let mut moved = 0;
+    for (from, to) in [(a, b), (b, a)] {
+        let frames = core::mem::take(&mut from.node.sent.borrow_mut().frames);
+        moved += frames.len();
+        let now = Instant::from_micros(*to.now.borrow());
+        for f in frames {
+            if let Some(t) = to.node.transport.borrow_mut().as_mut() {
+                t.receive(&f, now, &mut *to.node.sent.borrow_mut());
+            }
+        }
+    }
+    moved
+}
+
+/// What a host needs of one QP: its rings and the MR behind it.
+struct Side {
+    host: HostContext,
+    pd: u32,
+    cq: u32,
+    cq_ring: Consumer,
+    qp: CreateQpResp,
+    sq: Producer,
+    rq: Producer,
+    mr: RegMrResp,
+    buf: u64,
+}
+
+fn geo(a: &Appliance, p: verbs_ring::abi::RingPlacement) -> RingGeometry {
+    RingGeometry::new(p, a.node.shm.len()).unwrap()
+}
+
+fn setup(a: &Appliance, pid: u32, mr_access: u32) -> Side {
+    let mut host = a.attach(pid);
+    let pd: HandleResp = a.call(&mut host, nr::ALLOC_PD, &DevReq { dev_index: 0, reserved: 0 }).unwrap();
+    let (buf, _) = host.buf_area();
+    let mr: RegMrResp = a
+        .call(
+            &mut host,
+            nr::REG_MR,
+            &RegMrReq { start: buf, length: 64 << 10, pd_handle: pd.handle, access: mr_access },
+        )
+        .unwrap();
+    let cq: CreateCqResp = a
+        .call(&mut host, nr::CREATE_CQ, &CreateCqReq { user_handle: 7, dev_index: 0, cqe: 16, ..Default::default() })
+        .unwrap();
+    let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 64 };
+    let req = CreateQpReq {
+        user_handle: 9,
+        pd_handle: pd.handle,
+        send_cq_handle: cq.cq_handle,
+        recv_cq_handle: cq.cq_handle,
+        srq_handle: 0,
+        cap,
+        qp_type: qp_type::RC,
+        sq_sig_all: 0,
+        reserved: [0; 2],
+    };
+    let qp: CreateQpResp = a.call(&mut host, nr::CREATE_QP, &req).unwrap();
+    let (sq, rq) = (Producer::new(geo(a, qp.sq)), Producer::new(geo(a, qp.rq)));
+    Side { host, pd: pd.handle, cq: cq.cq_handle, cq_ring: Consumer::new(geo(a, cq.ring)), qp, sq, rq, mr, buf }
+}
+
+fn modify(a: &Appliance, s: &mut Side, mask: u32, attr: QpAttr) -> Result<Empty, HostError> {
+    a.call(&mut s.host, nr::MODIFY_QP, &ModifyQpReq { qp_handle: s.qp.qp_handle, attr_mask: mask, attr })
+}
+
+fn ipv4_gid(n: u8) -> [u8; 16] {
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
+}
+
+/// RESET -> INIT -> RTR -> RTS towards `peer` (GID index 1, the IPv4 one).
+fn connect(a: &Appliance, s: &mut Side, peer_qpn: u32, peer: u8) {
+    let init = QpAttr {
+        qp_state: qp_state::INIT,
+        port_num: 1,
+        qp_access_flags: access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ,
+        ..Default::default()
+    };
+    let m = qp_attr_mask::STATE | qp_attr_mask::PKEY_INDEX | qp_attr_mask::PORT | qp_attr_mask::ACCESS_FLAGS;
+    modify(a, s, m, init).unwrap();
+    let rtr = QpAttr {
+        qp_state: qp_state::RTR,
+        path_mtu: 3,
+        dest_qp_num: peer_qpn,
+        rq_psn: 100,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ah_attr: AhAttr {
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let m = qp_attr_mask::STATE
+        | qp_attr_mask::AV
+        | qp_attr_mask::PATH_MTU
+        | qp_attr_mask::DEST_QPN
+        | qp_attr_mask::RQ_PSN
+        | qp_attr_mask::MAX_DEST_RD_ATOMIC
+        | qp_attr_mask::MIN_RNR_TIMER;
+    // The ARP answer takes two asks: the host retries EAGAIN.
+    let mut tries = 0;
+    loop {
+        match modify(a, s, m, rtr) {
+            Ok(_) => break,
+            Err(HostError::Status(Status::EAGAIN)) if tries < 5 => tries += 1,
+            Err(e) => panic!("RTR: {e:?}"),
+        }
+    }
+    assert!(tries > 0, "the first RTR should have found ARP pending");
+    let rts = QpAttr {
+        qp_state: qp_state::RTS,
+        sq_psn: 100,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
+        ..Default::default()
+    };
+    let m = qp_attr_mask::STATE
+        | qp_attr_mask::SQ_PSN
+        | qp_attr_mask::TIMEOUT
+        | qp_attr_mask::RETRY_CNT
+        | qp_attr_mask::RNR_RETRY
+        | qp_attr_mask::MAX_QP_RD_ATOMIC;
+    modify(a, s, m, rts).unwrap();
+}
+
+fn post_send(a: &Appliance, sq: &mut Producer, w: verbs_ring::abi::SendWqe, sges: &[Sge]) {
+    let mut e = vec![0u8; sq.geometry().entry_size()];
+    wqe::encode_send(&mut e, &w, sges).unwrap();
+    sq.push(&*a.node.shm, &e).unwrap();
+}
+
+fn post_recv(a: &Appliance, rq: &mut Producer, wr_id: u64, sges: &[Sge]) {
+    let mut e = vec![0u8; rq.geometry().entry_size()];
+    wqe::encode_recv(&mut e, wr_id, sges).unwrap();
+    rq.push(&*a.node.shm, &e).unwrap();
+}
+
+/// Run both appliances and the wire until `s` has a CQE.
+fn wait_cqe(a: &Appliance, b: &Appliance, s: &mut Side, mem: &HeapShm) -> Cqe {
+    for _ in 0..10_000 {
+        let mut buf = [0u8; Cqe::SIZE];
+        if s.cq_ring.pop(mem, &mut buf).unwrap() {
+            return Cqe::decode(&buf).unwrap();
+        }
+        a.step();
+        b.step();
+        exchange(a, b);
+    }
+    panic!("no completion");
+}
+
+fn pair() -> (Appliance, Appliance) {
+    let (a, b) = (Appliance::new(1), Appliance::new(2));
+    a.node.arp.borrow_mut().insert(Ipv4Addr::new(10, 0, 0, 2), (2, b.node.mac()));
+    b.node.arp.borrow_mut().insert(Ipv4Addr::new(10, 0, 0, 1), (2, a.node.mac()));
+    (a, b)
+}
+
+#[test]
+fn rc_send_write_read_through_the_rings() {
+    let (a, b) = pair();
+    let all = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+    let (mut x, mut y) = (setup(&a, 10, all), setup(&b, 20, all));
+    assert!(x.qp.qp_num >= 16 && y.qp.qp_num >= 16);
+    let (xq, yq) = (x.qp.qp_num, y.qp.qp_num);
+    connect(&a, &mut x, yq, 2);
+    connect(&b, &mut y, xq, 1);
+    let (am, bm) = (a.node.shm.clone(), b.node.shm.clone());
+
+    // SEND 3000 bytes (three packets at MTU 1024) into a posted receive.
+    let msg: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    am.write(x.buf as usize, &msg).unwrap();
+    post_recv(&b, &mut y.rq, 0x77, &[Sge { addr: y.buf + 100, length: 4096, lkey: y.mr.lkey }]);
+    let send = verbs_ring::abi::SendWqe {
+        wr_id: 0x55,
+        opcode: wr_opcode::SEND_WITH_IMM,
+        send_flags: send_flags::SIGNALED,
+        imm_data: 0xabcd,
+        ..Default::default()
+    };
+    post_send(&a, &mut x.sq, send, &[Sge { addr: x.buf, length: 3000, lkey: x.mr.lkey }]);
+    let rc = wait_cqe(&a, &b, &mut y, &bm);
+    assert_eq!((rc.wr_id, rc.status, rc.opcode, rc.byte_len), (0x77, wc_status::SUCCESS, wc_opcode::RECV, 3000));
+    assert_eq!((rc.qp_num, rc.src_qp, rc.imm_data), (yq, xq, 0xabcd));
+    assert_ne!(rc.wc_flags & verbs_ring::abi::wc_flags::WITH_IMM, 0);
+    let sc = wait_cqe(&a, &b, &mut x, &am);
+    assert_eq!((sc.wr_id, sc.status, sc.opcode, sc.qp_num), (0x55, wc_status::SUCCESS, wc_opcode::SEND, xq));
+    let mut got = vec![0u8; 3000];
+    bm.read((y.buf + 100) as usize, &mut got).unwrap();
+    assert_eq!(got, msg);
+
+    // WRITE 5000 bytes from y into x's MR at offset 8192, then READ them
+    // back into y at offset 20000.
+    let data: Vec<u8> = (0..5000u32).map(|i| (i ^ 0x5a) as u8).collect();
+    bm.write((y.buf + 4096) as usize, &data).unwrap();
+    let write = verbs_ring::abi::SendWqe {
+        wr_id: 1,
+        opcode: wr_opcode::RDMA_WRITE,
+        send_flags: send_flags::SIGNALED,
+        remote_addr: x.buf + 8192,
+        rkey: x.mr.rkey,
+        ..Default::default()
+    };
+    post_send(&b, &mut y.sq, write, &[Sge { addr: y.buf + 4096, length: 5000, lkey: y.mr.lkey }]);
+    let wc = wait_cqe(&a, &b, &mut y, &bm);
+    assert_eq!((wc.wr_id, wc.status, wc.opcode, wc.byte_len), (1, 0, wc_opcode::RDMA_WRITE, 5000));
+    let mut got = vec![0u8; 5000];
+    am.read((x.buf + 8192) as usize, &mut got).unwrap();
+    assert_eq!(got, data);
+    let read = verbs_ring::abi::SendWqe { wr_id: 2, opcode: wr_opcode::RDMA_READ, ..write };
+    post_send(&b, &mut y.sq, read, &[Sge { addr: y.buf + 20000, length: 5000, lkey: y.mr.lkey }]);
+    let wc = wait_cqe(&a, &b, &mut y, &bm);
+    assert_eq!((wc.wr_id, wc.status, wc.opcode, wc.byte_len), (2, 0, wc_opcode::RDMA_READ, 5000));
+    bm.read((y.buf + 20000) as usize, &mut got).unwrap();
+    assert_eq!(got, data);
+
+    // A WQE that fails validation completes in error without reaching the
+    // wire: an opcode that is none.
+    let sge = Sge { addr: y.buf, length: 1, lkey: y.mr.lkey };
+    post_send(&b, &mut y.sq, verbs_ring::abi::SendWqe { wr_id: 3, opcode: 99, ..write }, &[sge]);
+    let wc = wait_cqe(&a, &b, &mut y, &bm);
+    assert_eq!((wc.wr_id, wc.status), (3, wc_status::LOC_QP_OP_ERR));
+    // Inline data travels in the WQE itself (the entry has room for 112).
+    let mut e = vec![0u8; y.sq.geometry().entry_size()];
+    wqe::encode_send_inline(&mut e, &verbs_ring::abi::SendWqe { wr_id: 6, ..write }, &[0xee; 100]).unwrap();
+    y.sq.push(&*bm, &e).unwrap();
+    let wc = wait_cqe(&a, &b, &mut y, &bm);
+    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (6, wc_status::SUCCESS, 100));
+    am.read((x.buf + 8192) as usize, &mut got[..101]).unwrap();
+    assert_eq!((&got[..100], got[100]), (&[0xee; 100][..], data[100]));
+
+    // A READ beyond the remote MR: the responder NAKs, the QP goes to ERR.
+    let bad = verbs_ring::abi::SendWqe { wr_id: 4, remote_addr: x.buf + (64 << 10) - 10, ..read };
+    post_send(&b, &mut y.sq, bad, &[Sge { addr: y.buf, length: 100, lkey: y.mr.lkey }]);
+    let wc = wait_cqe(&a, &b, &mut y, &bm);
+    assert_eq!((wc.wr_id, wc.status), (4, wc_status::REM_ACCESS_ERR));
+
+    // Detaching destroys everything in the transport too.
+    let live = |ap: &Appliance| ap.fw.borrow().dispatcher().provider().live();
+    assert_eq!(live(&a), [1, 0, 0, 1, 1, 1]);
+    x.host.detach(&*am).unwrap();
+    y.host.detach(&*bm).unwrap();
+    a.step();
+    b.step();
+    assert_eq!((live(&a), live(&b)), ([0; 6], [0; 6]));
+    assert!(a.node.transport.borrow().as_ref().unwrap().qp_handles().is_empty());
+}
+
+#[test]
+fn refusals() {
+    let (a, _b) = pair();
+    let mem = a.node.shm.clone();
+    let mut x = setup(&a, 10, access::LOCAL_WRITE);
+    let mut other = a.attach(11);
+
+    // Another context's handles are not there.
+    let r = a.call::<_, HandleResp>(
+        &mut other,
+        nr::CREATE_AH,
+        &CreateAhReq { pd_handle: x.pd, reserved: 0, attr: AhAttr::default() },
+    );
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::ENOENT));
+    let r = a.call::<_, Empty>(&mut other, nr::DEALLOC_PD, &HandleReq { handle: x.pd, reserved: 0 });
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::ENOENT));
+    let r = a.call::<_, Empty>(
+        &mut other,
+        nr::MODIFY_QP,
+        &ModifyQpReq {
+            qp_handle: x.qp.qp_handle,
+            attr_mask: qp_attr_mask::STATE,
+            attr: QpAttr { qp_state: qp_state::ERR, ..Default::default() },
+        },
+    );
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::ENOENT));
+
+    // Access: remote write without local write, zero-based, memory outside
+    // the context's buffer area (the other context's).
+    let (buf, _) = x.host.buf_area();
+    let mr = |start, access| RegMrReq { start, length: 4096, pd_handle: x.pd, access };
+    let r = a.call::<_, RegMrResp>(&mut x.host, nr::REG_MR, &mr(buf, access::REMOTE_WRITE));
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::EINVAL));
+    let r = a.call::<_, RegMrResp>(&mut x.host, nr::REG_MR, &mr(buf, access::ZERO_BASED));
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::EOPNOTSUPP));
+    let r = a.call::<_, RegMrResp>(&mut x.host, nr::REG_MR, &mr(other.buf_area().0, access::LOCAL_WRITE));
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::EFAULT));
+    // A PD with an MR and a QP is busy.
+    let r = a.call::<_, Empty>(&mut x.host, nr::DEALLOC_PD, &HandleReq { handle: x.pd, reserved: 0 });
+    assert_eq!(r.unwrap_err(), HostError::Status(Status::EBUSY));
+
+    // Modify QP: a transition the table does not have, a missing attribute,
+    // a state number that is none, an unknown MTU, an address that does not
+    // resolve, and an extra attribute.
+    let init = QpAttr { qp_state: qp_state::INIT, port_num: 1, ..Default::default() };
+    let base = qp_attr_mask::STATE | qp_attr_mask::PKEY_INDEX | qp_attr_mask::PORT | qp_attr_mask::ACCESS_FLAGS;
+    let rtr = QpAttr { qp_state: qp_state::RTR, ..Default::default() };
+    assert_eq!(modify(&a, &mut x, qp_attr_mask::STATE, rtr).unwrap_err(), HostError::Status(Status::EINVAL));
+    assert_eq!(modify(&a, &mut x, qp_attr_mask::STATE, init).unwrap_err(), HostError::Status(Status::EINVAL));
+    let nine = QpAttr { qp_state: 9, ..init };
+    assert_eq!(modify(&a, &mut x, base, nine).unwrap_err(), HostError::Status(Status::EINVAL));
+    assert_eq!(modify(&a, &mut x, base | qp_attr_mask::QKEY, init).unwrap_err(), HostError::Status(Status::EINVAL));
+    modify(&a, &mut x, base, init).unwrap();
+    let rtr = QpAttr {
+        qp_state: qp_state::RTR,
+        path_mtu: 7,
+        dest_qp_num: 17,
+        ah_attr: AhAttr { dgid: ipv4_gid(9), sgid_index: 1, is_global: 1, port_num: 1, ..Default::default() },
+        ..Default::default()
+    };
+    let m = qp_attr_mask::STATE
+        | qp_attr_mask::AV
+        | qp_attr_mask::PATH_MTU
+        | qp_attr_mask::DEST_QPN
+        | qp_attr_mask::RQ_PSN
+        | qp_attr_mask::MAX_DEST_RD_ATOMIC
+        | qp_attr_mask::MIN_RNR_TIMER;
+    assert_eq!(modify(&a, &mut x, m, rtr).unwrap_err(), HostError::Status(Status::EINVAL), "MTU 7");
+    let rtr = QpAttr { path_mtu: 3, ..rtr };
+    assert_eq!(modify(&a, &mut x, m, rtr).unwrap_err(), HostError::Status(Status::EHOSTUNREACH));
+    let no_grh = QpAttr { ah_attr: AhAttr { is_global: 0, ..rtr.ah_attr }, ..rtr };
+    assert_eq!(modify(&a, &mut x, m, no_grh).unwrap_err(), HostError::Status(Status::EINVAL));
+    // A link-local GID needs no ARP: its MAC is in it.
+    let mut ll = [0u8; 16];
+    ll[..2].copy_from_slice(&[0xfe, 0x80]);
+    ll[8..].copy_from_slice(&[0x50, 0x54, 0, 0xff, 0xfe, 0, 0, 2]);
+    assert_eq!(mac_of_link_local(&Gid(ll)), Some(EthernetAddress([0x52, 0x54, 0, 0, 0, 2])));
+    let q: verbs_ring::cmd::QueryQpResp = a
+        .call(&mut x.host, nr::QUERY_QP, &verbs_ring::cmd::QueryQpReq { qp_handle: x.qp.qp_handle, attr_mask: 0 })
+        .unwrap();
+    assert_eq!((q.attr.qp_state, q.attr.port_num, q.qp_type), (qp_state::INIT, 1, qp_type::RC));
+
+    // A WQE posted before RTS waits in the ring; when the QP goes to ERR it
+    // flushes.
+    let send = verbs_ring::abi::SendWqe { wr_id: 5, opcode: wr_opcode::SEND, ..Default::default() };
+    post_send(&a, &mut x.sq, send, &[]);
+    a.step();
+    let mut b = [0u8; Cqe::SIZE];
+    assert!(!x.cq_ring.pop(&*mem, &mut b).unwrap());
+    let err = QpAttr { qp_state: qp_state::ERR, ..Default::default() };
+    modify(&a, &mut x, qp_attr_mask::STATE, err).unwrap();
+    a.step();
+    assert!(x.cq_ring.pop(&*mem, &mut b).unwrap());
+    let c = Cqe::decode(&b).unwrap();
+    assert_eq!((c.wr_id, c.status), (5, wc_status::WR_FLUSH_ERR));
+
+    // CQ overflow: 16 receives flushed into a full 16-entry ring plus more
+    // are dropped and the context hears CQ_ERR.
+    for i in 0..8 {
+        post_recv(&a, &mut x.rq, 100 + i, &[]);
+    }
+    a.step();
+    for i in 0..8 {
+        post_recv(&a, &mut x.rq, 200 + i, &[]);
+    }
+    a.step();
+    post_recv(&a, &mut x.rq, 300, &[]);
+    a.step();
+    assert_eq!(a.fw.borrow().dispatcher().provider().cq_overruns(), 1);
+    let ev: verbs_ring::cmd::AsyncEvent = a.call(&mut x.host, nr::GET_ASYNC_EVENT, &Empty {}).unwrap();
+    assert_eq!((ev.event_type, ev.handle, ev.element), (verbs_ring::cmd::event_type::CQ_ERR, x.cq, 7));
+}
+
 #[test]
 fn link_add_and_queries_through_the_ring() {
-    let mem = HeapShm::new(4 << 20);
+    let node = Node::new(1, 4 << 20);
+    let mem = node.shm.clone();
     let params = LayoutParams { num_contexts: 2, queue_area_size: 64 << 10, ..LayoutParams::default() };
     let layout = Layout::new(mem.len() as u64, params).unwrap();
-    let access = shared();
-    let fw = RefCell::new(Firmware::new(&mem, layout, CoreVerbs::new(access), Default::default(), 16).unwrap());
-    let tick = || fw.borrow_mut().tick(&mem).is_ok();
-    let mut host = HostContext::attach(&mem, 42).unwrap();
+    let fw = RefCell::new(Firmware::new(&*mem, layout, CoreVerbs::new(node), Default::default(), 16).unwrap());
+    let tick = || fw.borrow_mut().tick(&*mem).is_ok();
+    let mut host = HostContext::attach(&*mem, 42).unwrap();
 
     let add = LinkAddReq { dev_name: name("rxe0"), link_type: name("rxe"), netdev: name("eth0") };
-    let dev: HandleResp = host.call(&mem, nr::LINK_ADD, &add, tick).unwrap();
-    let link: LinkInfo = host.call(&mem, nr::LINK_SHOW, &LinkShowReq { dev_index: 0, port_num: 0 }, tick).unwrap();
+    let dev: HandleResp = host.call(&*mem, nr::LINK_ADD, &add, tick).unwrap();
+    let link: LinkInfo = host.call(&*mem, nr::LINK_SHOW, &LinkShowReq { dev_index: 0, port_num: 0 }, tick).unwrap();
     assert_eq!(link.dev_index, dev.handle);
     assert_eq!(&link.dev_name[..5], b"rxe0\0");
     assert_eq!(&link.netdev[..5], b"eth0\0");
@@ -59,30 +570,37 @@ fn link_add_and_queries_through_the_ring() {
     assert_eq!(link.next, NO_MORE);
 
     let attr: cmd::DeviceAttr =
-        host.call(&mem, nr::QUERY_DEVICE, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
+        host.call(&*mem, nr::QUERY_DEVICE, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
     assert_eq!(attr.vendor_id, 0xffffff);
     assert_eq!(attr.node_guid, 0x5054_00ff_fe00_0001);
     assert_eq!(attr.max_qp, 1_048_560);
     let port: cmd::PortAttr =
-        host.call(&mem, nr::QUERY_PORT, &PortReq { dev_index: dev.handle, port_num: 1 }, tick).unwrap();
+        host.call(&*mem, nr::QUERY_PORT, &PortReq { dev_index: dev.handle, port_num: 1 }, tick).unwrap();
     assert_eq!((port.state, port.active_mtu, port.link_layer, port.gid_tbl_len), (4, 3, 2, 1024));
     let gid: GidEntry = host
-        .call(&mem, nr::QUERY_GID, &GidReq { dev_index: dev.handle, port_num: 1, index: 1, reserved: 0 }, tick)
+        .call(&*mem, nr::QUERY_GID, &GidReq { dev_index: dev.handle, port_num: 1, index: 1, reserved: 0 }, tick)
         .unwrap();
     assert_eq!(gid.valid, 1);
     assert_eq!(gid.gid_type, cmd::gid_type::ROCE_V2);
     assert_eq!(gid.gid, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1]);
 
-    // Refusals come back as statuses: a taken netdev, an unknown device, and
-    // an object command the provider does not offer yet.
-    let again = host.call::<_, _, HandleResp>(&mem, nr::LINK_ADD, &add, tick);
+    // Refusals come back as statuses: a taken netdev, an unknown device
+    // (for a query and for an object).
+    let again = host.call::<_, _, HandleResp>(&*mem, nr::LINK_ADD, &add, tick);
     assert!(matches!(again, Err(HostError::Status(_))), "{again:?}");
     let missing =
-        host.call::<_, _, cmd::DeviceAttr>(&mem, nr::QUERY_DEVICE, &DevReq { dev_index: 9, reserved: 0 }, tick);
+        host.call::<_, _, cmd::DeviceAttr>(&*mem, nr::QUERY_DEVICE, &DevReq { dev_index: 9, reserved: 0 }, tick);
     assert_eq!(missing.unwrap_err(), HostError::Status(Status::ENODEV));
-    let pd = host.call::<_, _, HandleResp>(&mem, nr::ALLOC_PD, &DevReq { dev_index: dev.handle, reserved: 0 }, tick);
-    assert_eq!(pd.unwrap_err(), HostError::Status(Status::EOPNOTSUPP));
+    let pd = host.call::<_, _, HandleResp>(&*mem, nr::ALLOC_PD, &DevReq { dev_index: 9, reserved: 0 }, tick);
+    assert_eq!(pd.unwrap_err(), HostError::Status(Status::ENODEV));
 
-    let _: cmd::Empty = host.call(&mem, nr::LINK_DEL, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
-    assert!(access.core.borrow().device_by_name("rxe0").is_none());
+    // A device with objects cannot go; without them it can, and its
+    // transport goes with it.
+    let pd: HandleResp = host.call(&*mem, nr::ALLOC_PD, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
+    let busy = host.call::<_, _, Empty>(&*mem, nr::LINK_DEL, &DevReq { dev_index: dev.handle, reserved: 0 }, tick);
+    assert_eq!(busy.unwrap_err(), HostError::Status(Status::EBUSY));
+    let _: Empty = host.call(&*mem, nr::DEALLOC_PD, &HandleReq { handle: pd.handle, reserved: 0 }, tick).unwrap();
+    let _: Empty = host.call(&*mem, nr::LINK_DEL, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
+    assert!(node.core.borrow().device_by_name("rxe0").is_none());
+    assert!(node.transport.borrow().is_none());
 }

@@ -127,6 +127,26 @@ impl Inner {
         host.heartbeat(&self.mem).map_err(|e| self.host_error("heartbeat", e))
     }
 
+    /// [`Inner::call`] for commands that resolve an address (MODIFY_QP
+    /// with an address vector, CREATE_AH): the firmware answers `EAGAIN`
+    /// while its ARP request is out, so ask again after a short sleep, for
+    /// a bounded time (longer than the appliance's 3 s of ARP probes, which
+    /// then end the wait with `EHOSTUNREACH`).
+    pub(crate) fn call_resolving<Req: Wire, Resp: Wire>(&self, n: u16, req: &Req) -> Result<Resp> {
+        const PAUSE: Duration = Duration::from_millis(10);
+        const TRIES: u32 = 500;
+        let mut tries = 0;
+        loop {
+            match self.call(n, req) {
+                Err(Error::Command { status: Status::EAGAIN, .. }) if tries < TRIES => {
+                    tries += 1;
+                    std::thread::sleep(PAUSE);
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Send command `n` and wait for its answer. Answers to earlier commands
     /// that timed out are skipped.
     pub(crate) fn call<Req: Wire, Resp: Wire>(&self, n: u16, req: &Req) -> Result<Resp> {

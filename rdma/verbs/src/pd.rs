@@ -91,10 +91,10 @@ impl<'d> Pd<'d> {
         }
     }
 
-    /// `ibv_create_ah`.
+    /// `ibv_create_ah` (waits while the appliance resolves the MAC).
     pub fn create_ah(&self, attr: &AhAttr) -> Result<Ah<'_>> {
         let req = cmd::CreateAhReq { pd_handle: self.handle, reserved: 0, attr: *attr };
-        let r: cmd::HandleResp = self.dev.ctx.inner.call(nr::CREATE_AH, &req)?;
+        let r: cmd::HandleResp = self.dev.ctx.inner.call_resolving(nr::CREATE_AH, &req)?;
         Ok(Ah { pd: self, handle: r.handle })
     }
 }

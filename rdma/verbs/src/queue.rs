@@ -433,10 +433,11 @@ impl<'a> Qp<'a> {
         self.cap
     }
 
-    /// `ibv_modify_qp`.
+    /// `ibv_modify_qp`. With an address vector the appliance may first
+    /// have to resolve the destination's MAC; the call waits for that.
     pub fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
         let req = cmd::ModifyQpReq { qp_handle: self.handle, attr_mask: mask, attr: *attr };
-        self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::MODIFY_QP, &req)?;
+        self.pd.dev.ctx.inner.call_resolving::<_, cmd::Empty>(nr::MODIFY_QP, &req)?;
         Ok(())
     }
 

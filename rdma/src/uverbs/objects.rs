@@ -1,0 +1,370 @@
+//! The object commands on the rxe transport: what the provider keeps per
+//! object, how the ring's values (ibverbs numbering) become the transport's
+//! types, and how an address vector gets its destination MAC.
+//!
+//! Object ids are the transport's raw handles (pool index and key), unique
+//! per kind as the dispatcher needs; the QP's wire number is its QPN. The
+//! dispatcher has already checked handles, ownership, sizes and areas; what
+//! is left here is the transport's own validation (attribute ranges, the
+//! modify-QP table), answered with a status, never a panic.
+
+use alloc::collections::{BTreeMap, VecDeque};
+use core::net::Ipv4Addr;
+
+use verbs_ring::abi::{Cqe, RingPlacement};
+use verbs_ring::cmd::{self, Status, qp_type};
+use verbs_ring::dispatch::ObjId;
+use verbs_ring::ring::{Consumer, Producer, RingGeometry};
+use verbs_ring::shm::SharedMem;
+
+use crate::core::gid::Gid;
+use crate::core::port::IbMtu;
+use crate::rxe::ah::{AhAttr, AhError};
+use crate::rxe::memory::Memory;
+use crate::rxe::mr::AccessFlags;
+use crate::rxe::qp::{QpAttr, QpCap};
+use crate::rxe::qp_state::{AttrMask, QpState, QpType};
+use crate::rxe::queue::PostError;
+use crate::rxe::sink::FrameSink;
+use crate::rxe::time::Instant;
+use crate::rxe::transport::{RxeTransport, VerbsError};
+use crate::wire::EthernetAddress;
+
+/// What the neighbour table answers for an IPv4 next hop.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MacResolution {
+    Known(EthernetAddress),
+    /// A request is out: ask again later (the command answers `EAGAIN`).
+    Pending,
+    /// No answer came (the command answers `EHOSTUNREACH`).
+    Failed,
+}
+
+/// How the provider reaches the transport of a device, the shared region
+/// its rings live in, and the neighbour table. The kernel implements it
+/// over its network state; tests over a transport of their own.
+pub trait TransportAccess {
+    /// The transport's memory (addresses are region offsets).
+    type Mem: Memory;
+    /// The shared region the SQ/RQ/SRQ/CQ rings are placed in.
+    type Shm: SharedMem + ?Sized;
+
+    /// Runs `f` with the transport of device `dev` (`ENODEV` when the device
+    /// has none), a sink for the frames it sends, and the region.
+    fn with_transport<R>(
+        &self,
+        dev: u32,
+        f: impl FnOnce(&mut RxeTransport<Self::Mem>, &mut dyn FrameSink, &Self::Shm) -> Result<R, Status>,
+    ) -> Result<R, Status>;
+
+    /// The MAC of the IPv4 next hop `ip`, starting a resolution when it is
+    /// unknown; never blocks.
+    fn resolve_ipv4(&self, ip: Ipv4Addr, now: Instant) -> MacResolution;
+}
+
+/// A CQ: the completion ring the provider produces into, and completions
+/// the provider itself generated (WQEs refused before the transport saw
+/// them), written after the transport's.
+pub(super) struct CqObj {
+    pub dev: u32,
+    pub ring: Producer,
+    pub local: VecDeque<Cqe>,
+    /// Completions dropped because the ring was full.
+    pub overruns: u64,
+    /// The host broke the ring protocol: nothing more is written.
+    pub dead: bool,
+}
+
+/// A QP: its rings (consumed by the pump) and what decoding needs.
+pub(super) struct QpObj {
+    pub dev: u32,
+    pub qpn: u32,
+    pub qp_type: u8,
+    pub sq_sig_all: bool,
+    pub send_cq: ObjId,
+    pub recv_cq: ObjId,
+    pub cap: cmd::QpCap,
+    pub sq: Consumer,
+    pub rq: Option<Consumer>,
+    /// A ring broke the protocol: the QP was moved to ERR and its rings are
+    /// no longer read.
+    pub failed: bool,
+}
+
+/// An SRQ: its ring and the SGE limit its entries were placed for.
+pub(super) struct SrqObj {
+    pub dev: u32,
+    pub ring: Consumer,
+    pub max_sge: u32,
+    pub failed: bool,
+}
+
+/// Everything the provider keeps, by object id.
+#[derive(Default)]
+pub(super) struct Objects {
+    pub pds: BTreeMap<ObjId, u32>,
+    pub mrs: BTreeMap<ObjId, u32>,
+    pub ahs: BTreeMap<ObjId, u32>,
+    pub cqs: BTreeMap<ObjId, CqObj>,
+    pub qps: BTreeMap<ObjId, QpObj>,
+    pub srqs: BTreeMap<ObjId, SrqObj>,
+}
+
+impl Objects {
+    /// The device PD `pd` lives on (`ENOENT` for a PD this provider does
+    /// not hold).
+    pub fn dev_of_pd(&self, pd: ObjId) -> Result<u32, Status> {
+        self.pds.get(&pd).copied().ok_or(Status::ENOENT)
+    }
+
+    /// Devices with a QP, SRQ or CQ: the ones the pump visits.
+    pub fn active_devs(&self) -> alloc::vec::Vec<u32> {
+        let mut devs: alloc::vec::Vec<u32> = self
+            .qps
+            .values()
+            .map(|q| q.dev)
+            .chain(self.cqs.values().map(|c| c.dev))
+            .chain(self.srqs.values().map(|s| s.dev))
+            .collect();
+        devs.sort_unstable();
+        devs.dedup();
+        devs
+    }
+}
+
+/// A transport error as a ring status (the errno rxe's verbs would give).
+pub fn verbs_status(e: &VerbsError) -> Status {
+    match e {
+        VerbsError::BadHandle(_) => Status::ENOENT,
+        VerbsError::Busy(_) => Status::EBUSY,
+        VerbsError::TooMany(_) => Status::ENOMEM,
+        VerbsError::InvalidArgument(_) | VerbsError::Modify(_) | VerbsError::InvalidState(_) => Status::EINVAL,
+        VerbsError::Post(PostError::Full) => Status::ENOMEM,
+        VerbsError::Post(_) => Status::EINVAL,
+        VerbsError::Address(AhError::Unresolved) => Status::EAGAIN,
+        VerbsError::Address(_) => Status::EINVAL,
+    }
+}
+
+/// The deepest CQ the transport makes (rxe's `max_cqe`); a deeper ring is
+/// fine, the transport's CQ is only a staging queue the pump empties.
+pub(super) const MAX_TRANSPORT_CQE: usize = (1 << 15) - 1;
+
+pub(super) fn ring_geometry(p: RingPlacement, region: usize) -> Result<RingGeometry, Status> {
+    // The dispatcher placed it inside the region; a failure is its bug.
+    RingGeometry::new(p, region).map_err(|_| Status::EFAULT)
+}
+
+/// `enum ibv_qp_type` (the ring's numbering) as the transport's.
+pub(super) fn qp_type_of(t: u8) -> Result<QpType, Status> {
+    match t {
+        qp_type::RC => Ok(QpType::Rc),
+        qp_type::UC => Ok(QpType::Uc),
+        qp_type::UD => Ok(QpType::Ud),
+        _ => Err(Status::EINVAL),
+    }
+}
+
+pub(super) fn qp_cap(c: &cmd::QpCap) -> QpCap {
+    QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+/// `enum ibv_qp_state` both ways.
+fn state_of(s: u32) -> Option<QpState> {
+    Some(match s {
+        cmd::qp_state::RESET => QpState::Reset,
+        cmd::qp_state::INIT => QpState::Init,
+        cmd::qp_state::RTR => QpState::Rtr,
+        cmd::qp_state::RTS => QpState::Rts,
+        cmd::qp_state::SQD => QpState::Sqd,
+        cmd::qp_state::SQE => QpState::Sqe,
+        cmd::qp_state::ERR => QpState::Err,
+        _ => return None,
+    })
+}
+
+fn state_num(s: QpState) -> u32 {
+    match s {
+        QpState::Reset => cmd::qp_state::RESET,
+        QpState::Init => cmd::qp_state::INIT,
+        QpState::Rtr => cmd::qp_state::RTR,
+        QpState::Rts => cmd::qp_state::RTS,
+        QpState::Sqd => cmd::qp_state::SQD,
+        QpState::Sqe => cmd::qp_state::SQE,
+        QpState::Err => cmd::qp_state::ERR,
+    }
+}
+
+/// `enum ibv_mtu` (1 = 256 .. 5 = 4096).
+fn mtu_of(m: u32) -> Option<IbMtu> {
+    Some(match m {
+        1 => IbMtu::Mtu256,
+        2 => IbMtu::Mtu512,
+        3 => IbMtu::Mtu1024,
+        4 => IbMtu::Mtu2048,
+        5 => IbMtu::Mtu4096,
+        _ => return None,
+    })
+}
+
+/// The MAC of a link-local GID (fe80::/64 with an EUI-64 of the MAC), as
+/// Linux derives it without asking the network.
+pub fn mac_of_link_local(g: &Gid) -> Option<EthernetAddress> {
+    let b = &g.0;
+    (b[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && b[11] == 0xff && b[12] == 0xfe)
+        .then(|| EthernetAddress([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
+}
+
+/// The destination MAC of `dgid` (Linux's `ib_resolve_eth_dmac`): derived
+/// for link-local GIDs, from the neighbour table for IPv4-mapped ones.
+/// `EAGAIN` while the ARP request is out, so the host retries.
+pub(super) fn resolve_dmac<A: TransportAccess>(
+    access: &A,
+    dgid: &Gid,
+    now: Instant,
+) -> Result<EthernetAddress, Status> {
+    if let Some(mac) = mac_of_link_local(dgid) {
+        return Ok(mac);
+    }
+    // Other IPv6 destinations would need neighbour discovery, which the
+    // appliance does not run.
+    let ip = dgid.to_ipv4_mapped().ok_or(Status::EHOSTUNREACH)?;
+    match access.resolve_ipv4(ip, now) {
+        MacResolution::Known(mac) => Ok(mac),
+        MacResolution::Pending => Err(Status::EAGAIN),
+        MacResolution::Failed => Err(Status::EHOSTUNREACH),
+    }
+}
+
+/// An address vector as the transport takes it, MAC resolved.
+pub(super) fn ah_attr<A: TransportAccess>(access: &A, a: &cmd::AhAttr, now: Instant) -> Result<AhAttr, Status> {
+    // RoCE addresses by GID: without a GRH there is no destination.
+    if a.is_global == 0 || a.port_num > 1 {
+        return Err(Status::EINVAL);
+    }
+    let dgid = Gid(a.dgid);
+    let dmac = resolve_dmac(access, &dgid, now)?;
+    Ok(AhAttr {
+        dgid,
+        sgid_index: a.sgid_index,
+        hop_limit: a.hop_limit,
+        traffic_class: a.traffic_class,
+        flow_label: a.flow_label & 0xF_FFFF,
+        dmac,
+    })
+}
+
+/// Translate a MODIFY_QP request: only the attributes the mask names are
+/// read (and range-checked here where the ring's integer is wider than the
+/// transport's type); the transport checks the transition and the ranges.
+pub(super) fn qp_attr<A: TransportAccess>(
+    access: &A,
+    mask: u32,
+    a: &cmd::QpAttr,
+    now: Instant,
+) -> Result<(QpAttr, AttrMask), Status> {
+    // Bits the transport does not know (ALT_PATH, CAP, RATE_LIMIT, ...) are
+    // passed on so its modify-QP table refuses them by name.
+    let m = AttrMask(mask);
+    let mut attr = QpAttr::default();
+    if m.has(AttrMask::STATE) {
+        attr.qp_state = state_of(a.qp_state).ok_or(Status::EINVAL)?;
+    }
+    if m.has(AttrMask::CUR_STATE) {
+        attr.cur_qp_state = state_of(a.cur_qp_state).ok_or(Status::EINVAL)?;
+    }
+    if m.has(AttrMask::PATH_MTU) {
+        attr.path_mtu = mtu_of(a.path_mtu).ok_or(Status::EINVAL)?;
+    }
+    if m.has(AttrMask::PKEY_INDEX) {
+        attr.pkey_index = a.pkey_index;
+    }
+    if m.has(AttrMask::ACCESS_FLAGS) {
+        // MW_BIND and the MR-only flags mean nothing on a QP; the rest are
+        // the transport's bits, which it checks.
+        attr.qp_access_flags = AccessFlags(a.qp_access_flags & !cmd::access::MW_BIND);
+    }
+    if m.has(AttrMask::AV) {
+        attr.ah_attr = ah_attr(access, &a.ah_attr, now)?;
+    }
+    attr.qkey = a.qkey;
+    attr.rq_psn = a.rq_psn;
+    attr.sq_psn = a.sq_psn;
+    attr.dest_qp_num = a.dest_qp_num;
+    attr.en_sqd_async_notify = a.en_sqd_async_notify != 0;
+    attr.max_rd_atomic = a.max_rd_atomic;
+    attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    attr.min_rnr_timer = a.min_rnr_timer;
+    attr.port_num = a.port_num;
+    attr.timeout = a.timeout;
+    attr.retry_cnt = a.retry_cnt;
+    attr.rnr_retry = a.rnr_retry;
+    Ok((attr, m))
+}
+
+/// A QUERY_QP answer from the transport's attributes.
+pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
+    let a = &attr.ah_attr;
+    let ah_attr = cmd::AhAttr {
+        dgid: a.dgid.0,
+        flow_label: a.flow_label,
+        sgid_index: a.sgid_index,
+        hop_limit: a.hop_limit,
+        traffic_class: a.traffic_class,
+        is_global: u8::from(a.dgid != Gid([0; 16])),
+        dlid: 0,
+        sl: 0,
+        src_path_bits: 0,
+        static_rate: 0,
+        port_num: attr.port_num,
+        reserved: [0; 2],
+    };
+    cmd::QueryQpResp {
+        attr: cmd::QpAttr {
+            qp_state: state_num(attr.qp_state),
+            cur_qp_state: state_num(attr.cur_qp_state),
+            path_mtu: u32::from(attr.path_mtu.code()),
+            path_mig_state: 0,
+            qkey: attr.qkey,
+            rq_psn: attr.rq_psn,
+            sq_psn: attr.sq_psn,
+            dest_qp_num: attr.dest_qp_num,
+            qp_access_flags: attr.qp_access_flags.0,
+            rate_limit: 0,
+            cap: q.cap,
+            ah_attr,
+            pkey_index: attr.pkey_index,
+            sq_draining: 0,
+            max_rd_atomic: attr.max_rd_atomic,
+            max_dest_rd_atomic: attr.max_dest_rd_atomic,
+            min_rnr_timer: attr.min_rnr_timer,
+            port_num: attr.port_num,
+            timeout: attr.timeout,
+            retry_cnt: attr.retry_cnt,
+            rnr_retry: attr.rnr_retry,
+            en_sqd_async_notify: u8::from(attr.en_sqd_async_notify),
+            reserved: [0; 9],
+        },
+        init_cap: q.cap,
+        qp_type: q.qp_type,
+        sq_sig_all: u8::from(q.sq_sig_all),
+        reserved: [0; 2],
+    }
+}
+
+/// The MR access bits the transport implements; the rest are refused
+/// rather than silently ignored (ZERO_BASED would change what an address
+/// means, ON_DEMAND has no meaning here), except MW_BIND, which only matters
+/// for memory windows and is dropped.
+pub(super) fn mr_access(access: u32) -> Result<u32, Status> {
+    if access & (cmd::access::ZERO_BASED | cmd::access::ON_DEMAND) != 0 {
+        return Err(Status::EOPNOTSUPP);
+    }
+    Ok(access & AccessFlags::ALL)
+}

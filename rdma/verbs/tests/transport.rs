@@ -1,0 +1,350 @@
+//! The library and `rc_pingpong` against the real provider: two
+//! host-simulated appliances, each a `verbs_ring::Firmware` over its own
+//! `shm-host` ring file with `rdma::uverbs::CoreVerbs` and an rxe transport
+//! behind it, their transports joined by passing frames in memory. This is
+//! the appliance's data path without QEMU: WQEs from the SQ/RQ rings into
+//! the transport, RoCE v2 frames across, CQEs back into the CQ rings.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdma::core::{Gid, MacAddr, NetdevInfo, NetdevProvider, RdmaCore};
+use rdma::rxe::RxeDriver;
+use rdma::rxe::ah::LocalPort;
+use rdma::rxe::device::Config;
+use rdma::rxe::sink::{FrameSink, VecSink};
+use rdma::rxe::time::Instant as RxeInstant;
+use rdma::rxe::transport::RxeTransport;
+use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, ShmMemory, TransportAccess, pump};
+use rdma::wire::EthernetAddress;
+use shm_host::ShmFile;
+use verbs::{AccessFlags, Context, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
+use verbs_ring::abi::{Layout, LayoutParams};
+use verbs_ring::dispatch::Limits;
+use verbs_ring::{Firmware, SharedMem, Status};
+
+const REGION: usize = 16 << 20;
+type Mem = ShmMemory<Arc<ShmFile>>;
+
+struct Node {
+    core: RefCell<RdmaCore>,
+    net: Vec<NetdevInfo>,
+    shm: Arc<ShmFile>,
+    transport: RefCell<Option<RxeTransport<Mem>>>,
+    sent: RefCell<VecSink>,
+    /// ip -> (asks still answered "pending", MAC)
+    arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
+}
+
+#[derive(Clone)]
+struct Access(Rc<Node>);
+
+impl CoreAccess for Access {
+    fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
+        f(&mut self.0.core.borrow_mut(), &self.0.net)
+    }
+}
+
+impl TransportAccess for Access {
+    type Mem = Mem;
+    type Shm = ShmFile;
+
+    fn with_transport<R>(
+        &self,
+        dev: u32,
+        f: impl FnOnce(&mut RxeTransport<Mem>, &mut dyn FrameSink, &ShmFile) -> Result<R, Status>,
+    ) -> Result<R, Status> {
+        if self.0.core.borrow().devices().next().map(|d| d.index()) != Some(dev) {
+            return Err(Status::ENODEV);
+        }
+        let mut t = self.0.transport.borrow_mut();
+        let t = t.as_mut().ok_or(Status::ENODEV)?;
+        f(t, &mut *self.0.sent.borrow_mut(), &self.0.shm)
+    }
+
+    fn resolve_ipv4(&self, ip: Ipv4Addr, _now: RxeInstant) -> MacResolution {
+        match self.0.arp.borrow_mut().get_mut(&ip) {
+            None => MacResolution::Failed,
+            Some((0, mac)) => MacResolution::Known(*mac),
+            Some((left, _)) => {
+                *left -= 1;
+                MacResolution::Pending
+            }
+        }
+    }
+}
+
+fn mac(n: u8) -> [u8; 6] {
+    [0x52, 0x54, 0, 0, 0, n]
+}
+
+/// Node `n` (10.0.0.n) with rxe0 on eth0 and its transport, as the kernel
+/// sets it up after `rdma link add`.
+fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
+    let net = vec![NetdevInfo::new(2, "eth0", MacAddr(mac(n))).with_ipv4(Ipv4Addr::new(10, 0, 0, n))];
+    let mut core = RdmaCore::with_rxe(RxeDriver::factory());
+    core.link_add(&net, "rxe0", "rxe", "eth0").unwrap();
+    core.process_events();
+    let mut gids = Vec::new();
+    for (i, attr) in core.devices().next().unwrap().port(1).unwrap().gid_table().iter() {
+        if gids.len() <= i {
+            gids.resize(i + 1, Gid([0; 16]));
+        }
+        gids[i] = attr.gid;
+    }
+    let port = LocalPort { mac: EthernetAddress(mac(n)), gids };
+    let transport = RxeTransport::new(ShmMemory(shm.clone()), port, Config::default());
+    let mut arp = BTreeMap::new();
+    // One "pending" answer first, so hosts go through their EAGAIN retry.
+    arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, EthernetAddress(mac(peer))));
+    Rc::new(Node {
+        core: RefCell::new(core),
+        net,
+        shm,
+        transport: RefCell::new(Some(transport)),
+        sent: RefCell::default(),
+        arp: RefCell::new(arp),
+    })
+}
+
+/// Small, fast layout: 2 contexts, 100 µs beats, a 0.2 s lease.
+fn params() -> LayoutParams {
+    LayoutParams {
+        num_contexts: 2,
+        cmd_entries: 16,
+        resp_entries: 16,
+        cmd_slot_size: 256,
+        queue_area_size: 256 << 10,
+        heartbeat_period_us: 100,
+        lease_beats: 2000,
+    }
+}
+
+/// Two appliances on one wire, served by one background thread.
+struct Pair {
+    _dir: tempfile::TempDir,
+    rings: [PathBuf; 2],
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Pair {
+    fn start() -> Pair {
+        let dir = tempfile::tempdir().unwrap();
+        let rings = [dir.path().join("ring-a"), dir.path().join("ring-b")];
+        let shms: Vec<Arc<ShmFile>> = rings.iter().map(|p| Arc::new(ShmFile::create(p, REGION).unwrap())).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // Everything single-threaded lives in this thread.
+                let nodes = [node(1, shms[0].clone(), 2), node(2, shms[1].clone(), 1)];
+                let mut fws: Vec<Firmware<CoreVerbs<Access>>> = nodes
+                    .iter()
+                    .map(|n| {
+                        let layout = Layout::new(REGION as u64, params()).unwrap();
+                        let p = CoreVerbs::new(Access(n.clone()));
+                        Firmware::new(&*n.shm, layout, p, Limits::default(), 16).unwrap()
+                    })
+                    .collect();
+                ready_tx.send(()).unwrap();
+                let start = Instant::now();
+                while !stop.load(Ordering::Acquire) {
+                    let now = RxeInstant::from_micros(start.elapsed().as_micros() as u64);
+                    let mut moved = false;
+                    for (fw, n) in fws.iter_mut().zip(&nodes) {
+                        fw.tick(&*n.shm).unwrap();
+                        moved |= pump(fw.dispatcher_mut(), now).moved();
+                        if let Some(t) = n.transport.borrow_mut().as_mut() {
+                            t.poll(now, &mut *n.sent.borrow_mut());
+                        }
+                    }
+                    for (from, to) in [(0, 1), (1, 0)] {
+                        let frames = std::mem::take(&mut nodes[from].sent.borrow_mut().frames);
+                        moved |= !frames.is_empty();
+                        for f in frames {
+                            if let Some(t) = nodes[to].transport.borrow_mut().as_mut() {
+                                t.receive(&f, now, &mut *nodes[to].sent.borrow_mut());
+                            }
+                        }
+                    }
+                    if !moved {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                }
+            })
+        };
+        ready_rx.recv().unwrap();
+        Pair { _dir: dir, rings, stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ipv4_gid(n: u8) -> [u8; 16] {
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
+}
+
+#[test]
+fn rc_send_write_read_atomics_through_the_library() {
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let len = 256 << 10;
+    let (ma, mb) = (pa.reg_mr(len, AccessFlags::ALL_REMOTE).unwrap(), pb.reg_mr(len, AccessFlags::ALL_REMOTE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(64, 1).unwrap(), db.create_cq(64, 2).unwrap());
+    let attr = QpInitAttr {
+        cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap();
+    let connect = |q: &Qp, remote: &Qp, peer: u8| {
+        q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
+        q.to_rtr(&RtrAttr {
+            port: 1,
+            path_mtu: 3,
+            dest_qp_num: remote.qp_num(),
+            rq_psn: 7,
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: 12,
+            ..Default::default()
+        })
+        .unwrap();
+        q.to_rts(7, 4).unwrap();
+    };
+    connect(&qa, &qb, 2);
+    connect(&qb, &qa, 1);
+    let q = qa.query(0).unwrap();
+    assert_eq!((q.attr.qp_state, q.attr.dest_qp_num), (verbs::qp_state::RTS, qb.qp_num()));
+
+    // SEND at 1 B, 4 KiB and 200 KiB, data checked.
+    for (i, size) in [1usize, 4096, 200 << 10].into_iter().enumerate() {
+        let msg: Vec<u8> = (0..size).map(|j| (j * 13 + i) as u8).collect();
+        ma.write(0, &msg).unwrap();
+        qb.post_recv(&[(10 + i as u64, &[mb.sge(0, len as u32).unwrap()][..])]).unwrap();
+        let wr = SendWr {
+            wr_id: 20 + i as u64,
+            op: WrOp::Send,
+            sg_list: &[ma.sge(0, size as u32).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        qa.post_send(&[wr]).unwrap();
+        let rc = qb_cq.wait(Duration::from_secs(10)).unwrap();
+        assert!(rc.status.is_success(), "{rc:?}");
+        assert_eq!((rc.wr_id, rc.byte_len as usize, rc.src_qp), (10 + i as u64, size, qa.qp_num()));
+        let sc = qa_cq.wait(Duration::from_secs(10)).unwrap();
+        assert_eq!((sc.wr_id, sc.status.is_success()), (20 + i as u64, true));
+        assert_eq!(mb.to_vec(0, size).unwrap(), msg, "size {size}");
+    }
+
+    // WRITE 100 KiB into b, READ it back into a elsewhere.
+    let data: Vec<u8> = (0..100 << 10).map(|j: usize| (j ^ (j >> 8)) as u8).collect();
+    ma.write(0, &data).unwrap();
+    let write = WrOp::Write { remote_addr: mb.addr() + 1000, rkey: mb.rkey() };
+    let post = |wr_id, op, sge| {
+        qa.post_send(&[SendWr { wr_id, op, sg_list: &[sge], flags: SendFlags::SIGNALED, ud: None }]).unwrap()
+    };
+    post(30, write, ma.sge(0, data.len() as u32).unwrap());
+    assert!(qa_cq.wait(Duration::from_secs(10)).unwrap().status.is_success());
+    assert_eq!(mb.to_vec(1000, data.len()).unwrap(), data);
+    let read = WrOp::Read { remote_addr: mb.addr() + 1000, rkey: mb.rkey() };
+    post(31, read, ma.sge(128 << 10, data.len() as u32).unwrap());
+    let c = qa_cq.wait(Duration::from_secs(10)).unwrap();
+    assert_eq!((c.wr_id, c.status.is_success(), c.byte_len as usize), (31, true, data.len()));
+    assert_eq!(ma.to_vec(128 << 10, data.len()).unwrap(), data);
+
+    // Atomics: fetch-add then compare-and-swap on a word of b.
+    mb.write_u64(0, 40).unwrap();
+    let fa = WrOp::FetchAdd { remote_addr: mb.addr(), rkey: mb.rkey(), add: 2 };
+    post(32, fa, ma.sge(8, 8).unwrap());
+    assert!(qa_cq.wait(Duration::from_secs(10)).unwrap().status.is_success());
+    assert_eq!((ma.read_u64(8).unwrap(), mb.read_u64(0).unwrap()), (40, 42));
+    let cs = WrOp::CompareSwap { remote_addr: mb.addr(), rkey: mb.rkey(), compare: 42, swap: 7 };
+    post(33, cs, ma.sge(16, 8).unwrap());
+    assert!(qa_cq.wait(Duration::from_secs(10)).unwrap().status.is_success());
+    assert_eq!((ma.read_u64(16).unwrap(), mb.read_u64(0).unwrap()), (42, 7));
+
+    // A bad rkey: remote access error, the QP goes to error.
+    let bad = WrOp::Write { remote_addr: mb.addr(), rkey: mb.rkey() ^ 0x55 };
+    post(34, bad, ma.sge(0, 8).unwrap());
+    let c = qa_cq.wait(Duration::from_secs(10)).unwrap();
+    assert_eq!((c.wr_id, c.status.as_str()), (34, "remote access error"));
+
+    let r = da.resources().unwrap();
+    assert_eq!((r.pd, r.mr, r.cq, r.qp, r.ctx), (1, 1, 1, 1, 1));
+}
+
+fn rc_pingpong(ring: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rc_pingpong"));
+    c.arg("--ring").arg(ring).args(args).env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn rc_pingpong_between_two_appliances_and_a_killed_server_is_reclaimed() {
+    let pair = Pair::start();
+    for size in ["1", "4096", "131072"] {
+        let port = free_port().to_string();
+        let args = ["-g", "1", "-s", size, "-n", "20", "-p", &port];
+        let server = rc_pingpong(&pair.rings[0], &args).spawn().unwrap();
+        let client = rc_pingpong(&pair.rings[1], &[&args[..], &["127.0.0.1"]].concat()).output().unwrap();
+        let server = server.wait_with_output().unwrap();
+        for (who, out) in [("server", &server), ("client", &client)] {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{who} -s {size}: {text}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(text.contains("20 iters in "), "{who}: {text}");
+        }
+    }
+
+    // A server killed while waiting for its client: the lease expires and
+    // its objects are destroyed.
+    let ctx = Context::open(&pair.rings[0]).unwrap();
+    let dev = ctx.device(Some("rxe0")).unwrap();
+    let port = free_port().to_string();
+    let mut server = rc_pingpong(&pair.rings[0], &["-g", "1", "-p", &port]).spawn().unwrap();
+    let start = Instant::now();
+    while dev.resources().unwrap().qp == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the server never created its QP");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = dev.resources().unwrap();
+    assert_eq!((r.pd, r.mr, r.cq, r.qp, r.ctx), (1, 1, 1, 1, 1));
+    server.kill().unwrap();
+    let _ = server.wait();
+    let start = Instant::now();
+    loop {
+        let r = dev.resources().unwrap();
+        if (r.pd, r.mr, r.cq, r.qp, r.ctx) == (0, 0, 0, 0, 0) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "not reclaimed: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ctx.nop().is_ok());
+    assert_eq!(SharedMem::len(&ShmFile::open(&pair.rings[0]).unwrap()), REGION);
+}

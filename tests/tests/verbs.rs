@@ -1,0 +1,229 @@
+//! Host programs on the appliances' rings: two appliances on one wire, each
+//! with its own ivshmem file, and this process as the host of both. RC
+//! ping-pong in both directions at 1 B, 4 KiB and 1 MiB through the `verbs`
+//! library (the same calls `rc_pingpong` makes: QPs to RTS with ARP
+//! resolved by the appliance, WQEs written into the SQ/RQ rings, CQEs read
+//! from the CQ rings), data checked; WRITE and READ; and a host client
+//! killed while holding objects, whose objects the appliance reclaims.
+//!
+//! The regions are 64 MiB: with the default 8 contexts that leaves each
+//! context about 7 MiB of buffer area, room for 1 MiB messages (the 16 MiB
+//! default of older runs gives ~984 KiB).
+
+#![deny(unsafe_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use appliance_tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
+
+const REGION: u64 = 64 << 20;
+const BIG: usize = 1 << 20;
+/// One completion on the emulated wire may take a while under TCG.
+const WAIT: Duration = Duration::from_secs(60);
+
+fn pair(tag: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let (s1, s2) = (Ivshmem::temp(&format!("{tag}-a"), REGION), Ivshmem::temp(&format!("{tag}-b"), REGION));
+    let node = |mac: &str, local, peer, ip: &str, shm: &Ivshmem| Options {
+        nic: Some(Nic::new(mac, local, peer)),
+        append: format!("ip={ip}"),
+        ivshmem: Some(shm.clone()),
+        ..Options::default()
+    };
+    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24", &s1)).unwrap();
+    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24", &s2)).unwrap();
+    for x in [&mut a, &mut b] {
+        assert_eq!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    }
+    (a, b, s1, s2)
+}
+
+fn ipv4_gid(n: u8) -> [u8; 16] {
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
+}
+
+/// RESET to RTS towards `remote` on 10.0.0.`peer`, as rc_pingpong does.
+fn connect(q: &Qp, remote_qpn: u32, peer: u8) {
+    q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
+    q.to_rtr(&RtrAttr {
+        port: 1,
+        path_mtu: 3,
+        dest_qp_num: remote_qpn,
+        rq_psn: 0x1234,
+        dgid: ipv4_gid(peer),
+        sgid_index: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ..Default::default()
+    })
+    .unwrap();
+    q.to_rts(0x1234, 1).unwrap();
+}
+
+/// The byte message `seq` of side `side` carries at `i`.
+fn pattern(side: u8, seq: u32, i: usize) -> u8 {
+    (i as u32).wrapping_add(seq.wrapping_mul(31)) as u8 ^ side
+}
+
+struct End<'a> {
+    qp: &'a Qp<'a>,
+    cq: &'a Cq<'a>,
+    mr: &'a MemoryRegion<'a>,
+    side: u8,
+}
+
+/// `iters` round trips of `size` bytes: `client` sends first, `server`
+/// answers; every received message is checked. Returns the time per
+/// round trip.
+fn pingpong(client: &End, server: &End, size: usize, iters: u32) -> Duration {
+    let sge = |e: &End| e.mr.sge(0, size as u32).unwrap();
+    let send = |e: &End, seq: u32| {
+        let msg: Vec<u8> = (0..size).map(|i| pattern(e.side, seq, i)).collect();
+        e.mr.write(0, &msg).unwrap();
+        let wr = SendWr { wr_id: 2, op: WrOp::Send, sg_list: &[sge(e)], flags: SendFlags::SIGNALED, ud: None };
+        e.qp.post_send(&[wr]).unwrap();
+    };
+    let receive = |e: &End, from: &End, seq: u32| {
+        // The send's completion and the receive's, in either order.
+        let mut got_recv = false;
+        let mut got_send = false;
+        while !(got_recv && got_send) {
+            let wc = e.cq.wait(WAIT).unwrap();
+            assert!(wc.status.is_success(), "size {size} seq {seq}: {wc:?}");
+            match wc.wr_id {
+                1 => {
+                    assert_eq!(wc.byte_len as usize, size);
+                    let data = e.mr.to_vec(0, size).unwrap();
+                    if let Some(i) = (0..size).find(|&i| data[i] != pattern(from.side, seq, i)) {
+                        panic!("size {size}: message {seq} differs at byte {i}");
+                    }
+                    got_recv = true;
+                }
+                2 => got_send = true,
+                other => panic!("unexpected wr_id {other}"),
+            }
+        }
+    };
+    let start = Instant::now();
+    for seq in 0..iters {
+        // A receive is posted before the peer can send into it: the server's
+        // before the client's send, the client's before the server answers.
+        server.qp.post_recv(&[(1, &[sge(server)][..])]).unwrap();
+        client.qp.post_recv(&[(1, &[sge(client)][..])]).unwrap();
+        send(client, seq);
+        // The server's own send completes after its answer; the first
+        // receive is waited for alone.
+        let wc = server.cq.wait(WAIT).unwrap();
+        assert!(wc.status.is_success() && wc.wr_id == 1, "size {size} seq {seq}: {wc:?}");
+        let data = server.mr.to_vec(0, size).unwrap();
+        assert!((0..size).all(|i| data[i] == pattern(client.side, seq, i)), "size {size}: message {seq}");
+        send(server, seq);
+        receive(client, server, seq);
+        // The server's send completion.
+        let wc = server.cq.wait(WAIT).unwrap();
+        assert!(wc.status.is_success() && wc.wr_id == 2, "{wc:?}");
+    }
+    start.elapsed() / iters
+}
+
+#[test]
+fn host_programs_ping_pong_between_two_appliances_through_the_rings() {
+    let (mut a, mut b, s1, s2) = pair("pp");
+    let (ca, cb) = (Context::open(&s1.path).unwrap(), Context::open(&s2.path).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) = (pa.reg_mr(BIG, AccessFlags::ALL_REMOTE).unwrap(), pb.reg_mr(BIG, AccessFlags::ALL_REMOTE).unwrap());
+    let (cqa, cqb) = (da.create_cq(16, 0).unwrap(), db.create_cq(16, 0).unwrap());
+    let attr = QpInitAttr {
+        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &cqa, &cqa, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &cqb, &cqb, None, &attr).unwrap();
+    connect(&qa, qb.qp_num(), 2);
+    connect(&qb, qa.qp_num(), 1);
+    let ea = End { qp: &qa, cq: &cqa, mr: &ma, side: 0x00 };
+    let eb = End { qp: &qb, cq: &cqb, mr: &mb, side: 0x5a };
+    for (size, iters) in [(1, 20), (4096, 20), (BIG, 2)] {
+        let ab = pingpong(&ea, &eb, size, iters);
+        let ba = pingpong(&eb, &ea, size, iters);
+        println!("{size} B: {ab:?}/round trip a->b, {ba:?} b->a");
+    }
+
+    // WRITE 1 MiB into b, READ it back into a.
+    let data: Vec<u8> = (0..BIG).map(|i| (i ^ (i >> 9)) as u8).collect();
+    ma.write(0, &data).unwrap();
+    mb.fill(0, BIG, 0).unwrap();
+    let post = |wr_id, op| {
+        let wr = SendWr { wr_id, op, sg_list: &[ma.sge(0, BIG as u32).unwrap()], flags: SendFlags::SIGNALED, ud: None };
+        qa.post_send(&[wr]).unwrap();
+        let wc = cqa.wait(WAIT).unwrap();
+        assert!(wc.status.is_success() && wc.wr_id == wr_id, "{wc:?}");
+    };
+    post(10, WrOp::Write { remote_addr: mb.addr(), rkey: mb.rkey() });
+    assert!(mb.to_vec(0, BIG).unwrap() == data, "WRITE data differs");
+    ma.fill(0, BIG, 0).unwrap();
+    post(11, WrOp::Read { remote_addr: mb.addr(), rkey: mb.rkey() });
+    assert!(ma.to_vec(0, BIG).unwrap() == data, "READ data differs");
+
+    let r = da.resources().unwrap();
+    assert_eq!((r.pd, r.mr, r.cq, r.qp, r.ctx), (1, 1, 1, 1, 1));
+    // For the log: what the transports did (retransmissions show here).
+    for (name, x) in [("a", &mut a), ("b", &mut b)] {
+        println!("{name}: {}", x.cmd("rdma statistic show").unwrap().trim());
+    }
+}
+
+/// Not a test by itself: the child process of
+/// `a_killed_host_client_has_its_objects_reclaimed`, which runs this binary
+/// again with `VERBS_CHILD_RING` set and kills it once it holds objects.
+#[test]
+#[ignore]
+fn child_holds_objects() {
+    let Some(ring) = std::env::var_os("VERBS_CHILD_RING") else { return };
+    let ctx = Context::open(std::path::Path::new(&ring)).unwrap();
+    let dev = ctx.device(Some("rxe0")).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let _mr = pd.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let cq = dev.create_cq(8, 0).unwrap();
+    let qp = Qp::create(&pd, &cq, &cq, None, &QpInitAttr::default()).unwrap();
+    qp.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+    println!("CHILD READY");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn a_killed_host_client_has_its_objects_reclaimed() {
+    let (mut a, _b, s1, _s2) = pair("kill");
+    let ctx = Context::open(&s1.path).unwrap();
+    let dev = ctx.device(Some("rxe0")).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "child_holds_objects", "--nocapture", "--test-threads=1"])
+        .env("VERBS_CHILD_RING", &s1.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let ready = BufReader::new(out).lines().map_while(Result::ok).any(|l| l.contains("CHILD READY"));
+    assert!(ready, "the child never got its objects");
+    let r = dev.resources().unwrap();
+    assert_eq!((r.pd, r.mr, r.cq, r.qp, r.ctx), (1, 1, 1, 1, 1));
+    child.kill().unwrap();
+    let _ = child.wait();
+    // The lease is 2000 beats of 1 ms; the reclaim follows within a beat.
+    let start = Instant::now();
+    loop {
+        let r = dev.resources().unwrap();
+        if (r.pd, r.mr, r.cq, r.qp, r.ctx) == (0, 0, 0, 0, 0) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "not reclaimed: {r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(a.transcript().contains("Reclaimed { ctx"), "{}", a.transcript());
+    assert!(a.cmd("rdma link").is_ok());
+}
