@@ -552,3 +552,56 @@ fn read_resumes_after_a_lost_middle_response() {
     assert_eq!(sim.nodes[0].stats().timeouts, 0, "the implied NAK resends at once");
     assert_eq!(sim.nodes[0].stats().implied_naks, 1);
 }
+
+/// An ACK the NIC had no room for is sent at the next poll, not left for the
+/// requester's retransmit timer.
+#[test]
+fn an_ack_refused_by_a_full_nic_is_sent_at_the_next_poll() {
+    use rdma::rxe::sink::VecSink;
+    let (mut sim, [a, b]) = setup(Faults::NONE, &Link::default());
+    fill(&mut sim, 0, 0, &[7; 64]);
+    post_recv(&mut sim, 1, &b, 100, 0x8000, 64);
+    let s = [sge(&a, 0, 64)];
+    sim.nodes[0].post_send(a.qp, &SendWr::new(1, WrOpcode::Send, &s)).expect("post");
+    let now = Instant::from_micros(0);
+    let mut out = VecSink::default();
+    sim.nodes[0].poll(now, &mut out);
+    assert_eq!(out.frames.len(), 1, "the SEND ONLY");
+    // B takes the SEND while its NIC is full: the ACK cannot leave.
+    let mut full = VecSink { full: true, ..VecSink::default() };
+    sim.nodes[1].receive(&out.frames[0], now, &mut full);
+    assert!(full.frames.is_empty());
+    assert_eq!(sim.nodes[1].next_deadline(now), Some(now), "an owed ACK is work to do now");
+    // The next poll with room sends it, and A completes without a retransmission.
+    let mut room = VecSink::default();
+    sim.nodes[1].poll(now, &mut room);
+    assert_eq!(room.frames.len(), 1);
+    let ack = wire_frame::parse(&room.frames[0]).expect("a valid frame");
+    assert_eq!(ack.repr.roce.bth.opcode, Opcode::RcAcknowledge);
+    let mut none = VecSink::default();
+    sim.nodes[0].receive(&room.frames[0], now, &mut none);
+    let done = sim::drain_cq(&mut sim.nodes[0], a.cq);
+    assert_eq!(done.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), [(1, WcStatus::Success)]);
+    assert_eq!(sim.nodes[0].stats().retransmitted_pkts, 0);
+}
+
+/// A window smaller than `max_pkt_per_ack` (as after a loss) still gets ACKs:
+/// the packet that fills it asks for one, so a long message never waits out
+/// the retransmit timer on a clean wire.
+#[test]
+fn a_small_window_asks_for_acks_and_never_times_out() {
+    let config = rdma::rxe::device::Config { max_window: 8, min_window: 4, ..Default::default() };
+    let mut sim = Sim::new(3, Faults::NONE, MEM, config);
+    let link = Link { mtu: rdma::core::port::IbMtu::Mtu1024, ..Link::default() };
+    let [a, b] = sim::connect(&mut sim, &link).expect("connect");
+    let data = pattern(64 * 1024, 3);
+    fill(&mut sim, 0, 0, &data);
+    let s = [sge(&a, 0, data.len() as u32)];
+    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s).with_remote(MEM_BASE + 0x10000, b.mr.raw());
+    sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    let done = wait_cqes(&mut sim, 0, &a, 1);
+    assert_eq!(done[0].status, WcStatus::Success);
+    assert_eq!(read(&sim, 1, 0x10000, data.len()), data);
+    assert_eq!(sim.nodes[0].stats().retransmitted_pkts, 0, "no timeout, no go-back");
+    assert!(sim.now.micros() < 60_000, "finished long before a 67 ms retransmit timeout: {:?}", sim.now);
+}

@@ -6,8 +6,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::core::port::IbMtu;
-use crate::wire::Psn;
 use crate::wire::frame::Path;
+use crate::wire::{Psn, Syndrome};
 
 use super::ah::AhAttr;
 use super::cq::CqHandle;
@@ -374,6 +374,8 @@ pub struct RespState {
     pub read: Option<ReadReply>,
     /// A packet arrived since RTR (for COMM_EST).
     pub established: bool,
+    /// An acknowledgement (PSN, syndrome) the NIC refused, to send again.
+    pub owed_ack: Option<(Psn, Syndrome)>,
 }
 
 impl RespState {
@@ -389,6 +391,7 @@ impl RespState {
             next_resource: 0,
             read: None,
             established: false,
+            owed_ack: None,
         }
     }
 

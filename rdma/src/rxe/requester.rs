@@ -282,7 +282,13 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
             (opcode, len as usize, last, 1)
         }
     };
-    let ack_req = rc && (last || qp.req.noack_pkts + 1 >= dev.config.max_pkt_per_ack);
+    // Ask for an ACK on a message's last packet, every `max_pkt_per_ack`
+    // packets, and on the packet that fills the window: the window can shrink
+    // below `max_pkt_per_ack` after a loss, and a full window whose packets
+    // asked for nothing would wait out the retransmit timer for an ACK that
+    // never comes.
+    let fills_window = psn.wrapping_add(psns).diff(qp.req.comp_psn) as u32 >= qp.req.window;
+    let ack_req = rc && (last || fills_window || qp.req.noack_pkts + 1 >= dev.config.max_pkt_per_ack);
     let solicited = last && wqe.flags.has(SendFlags::SOLICITED) && wqe.opcode.is_send()
         || last && wqe.opcode == WrOpcode::RdmaWriteWithImm && wqe.flags.has(SendFlags::SOLICITED);
     let roce = RoceRepr { bth: tx::bth(opcode, dest_qpn, psn, ack_req, solicited), ext };

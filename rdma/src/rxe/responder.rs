@@ -73,10 +73,21 @@ pub fn on_request<M: Memory, S: FrameSink + ?Sized>(
     }
 }
 
-fn ack<M, S: FrameSink + ?Sized>(qp: &Qp, dev: &mut Device<M>, sink: &mut S, psn: Psn, syndrome: Syndrome) {
+fn ack<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S, psn: Psn, syndrome: Syndrome) {
     let Some(path) = qp.path else { return };
     let msn = qp.resp.msn;
-    tx::send_ack(sink, &mut dev.stats, &mut dev.ip_id, &path, qp.attr.dest_qp_num, psn, syndrome, msn);
+    // An acknowledgement the NIC had no room for is owed, not lost: the
+    // requester would otherwise sit out a whole retransmit timeout. A later
+    // one replaces it (ACKs are cumulative, and a NAK is about the newest state).
+    let sent = tx::send_ack(sink, &mut dev.stats, &mut dev.ip_id, &path, qp.attr.dest_qp_num, psn, syndrome, msn);
+    qp.resp.owed_ack = if sent { None } else { Some((psn, syndrome)) };
+}
+
+/// Sends an acknowledgement owed since the NIC refused it; call from `poll`.
+pub fn send_owed_ack<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S) {
+    if let Some((psn, syndrome)) = qp.resp.owed_ack {
+        ack(qp, dev, sink, psn, syndrome);
+    }
 }
 
 fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, sink: &mut S) {

@@ -610,6 +610,7 @@ impl<M: Memory> RxeTransport<M> {
             if qp.state == QpState::Err {
                 continue;
             }
+            responder::send_owed_ack(qp, dev, sink);
             if qp.resp.read.is_some() {
                 responder::send_read(qp, dev, sink);
             }
@@ -638,7 +639,7 @@ impl<M: Memory> RxeTransport<M> {
                 .ring
                 .get(qp.sq.ring.head())
                 .is_some_and(|w| matches!(w.state, super::qp::WqeState::Done | super::qp::WqeState::Error(_)));
-            if qp.resp.read.is_some() || head_done || requester::has_work(qp, now) {
+            if qp.resp.read.is_some() || qp.resp.owed_ack.is_some() || head_done || requester::has_work(qp, now) {
                 earliest(now);
             }
         }
