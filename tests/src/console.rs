@@ -85,8 +85,8 @@ pub fn find_after(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle).map(|p| p + needle.len())
 }
 
-/// Position of the first prompt that starts a line (or the text).
-pub fn find_prompt(hay: &[u8]) -> Option<usize> {
-    let p = PROMPT.as_bytes();
+/// Position of the first `prompt` that starts a line (or the text).
+pub fn find_prompt_of(hay: &[u8], prompt: &str) -> Option<usize> {
+    let p = prompt.as_bytes();
     (0..hay.len()).find(|&i| hay[i..].starts_with(p) && (i == 0 || hay[i - 1] == b'\n'))
 }

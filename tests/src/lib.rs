@@ -11,18 +11,20 @@
 #![deny(unsafe_code)]
 
 mod console;
+mod guest;
 mod image;
 mod linux;
 pub mod pcap;
 mod qemu;
 
 pub use console::PROMPT;
+pub use guest::Running;
 pub use image::image;
 pub use linux::{
     LinuxPeer, MGMT_GUEST_IP, MGMT_GUEST_PORT, MGMT_HOST_IP, PEER_PROMPT, PEER_READY, PeerOptions, free_tcp_port,
     peer_dir,
 };
-pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options, Running};
+pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options};
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.
 pub fn free_udp_port() -> u16 {

@@ -21,11 +21,9 @@
 //! that run without the profile must call `/usr/bin/ip` (busybox's applet wins
 //! over PATH there).
 
-use crate::console::{Transcript, find_after};
+use crate::guest::{Guest, plain_error};
 use crate::qemu::{Accel, Error, Nic, Options, qemu_command};
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
 
 /// The peer's shell prompt (tests/linux-peer/init); it starts a line.
@@ -162,10 +160,7 @@ impl PeerOptions {
 
 /// A running Linux peer. Dropping it kills QEMU.
 pub struct LinuxPeer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    console: Transcript,
-    stderr: Transcript,
+    guest: Guest,
     opts: PeerOptions,
     started: Instant,
     ready_after: Option<Duration>,
@@ -208,22 +203,10 @@ impl LinuxPeer {
             return Err(plain_error(format!("no Linux peer in {} (`make linux-peer`)", dir.display())));
         }
         let qopts = opts.qemu_options(&dir);
-        let mut cmd = qemu_command(&qopts, &dir.join("vmlinuz"));
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| plain_error(format!("cannot start qemu-system-x86_64 ({e}); `make deps` installs it")))?;
-        let console = Transcript::default();
-        let stderr = Transcript::default();
-        if let Some(out) = child.stdout.take() {
-            console.follow(out);
-        }
-        if let Some(err) = child.stderr.take() {
-            stderr.follow(err);
-        }
-        let stdin = child.stdin.take();
-        Ok(LinuxPeer { child, stdin, console, stderr, opts, started, ready_after: None })
+        let guest =
+            Guest::spawn(qemu_command(&qopts, &dir.join("vmlinuz")), PEER_PROMPT, 40, "`make deps` installs it")?;
+        Ok(LinuxPeer { guest, opts, started, ready_after: None })
     }
 
     /// Waits (at most the boot timeout from the start) for init's ready marker
@@ -233,17 +216,15 @@ impl LinuxPeer {
             return Ok(());
         }
         let timeout = self.opts.boot_timeout.saturating_sub(self.started.elapsed());
-        let ready = self
-            .console
-            .wait_for(0, timeout, |b| find_after(b, PEER_READY.as_bytes()))
-            .ok_or_else(|| self.error(format!("no {PEER_READY} within {:?}", self.opts.boot_timeout)))?;
+        let ready = self.guest.wait_for_text(PEER_READY, timeout)?;
         let ready_after = self.started.elapsed();
-        let text = self.console.text();
+        let text = self.guest.console.text();
         if let Some(line) = text.lines().find(|l| l.starts_with(PEER_FAILED)) {
-            return Err(self.error(format!("init failed: {line}")));
+            return Err(self.guest.error(format!("init failed: {line}")));
         }
-        self.wait_prompt(ready, self.opts.cmd_timeout)
-            .map_err(|e| self.error(format!("no prompt after boot: {}", e.message)))?;
+        self.guest
+            .wait_prompt(ready, self.opts.cmd_timeout)
+            .map_err(|e| self.guest.error(format!("no prompt after boot: {}", e.message)))?;
         self.ready_after = Some(ready_after);
         Ok(())
     }
@@ -268,31 +249,12 @@ impl LinuxPeer {
     }
 
     fn error(&self, message: String) -> Error {
-        let text = self.console.text();
-        let lines: Vec<&str> = text.lines().collect();
-        let mut tail = lines[lines.len().saturating_sub(40)..].join("\n");
-        let err = self.stderr.text();
-        if !err.trim().is_empty() {
-            tail.push_str("\n--- qemu stderr ---\n");
-            tail.push_str(err.trim());
-        }
-        Error { message, console_tail: tail }
-    }
-
-    fn wait_prompt(&self, from: usize, timeout: Duration) -> Result<usize, Error> {
-        self.console
-            .wait_for(from, timeout, find_peer_prompt)
-            .map(|p| from + p)
-            .ok_or_else(|| self.error(format!("no `{PEER_PROMPT}` prompt within {timeout:?}")))
+        self.guest.error(message)
     }
 
     /// Sends raw bytes to the console.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let r = match self.stdin.as_mut() {
-            Some(s) => s.write_all(bytes).and_then(|_| s.flush()),
-            None => Err(std::io::Error::other("console input closed")),
-        };
-        r.map_err(|e| self.error(format!("cannot write to the console: {e}")))
+        self.guest.send(bytes)
     }
 
     /// Types a command line and returns its output (without the echo and the
@@ -304,16 +266,7 @@ impl LinuxPeer {
 
     /// `cmd` with its own time limit.
     pub fn cmd_timeout(&mut self, line: &str, timeout: Duration) -> Result<String, Error> {
-        let start = self.console.len();
-        self.send(line.as_bytes())?;
-        self.send(b"\r")?;
-        let body = self
-            .console
-            .wait_for(start, timeout, |b| find_after(b, b"\r\n"))
-            .ok_or_else(|| self.error(format!("no echo of `{line}`")))?;
-        let end =
-            self.wait_prompt(start + body, timeout).map_err(|e| self.error(format!("`{line}`: {}", e.message)))?;
-        Ok(clean(&self.console.text_between(start + body, end)))
+        self.guest.cmd(line, timeout).map(|out| clean(&out))
     }
 
     /// Runs a command and checks its output contains `needle`; returns the output.
@@ -350,33 +303,19 @@ impl LinuxPeer {
 
     /// Waits for `needle` anywhere in the console from its start.
     pub fn wait_for_text(&self, needle: &str, timeout: Duration) -> Result<(), Error> {
-        self.console
-            .wait_for(0, timeout, |b| find_after(b, needle.as_bytes()))
-            .map(|_| ())
-            .ok_or_else(|| self.error(format!("no `{needle}` within {timeout:?}")))
+        self.guest.wait_for_text(needle, timeout).map(|_| ())
     }
 
     /// Everything the console printed so far.
     pub fn transcript(&self) -> String {
-        self.console.text()
+        self.guest.console.text()
     }
-}
-
-impl Drop for LinuxPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn plain_error(message: String) -> Error {
-    Error { message, console_tail: String::new() }
 }
 
 /// Position of the first peer prompt that starts a line (or the text).
+#[cfg(test)]
 fn find_peer_prompt(hay: &[u8]) -> Option<usize> {
-    let p = PEER_PROMPT.as_bytes();
-    (0..hay.len()).find(|&i| hay[i..].starts_with(p) && (i == 0 || hay[i - 1] == b'\n'))
+    crate::console::find_prompt_of(hay, PEER_PROMPT)
 }
 
 /// Drops the cursor-position queries (`ESC [6n`) busybox's line editor sends

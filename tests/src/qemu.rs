@@ -1,11 +1,11 @@
 //! Starting and stopping one appliance under QEMU.
 
-use crate::console::{Transcript, find_after, find_prompt};
+use crate::console::PROMPT;
+use crate::guest::{Guest, Running, plain_error};
 use std::fmt;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// How QEMU runs the guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,20 +124,10 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// A command started with [`Appliance::start_cmd`] that has not finished yet.
-#[must_use]
-pub struct Running {
-    from: usize,
-}
-
 /// A running appliance. Dropping it kills QEMU.
 pub struct Appliance {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    console: Transcript,
-    stderr: Transcript,
+    guest: Guest,
     opts: Options,
-    status: Option<ExitStatus>,
 }
 
 const EXIT_FAILED: i32 = 3; // isa-debug-exit: (1 << 1) | 1
@@ -146,7 +136,9 @@ impl Appliance {
     /// Starts QEMU and waits for the first prompt.
     pub fn boot(opts: Options) -> Result<Self, Error> {
         let a = Self::start(opts)?;
-        a.wait_prompt(0, a.opts.boot_timeout).map_err(|e| a.error(format!("no prompt after boot: {}", e.message)))?;
+        a.guest
+            .wait_prompt(0, a.opts.boot_timeout)
+            .map_err(|e| a.guest.error(format!("no prompt after boot: {}", e.message)))?;
         Ok(a)
     }
 
@@ -157,128 +149,56 @@ impl Appliance {
                 .and_then(|f| f.set_len(shm.size))
                 .map_err(|e| plain_error(format!("cannot create {}: {e}", shm.path.display())))?;
         }
-        let mut cmd = qemu_command(&opts, crate::image());
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| plain_error(format!("cannot start qemu-system-x86_64 ({e}); `make test` installs it")))?;
-        let console = Transcript::default();
-        let stderr = Transcript::default();
-        if let Some(out) = child.stdout.take() {
-            console.follow(out);
-        }
-        if let Some(err) = child.stderr.take() {
-            stderr.follow(err);
-        }
-        let stdin = child.stdin.take();
-        Ok(Appliance { child, stdin, console, stderr, opts, status: None })
-    }
-
-    fn error(&self, message: String) -> Error {
-        let text = self.console.text();
-        let lines: Vec<&str> = text.lines().collect();
-        let mut tail = lines[lines.len().saturating_sub(30)..].join("\n");
-        let err = self.stderr.text();
-        if !err.trim().is_empty() {
-            tail.push_str("\n--- qemu stderr ---\n");
-            tail.push_str(err.trim());
-        }
-        Error { message, console_tail: tail }
-    }
-
-    fn wait_prompt(&self, from: usize, timeout: Duration) -> Result<usize, Error> {
-        self.console
-            .wait_for(from, timeout, find_prompt)
-            .map(|p| from + p)
-            .ok_or_else(|| self.error(format!("no prompt within {timeout:?}")))
+        let guest = Guest::spawn(qemu_command(&opts, crate::image()), PROMPT, 30, "`make test` installs it")?;
+        Ok(Appliance { guest, opts })
     }
 
     /// Sends raw bytes to the console.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let r = match self.stdin.as_mut() {
-            Some(s) => s.write_all(bytes).and_then(|_| s.flush()),
-            None => Err(std::io::Error::other("console input closed")),
-        };
-        r.map_err(|e| self.error(format!("cannot write to the console: {e}")))
+        self.guest.send(bytes)
     }
 
     /// Types a command line and returns its output (without the echo and the
     /// next prompt, `\r\n` made `\n`).
     pub fn cmd(&mut self, line: &str) -> Result<String, Error> {
-        let start = self.console.len();
-        self.send(line.as_bytes())?;
-        self.send(b"\r")?;
-        let timeout = self.opts.cmd_timeout;
-        let body = self
-            .console
-            .wait_for(start, timeout, |b| find_after(b, b"\r\n"))
-            .ok_or_else(|| self.error(format!("no echo of `{line}`")))?;
-        let end =
-            self.wait_prompt(start + body, timeout).map_err(|e| self.error(format!("`{line}`: {}", e.message)))?;
-        let text = self.console.text_between(start + body, end);
-        Ok(text)
+        self.guest.cmd(line, self.opts.cmd_timeout)
     }
 
     /// Runs a command and checks its output contains `needle`; returns the output.
     pub fn expect(&mut self, line: &str, needle: &str) -> Result<String, Error> {
         let out = self.cmd(line)?;
-        if out.contains(needle) { Ok(out) } else { Err(self.error(format!("`{line}` printed no `{needle}`:\n{out}"))) }
+        if out.contains(needle) {
+            Ok(out)
+        } else {
+            Err(self.guest.error(format!("`{line}` printed no `{needle}`:\n{out}")))
+        }
     }
 
     /// Types a command that keeps running (a server) and returns once its
     /// output shows `needle`, without waiting for the prompt.
     pub fn start_cmd(&mut self, line: &str, needle: &str) -> Result<Running, Error> {
-        let from = self.console.len();
-        self.send(line.as_bytes())?;
-        self.send(b"\r")?;
-        let timeout = self.opts.cmd_timeout;
-        self.console
-            .wait_for(from, timeout, |b| find_after(b, needle.as_bytes()))
-            .map(|_| Running { from })
-            .ok_or_else(|| self.error(format!("`{line}` printed no `{needle}` within {timeout:?}")))
+        self.guest.start_cmd(line, needle, self.opts.cmd_timeout)
     }
 
     /// Waits for the prompt that ends a command started with
-    /// [`Appliance::start_cmd`]; returns what it printed (echo included).
+    /// [`Appliance::start_cmd`]; returns what it printed.
     pub fn finish_cmd(&mut self, running: Running) -> Result<String, Error> {
-        let timeout = self.opts.cmd_timeout;
-        // Skip the prompt the command was typed at: the one that ends it comes
-        // after the echoed line.
-        let body = self
-            .console
-            .wait_for(running.from, timeout, |b| find_after(b, b"\r\n"))
-            .ok_or_else(|| self.error("no echo".into()))?;
-        let end = self.wait_prompt(running.from + body, timeout)?;
-        Ok(self.console.text_between(running.from + body, end))
+        self.guest.finish_cmd(running, self.opts.cmd_timeout)
     }
 
     /// Waits for `needle` anywhere in the console from its start.
     pub fn wait_for_text(&self, needle: &str, timeout: Duration) -> Result<(), Error> {
-        self.console
-            .wait_for(0, timeout, |b| find_after(b, needle.as_bytes()))
-            .map(|_| ())
-            .ok_or_else(|| self.error(format!("no `{needle}` within {timeout:?}")))
+        self.guest.wait_for_text(needle, timeout).map(|_| ())
     }
 
     /// Everything the console printed so far.
     pub fn transcript(&self) -> String {
-        self.console.text()
+        self.guest.console.text()
     }
 
     /// Waits for QEMU to exit and classifies how the guest ended.
     pub fn wait_exit(&mut self, timeout: Duration) -> Result<Exit, Error> {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-                Ok(None) => return Err(self.error(format!("QEMU still running after {timeout:?}"))),
-                Err(e) => return Err(self.error(format!("cannot wait for QEMU: {e}"))),
-            }
-        };
-        self.status = Some(status);
-        // Let the reader thread drain what QEMU wrote last.
-        let _ = self.console.wait_for(0, Duration::from_secs(2), |_| None::<()>);
+        let status = self.guest.wait_exit(timeout)?;
         Ok(match status.code() {
             Some(0) if self.transcript().contains("Powering off.") => Exit::PoweredOff,
             Some(0) => Exit::Reset,
@@ -297,18 +217,11 @@ impl Appliance {
 
 impl Drop for Appliance {
     fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        // QEMU itself is killed when the guest drops, after this.
         if let Some(shm) = &self.opts.ivshmem {
             let _ = std::fs::remove_file(&shm.path);
         }
     }
-}
-
-fn plain_error(message: String) -> Error {
-    Error { message, console_tail: String::new() }
 }
 
 /// `setpriv --pdeathsig KILL` makes the kernel kill QEMU if the test process
