@@ -16,6 +16,7 @@ mod image;
 mod linux;
 pub mod pcap;
 mod qemu;
+pub mod report;
 
 pub use console::PROMPT;
 pub use guest::Running;

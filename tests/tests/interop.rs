@@ -9,6 +9,7 @@
 
 #![deny(unsafe_code)]
 
+use appliance_tests::report::usec_per_iter;
 use appliance_tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -23,12 +24,6 @@ fn linux_pair() -> (LinuxPeer, LinuxPeer) {
     b.wait_ready().unwrap();
     eprintln!("peers ready after {:.1} s and {:.1} s", a.ready_after().as_secs_f64(), b.ready_after().as_secs_f64());
     (a, b)
-}
-
-/// `N iters in S seconds = U usec/iter` of the perftest-less rdma-core pingpongs.
-fn usec_per_iter(out: &str) -> Option<f64> {
-    let line = out.lines().find(|l| l.contains("usec/iter"))?;
-    line.split('=').nth(1)?.split_whitespace().next()?.parse().ok()
 }
 
 /// `rdma statistic show link rxe0/1` as (name, value) pairs.

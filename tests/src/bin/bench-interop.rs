@@ -9,6 +9,7 @@
 
 #![deny(unsafe_code)]
 
+use appliance_tests::report::{median, usec_per_iter, write_tables};
 use appliance_tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -30,11 +31,6 @@ impl End {
             End::Appliance(_, ip) => ip.to_string(),
         }
     }
-}
-
-fn usec_per_iter(out: &str) -> Option<f64> {
-    let line = out.lines().find(|l| l.contains("usec/iter"))?;
-    line.split('=').nth(1)?.split_whitespace().next()?.parse().ok()
 }
 
 /// Runs one pingpong, `server` serving and `client` connecting; the client's usec/iter.
@@ -62,11 +58,6 @@ fn pingpong(server: &mut End, client: &mut End, opts: &str) -> Result<f64, Box<d
         (End::Appliance(..), None) => {}
     }
     Ok(usec_per_iter(&out).ok_or(format!("no result in:\n{out}"))?)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn appliance(mac: &str, local: u16, peer: u16, ip: &'static str) -> Result<End, Box<dyn std::error::Error>> {
@@ -151,10 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         csv.push('\n');
     }
     println!("\n{md}");
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("interop.md"), &md)?;
-    std::fs::write(dir.join("interop.csv"), &csv)?;
+    write_tables("interop", &md, &csv)?;
     println!(
         "written: target/bench/interop.md, target/bench/interop.csv (ratio = usec/iter / Linux<->Linux; lower is faster)"
     );

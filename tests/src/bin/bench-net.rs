@@ -6,6 +6,7 @@
 
 #![deny(unsafe_code)]
 
+use appliance_tests::report::{median, number_after, write_tables};
 use appliance_tests::{Appliance, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -18,18 +19,6 @@ fn node(mac: &str, local: u16, peer: u16, ip: &str) -> Options {
         append: format!("ip={ip}"),
         ..Options::default()
     }
-}
-
-/// The number after `word` in `text` (`"sent 123 frames"`, "sent" → 123).
-fn number_after(text: &str, word: &str) -> Option<u64> {
-    let mut it = text.split_whitespace();
-    it.find(|w| *w == word)?;
-    it.next()?.parse().ok()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,10 +44,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let got_out = rx.cmd("netbench rx")?;
             let got = number_after(&got_out, "rx:").ok_or(format!("unexpected output: {got_out}"))?;
             let secs = ms as f64 / 1000.0;
-            sent_fps.push(sent as f64 / secs);
-            rx_fps.push(got as f64 / secs);
-            gbps.push(got as f64 * size as f64 * 8.0 / secs / 1e9);
-            loss.push(100.0 * (1.0 - got as f64 / sent.max(1) as f64));
+            sent_fps.push(sent / secs);
+            rx_fps.push(got / secs);
+            gbps.push(got * size as f64 * 8.0 / secs / 1e9);
+            loss.push(100.0 * (1.0 - got / sent.max(1.0)));
         }
         let row = (median(&mut sent_fps), median(&mut rx_fps), median(&mut gbps), median(&mut loss));
         println!(
@@ -68,10 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(md, "| {size} | {:.0} | {:.0} | {:.3} | {:.1}% |", row.0, row.1, row.2, row.3)?;
         writeln!(csv, "{size},{:.0},{:.0},{:.4},{:.2}", row.0, row.1, row.2, row.3)?;
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("net.md"), &md)?;
-    std::fs::write(dir.join("net.csv"), &csv)?;
+    write_tables("net", &md, &csv)?;
     println!("written: target/bench/net.md, target/bench/net.csv");
     Ok(())
 }

@@ -6,20 +6,11 @@
 
 #![deny(unsafe_code)]
 
+use appliance_tests::report::{median, number_before, write_tables};
 use appliance_tests::{Appliance, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 
 const SIZES: [u32; 4] = [2, 1024, 4096, 65536];
-
-fn number_before(text: &str, unit: &str) -> Option<f64> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words.windows(2).find(|w| w[1] == unit).and_then(|w| w[0].parse().ok())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -56,10 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(csv, "{size},{mtu},{l:.3},{m:.3}")?;
         }
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("rdma.md"), &md)?;
-    std::fs::write(dir.join("rdma.csv"), &csv)?;
+    write_tables("rdma", &md, &csv)?;
     println!("written: target/bench/rdma.md, target/bench/rdma.csv");
     Ok(())
 }
