@@ -70,7 +70,8 @@ host-test:
 	cargo test
 
 qemu-test: image deps-qemu
-	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p appliance-tests
 
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
 boot-time: image deps-qemu

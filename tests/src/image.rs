@@ -29,3 +29,27 @@ pub fn image() -> &'static Path {
         target_dir.join("x86_64-unknown-none/release/appliance")
     })
 }
+
+/// A host tool of the `verbs` crate (`rc_pingpong`, `rdma`, ...): from
+/// `$VERBS_BIN` (what `make test` passes), else built once into
+/// `target/tools` (not the outer build's target directory, whose lock the
+/// running `cargo test` holds).
+pub fn verbs_tool(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        if let Some(p) = std::env::var_os("VERBS_BIN") {
+            return PathBuf::from(p);
+        }
+        let root = workspace_root();
+        let target_dir = root.join("target/tools");
+        let status = Command::new(env!("CARGO"))
+            .current_dir(&root)
+            .args(["build", "--release", "-q", "-p", "verbs", "--bins", "--target-dir"])
+            .arg(&target_dir)
+            .status()
+            .expect("cannot run cargo to build the verbs tools");
+        assert!(status.success(), "building the verbs tools failed");
+        target_dir.join("release")
+    });
+    dir.join(name)
+}

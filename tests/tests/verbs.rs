@@ -227,3 +227,63 @@ fn a_killed_host_client_has_its_objects_reclaimed() {
     assert!(a.transcript().contains("Reclaimed { ctx"), "{}", a.transcript());
     assert!(a.cmd("rdma link").is_ok());
 }
+
+/// Runs the host tool `rc_pingpong` on both appliances' rings: `server_ring`
+/// serves on TCP `port` (on the host), the other connects; returns both outputs.
+fn rc_pingpong_tool(
+    server_ring: &std::path::Path,
+    client_ring: &std::path::Path,
+    port: u16,
+    args: &str,
+) -> (String, String) {
+    let tool = appliance_tests::verbs_tool("rc_pingpong");
+    let split = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = args.split_whitespace().map(String::from).collect();
+        v.extend(["-p".into(), port.to_string(), "-g".into(), "1".into(), "-d".into(), "rxe0".into()]);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let server = std::process::Command::new(&tool)
+        .arg("--ring")
+        .arg(server_ring)
+        .args(split(&[]))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server listens once its QP is set up; give it that long, then connect (retrying).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let client = loop {
+        let out = std::process::Command::new(&tool)
+            .arg("--ring")
+            .arg(client_ring)
+            .args(split(&["127.0.0.1"]))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || std::time::Instant::now() > deadline || !text.contains("connect") {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let out = server.wait_with_output().unwrap();
+    let server = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (server, client)
+}
+
+#[test]
+fn the_rc_pingpong_tool_runs_between_two_appliances_both_ways() {
+    let (_a, _b, s1, s2) = pair("tool");
+    let port = appliance_tests::free_tcp_port();
+    for size in [1, 4096, BIG] {
+        let iters = if size == BIG { 3 } else { 20 };
+        for (server, client) in [(&s1.path, &s2.path), (&s2.path, &s1.path)] {
+            let (srv, cli) = rc_pingpong_tool(server, client, port, &format!("-s {size} -n {iters}"));
+            for (side, out) in [("server", &srv), ("client", &cli)] {
+                assert!(out.contains(&format!("{iters} iters in")), "{size} B, {side}:\n{out}\nother:\n{srv}\n{cli}");
+                assert!(out.contains("remote address:"), "{size} B, {side}:\n{out}");
+            }
+            println!("{size} B: {}", cli.lines().find(|l| l.contains("usec/iter")).unwrap_or(""));
+        }
+    }
+}
