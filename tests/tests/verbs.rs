@@ -169,6 +169,20 @@ fn host_programs_ping_pong_between_two_appliances_through_the_rings() {
     post(11, WrOp::Read { remote_addr: mb.addr(), rkey: mb.rkey() });
     assert!(ma.to_vec(0, BIG).unwrap() == data, "READ data differs");
 
+    // Atomics on a word of b: fetch-add, then compare-and-swap, each returning
+    // the word's old value into a.
+    mb.write_u64(0, 40).unwrap();
+    let atomic = |wr_id, op, at: usize| {
+        let wr = SendWr { wr_id, op, sg_list: &[ma.sge(at, 8).unwrap()], flags: SendFlags::SIGNALED, ud: None };
+        qa.post_send(&[wr]).unwrap();
+        let wc = cqa.wait(WAIT).unwrap();
+        assert!(wc.status.is_success() && wc.wr_id == wr_id, "{wc:?}");
+    };
+    atomic(12, WrOp::FetchAdd { remote_addr: mb.addr(), rkey: mb.rkey(), add: 2 }, 8);
+    assert_eq!((ma.read_u64(8).unwrap(), mb.read_u64(0).unwrap()), (40, 42));
+    atomic(13, WrOp::CompareSwap { remote_addr: mb.addr(), rkey: mb.rkey(), compare: 42, swap: 7 }, 16);
+    assert_eq!((ma.read_u64(16).unwrap(), mb.read_u64(0).unwrap()), (42, 7));
+
     let r = da.resources().unwrap();
     assert_eq!((r.pd, r.mr, r.cq, r.qp, r.ctx), (1, 1, 1, 1, 1));
     // For the log: what the transports did (retransmissions show here).
