@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-interop fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark
 
 all: image
 
@@ -89,8 +89,12 @@ bench-rdma: image deps-qemu
 bench-interop: image deps-qemu linux-peer
 	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-interop -- $(RUNS) 100
 
-## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, interop)
-bench: bench-net bench-rdma bench-interop
+## bench-verbs: the verbs ring from host programs (NOP, post->CQE, message rate, bandwidth)
+bench-verbs: image deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-verbs -- $(RUNS)
+
+## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
+bench: bench-net bench-rdma bench-verbs bench-interop
 	cargo bench -q -p rdma
 
 ## fuzz: the property tests of the parsers, with many more cases
