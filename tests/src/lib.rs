@@ -16,6 +16,7 @@ mod image;
 mod linux;
 pub mod pcap;
 mod qemu;
+pub mod relay;
 pub mod report;
 
 pub use console::PROMPT;

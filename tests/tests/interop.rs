@@ -349,3 +349,45 @@ fn smoke_appliance_linux_pingpong_each_way() {
     assert_eq!(status, 0, "{client}\n{server}");
     assert!(client.contains("20 iters in") && server.contains("20 iters in"), "{client}\n{server}");
 }
+
+/// The appliance and Linux rdma_rxe on a bad wire (the fault relay: 5% loss,
+/// 1% reordering, 1% duplication, seeded): ibv_rc_pingpong both ways, data
+/// checked by the appliance.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
+    use appliance_tests::relay::{Faults, Relay};
+    if !LinuxPeer::available_or_skip("appliance_linux_rc_pingpong_on_a_lossy_wire") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let relay = Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.0 }, 7).unwrap();
+    let mut linux =
+        LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, relay.port_b), "10.0.0.3/24")).unwrap();
+    let mut app = appliance_tests::Appliance::boot(appliance_tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, relay.port_a)),
+        append: "ip=10.0.0.1/24".into(),
+        cmd_timeout: Duration::from_secs(180),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert_eq!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    let opts = "-g 1 -n 100 -s 4096";
+    linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+    linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
+    let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
+    let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(180)).unwrap();
+    assert!(
+        client.contains("100 iters in") && server.contains("100 iters in"),
+        "{client}\n{server}\n{}",
+        relay.summary()
+    );
+    let running = app.start_cmd(&format!("ibv_rc_pingpong {opts}"), "local address:").unwrap();
+    let (status, client) =
+        linux.status(&format!("ibv_rc_pingpong -d rxe0 {opts} 10.0.0.1"), Duration::from_secs(180)).unwrap();
+    let server = app.finish_cmd(running).unwrap();
+    assert_eq!(status, 0, "{client}\n{server}\n{}", relay.summary());
+    assert!(client.contains("100 iters in") && server.contains("100 iters in"), "{client}\n{server}");
+    eprintln!("lossy wire: {}", relay.summary());
+}
