@@ -391,3 +391,45 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
     assert!(client.contains("100 iters in") && server.contains("100 iters in"), "{client}\n{server}");
     eprintln!("lossy wire: {}", relay.summary());
 }
+
+/// MTU 4096 against Linux: both netdevs at 9000 bytes (active_mtu 4096 on both
+/// rxe ports), ibv_rc_pingpong -m 4096 with 64 KiB messages both ways.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn appliance_linux_rc_pingpong_mtu_4096() {
+    if !LinuxPeer::available_or_skip("appliance_linux_rc_pingpong_mtu_4096") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut opts =
+        PeerOptions::new(Nic { host_mtu: Some(9000), ..Nic::new("52:54:00:00:01:03", p2, p1) }, "10.0.0.3/24");
+    opts.mtu = Some(9000);
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let mut app = appliance_tests::Appliance::boot(appliance_tests::Options {
+        nic: Some(Nic { host_mtu: Some(9000), ..Nic::new("52:54:00:00:00:01", p1, p2) }),
+        append: "ip=10.0.0.1/24".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert_eq!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    assert!(app.cmd("ibv_devinfo").unwrap().contains("active_mtu:\t\t4096 (5)"));
+    assert!(linux.cmd("ibv_devinfo -d rxe0").unwrap().contains("active_mtu:\t\t4096 (5)"));
+    let opts = "-g 1 -m 4096 -n 50 -s 65536";
+    linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+    linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
+    let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
+    let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
+    assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{client}\n{server}");
+    let running = app.start_cmd(&format!("ibv_rc_pingpong {opts}"), "local address:").unwrap();
+    let (status, client) =
+        linux.status(&format!("ibv_rc_pingpong -d rxe0 {opts} 10.0.0.1"), Duration::from_secs(120)).unwrap();
+    let server = app.finish_cmd(running).unwrap();
+    assert_eq!(status, 0, "{client}\n{server}");
+    assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{client}\n{server}");
+    eprintln!(
+        "MTU 4096, 64 KiB: appliance {:.1} usec/iter, Linux {:.1} usec/iter",
+        usec_per_iter(&server).unwrap_or(f64::NAN),
+        usec_per_iter(&client).unwrap_or(f64::NAN)
+    );
+}
