@@ -93,9 +93,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     /// Acknowledges the device's interrupt (INTx is level-triggered: it stays
-    /// asserted until this read).
-    pub fn ack_interrupt(&mut self) {
-        let _ = self.raw.ack_interrupt();
+    /// asserted until this read); whether its configuration changed (the link
+    /// status, for one).
+    pub fn ack_interrupt(&mut self) -> bool {
+        self.raw.ack_interrupt().contains(virtio_drivers::transport::InterruptStatus::DEVICE_CONFIGURATION_INTERRUPT)
     }
 
     /// Gives a receive buffer back to the device so the queue stays full.

@@ -256,3 +256,43 @@ fn a_capture_of_the_wire_holds_valid_arp_and_icmp() {
     assert!(arp_requests >= 1 && arp_replies >= 1, "ARP: {arp_requests} requests, {arp_replies} replies");
     assert_eq!((echo_requests, echo_replies), (2, 2));
 }
+
+/// Cable pulled: QEMU's `set_link n0 off` (through a monitor socket) clears
+/// virtio-net's link status; the appliance sees the configuration interrupt,
+/// drops the carrier (NETDEV_CHANGE, NO-CARRIER, RDMA port DOWN), and comes
+/// back when the link does.
+#[test]
+fn link_status_follows_the_device() {
+    use std::io::Write as _;
+    let sock = std::env::temp_dir().join(format!("roce-mon-{}.sock", std::process::id()));
+    let mut opts = node("52:54:00:00:00:01", free_udp_port(), free_udp_port(), "10.0.0.1/24");
+    opts.extra = vec![
+        "-chardev".into(),
+        format!("socket,id=mon0,path={},server=on,wait=off", sock.display()),
+        "-mon".into(),
+        "chardev=mon0,mode=readline".into(),
+    ];
+    let mut a = Appliance::boot(opts).unwrap();
+    a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap();
+    let mut monitor = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let set_link = |monitor: &mut std::os::unix::net::UnixStream, state: &str| {
+        monitor.write_all(format!("set_link n0 {state}\n").as_bytes()).unwrap();
+    };
+    set_link(&mut monitor, "off");
+    a.wait_for_text("eth0: NETDEV_CHANGE", Duration::from_secs(30)).unwrap();
+    let link = a.cmd("ip link show").unwrap();
+    assert!(link.contains("<NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 state DOWN"), "{link}");
+    assert!(a.cmd("rdma link show").unwrap().contains("state DOWN"), "port follows the carrier");
+    set_link(&mut monitor, "on");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let link = a.cmd("ip link show").unwrap();
+        if link.contains("<BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "carrier never came back:\n{link}");
+        a.cmd("sleep 100").unwrap();
+    }
+    assert!(a.cmd("rdma link show").unwrap().contains("state ACTIVE"));
+    let _ = std::fs::remove_file(&sock);
+}

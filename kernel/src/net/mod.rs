@@ -43,6 +43,9 @@ const RX_BUDGET: usize = 256;
 pub struct Net {
     pub nic: NetDevice,
     pub irq: u8,
+    /// virtio-net's `status` field (bit 0: link up) in the device's config
+    /// structure, mapped with its BAR; `None` when the device has none.
+    link_status: Option<u64>,
     pub ifindex: IfIndex,
     pub netdevs: Netdevs,
     pub neigh: NeighTable,
@@ -71,7 +74,11 @@ pub fn probe(functions: &[Function], now: Instant) -> Option<Net> {
         .ok()
         .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok())?;
     match Net::new(nic, f.interrupt_line, now) {
-        Ok(net) => Some(net),
+        Ok(mut net) => {
+            net.link_status = link_status_address(f);
+            net.refresh_carrier();
+            Some(net)
+        }
         Err(e) => {
             log::error!("{}: {e}", f.bdf);
             None
@@ -79,7 +86,42 @@ pub fn probe(functions: &[Function], now: Instant) -> Option<Net> {
     }
 }
 
+/// Where virtio-net's `status` field is: the vendor capability of type 4
+/// (device configuration) names a BAR and an offset; `status` follows the MAC.
+fn link_status_address(f: &Function) -> Option<u64> {
+    use kbase::pci::{Bar, Capability, ConfigAccess};
+    const DEVICE_CFG: u8 = 4;
+    const STATUS_OFFSET: u64 = 6;
+    let offset = f.capabilities.iter().find_map(|c| match *c {
+        Capability::Vendor { offset, cfg_type: DEVICE_CFG } => Some(offset),
+        _ => None,
+    })?;
+    let bar = usize::from(crate::pci::CONFIG.read8(f.bdf, offset.wrapping_add(4)));
+    let within = u64::from(crate::pci::CONFIG.read32(f.bdf, offset.wrapping_add(8)));
+    match f.bars.get(bar).copied().flatten() {
+        Some(Bar::Memory { addr, size, .. }) if within + STATUS_OFFSET + 2 <= size => {
+            Some(addr + within + STATUS_OFFSET)
+        }
+        _ => None,
+    }
+}
+
 impl Net {
+    /// Reads the device's link status and tells the netdev layer (NETDEV_CHANGE
+    /// when it changed; the RDMA port follows).
+    fn refresh_carrier(&mut self) {
+        let Some(addr) = self.link_status else { return };
+        // SAFETY: `addr` lies in the device's memory BAR (checked against its
+        // size), identity-mapped when the bus was scanned; reading the status
+        // field has no side effect.
+        let status = unsafe { core::ptr::read_volatile(addr as *const u16) };
+        let up = status & 1 != 0;
+        let name = String::from(self.name());
+        if let Err(e) = self.netdevs.set_carrier(&name, up) {
+            log::warn!("{name}: carrier: {e}");
+        }
+    }
+
     fn new(mut nic: NetDevice, irq: u8, now: Instant) -> Result<Self, NetdevError> {
         let mac = EthernetAddress(nic.mac());
         let mtu = nic.mtu() as u32;
@@ -108,6 +150,7 @@ impl Net {
         let mut net = Net {
             nic,
             irq,
+            link_status: None,
             ifindex,
             netdevs,
             neigh,
@@ -133,8 +176,9 @@ impl Net {
         self.netdevs.by_index(self.ifindex)
     }
 
+    /// Up and with carrier: frames flow.
     fn is_up(&self) -> bool {
-        self.dev().is_some_and(|d| d.is_up())
+        self.dev().is_some_and(|d| d.is_running())
     }
 
     /// Makes smoltcp and the neighbour table use the netdev's current addresses.
@@ -239,7 +283,9 @@ impl Net {
 
 impl Task for Net {
     fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
-        self.nic.ack_interrupt();
+        if self.nic.ack_interrupt() {
+            self.refresh_carrier();
+        }
         let frames = self.receive(now);
         let up = self.is_up();
         let mut busy = frames > 0;
