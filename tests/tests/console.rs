@@ -12,7 +12,7 @@ fn boot() -> Appliance {
 fn help_lists_every_command() {
     let mut a = boot();
     let out = a.cmd("help").unwrap();
-    for c in ["help", "version", "uptime", "mem", "lspci", "log", "md", "sleep", "shutdown", "fault"] {
+    for c in ["help", "version", "uptime", "mem", "lspci", "log", "md", "cost", "sleep", "shutdown", "fault"] {
         assert!(out.lines().any(|l| l.trim_start().starts_with(c)), "no {c} in:\n{out}");
     }
     let one = a.cmd("help log").unwrap();
@@ -101,4 +101,15 @@ fn log_level_can_be_changed() {
     let mut a = boot();
     assert_eq!(a.cmd("log level warn").unwrap().trim(), "log level warn");
     assert_eq!(a.cmd("log level").unwrap().trim(), "log level warn");
+}
+
+#[test]
+fn cost_times_the_per_frame_work() {
+    let mut a = boot();
+    let out = a.cmd("cost icrc 1024 10").unwrap();
+    assert!(out.starts_with("icrc 1024 B: ") && out.contains(" us each, "), "{out}");
+    let out = a.cmd("cost copy 4096 10").unwrap();
+    assert!(out.starts_with("copy 4096 B: "), "{out}");
+    a.expect("cost icrc 10 10", "error: cost: '10' is not a size in 64..=65536").unwrap();
+    a.expect("cost crc 1024 10", "error: usage: cost icrc|copy <bytes> <count>").unwrap();
 }

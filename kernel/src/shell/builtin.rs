@@ -85,6 +85,12 @@ pub static COMMANDS: &[Command] = &[
         help: "the GID tables of the RDMA devices",
         run: |ctx, args| super::net::rdma_tool(ctx, &[&["show_gids"], args].concat()),
     },
+    Command {
+        name: "cost",
+        usage: "cost icrc|copy <bytes> <count>",
+        help: "time the per-frame work on this CPU (profiling: ICRC, memory copy)",
+        run: cost,
+    },
     Command { name: "sleep", usage: "sleep <ms>", help: "wait before the next prompt (for scripts)", run: sleep },
     Command { name: "shutdown", usage: "shutdown", help: "power off the appliance", run: shutdown },
     Command {
@@ -322,5 +328,42 @@ fn md(_: &mut Context, args: &[&str]) -> CommandResult {
         print!(" {v:08x}");
     }
     println!();
+    Ok(())
+}
+
+/// `cost icrc|copy <bytes> <count>`: how long the per-frame work takes on
+/// this (emulated) CPU, to see where the transport's time goes.
+fn cost(_: &mut Context, args: &[&str]) -> CommandResult {
+    let [what, bytes, count] = args else { return Err(CommandError::Usage) };
+    let bytes: usize = bytes
+        .parse()
+        .ok()
+        .filter(|b| (64..=65536).contains(b))
+        .ok_or_else(|| CommandError::Invalid(format!("'{bytes}' is not a size in 64..=65536")))?;
+    let count: u32 = count
+        .parse()
+        .ok()
+        .filter(|c| (1..=100_000).contains(c))
+        .ok_or_else(|| CommandError::Invalid(format!("'{count}' is not a count in 1..=100000")))?;
+    // An IPv4/UDP/BTH-shaped buffer, so the ICRC's header masking runs too.
+    let mut frame = alloc::vec![0u8; bytes];
+    frame[0] = 0x45;
+    let mut copy = alloc::vec![0u8; bytes];
+    let start = time::now();
+    let mut sink = 0u32;
+    for _ in 0..count {
+        match *what {
+            "icrc" => sink ^= rdma::wire::icrc::compute(&frame).unwrap_or(0),
+            "copy" => {
+                copy.copy_from_slice(&frame);
+                sink ^= u32::from(core::hint::black_box(&copy)[bytes / 2]);
+            }
+            _ => return Err(CommandError::Usage),
+        }
+    }
+    let us = (time::now() - start).as_micros().max(1);
+    core::hint::black_box(sink);
+    let per = us as f64 / f64::from(count);
+    println!("{what} {bytes} B: {per:.2} us each, {:.1} MB/s", bytes as f64 / per);
     Ok(())
 }
