@@ -57,7 +57,9 @@ image-path:
 
 ## run: boot one appliance (NODE=2 in a second terminal joins the same wire)
 run: image deps-qemu
-	@test -e $(RING) || truncate -s $(RING_SIZE) $(RING)
+	@# Sized every time: QEMU refuses a backing file of another size, and the
+	@# firmware lays the ring out afresh at boot anyway.
+	@truncate -s $(RING_SIZE) $(RING)
 	@echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$$(($(PORT_BASE)+$(NODE))) <-> 127.0.0.1:$$(($(PORT_BASE)+$(PEER))), ring $(RING)"
 	@echo "(type 'shutdown' to power off; Ctrl-C kills QEMU)"
 	qemu-system-x86_64 $(QEMU_ARGS)
