@@ -186,10 +186,9 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
     if net.pingpong.is_some() {
         return Err("a pingpong is already running".into());
     }
-    let Some(t) = net.rdma.transport.as_mut() else {
+    if net.rdma.transport.is_none() {
         return Err("no RDMA device (rdma link add rxe0 type rxe netdev eth0)".into());
-    };
-    let _ = t;
+    }
     let local_gid = net
         .rdma
         .core
