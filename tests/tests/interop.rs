@@ -378,8 +378,14 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
     linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
     let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
     let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(180)).unwrap();
+    // Every message must arrive. One loss the tool itself cannot recover from:
+    // the ACK of our last SEND, when Linux's server has already finished and
+    // destroyed its QP (rdma-core's pingpong exits without waiting for its
+    // peer), so our retransmissions go unanswered. Then all 100 receives
+    // completed and only that last send failed.
+    let last_ack_lost = client.contains("RetryExcErr") && client.contains("(99 sends and 100 receives completed)");
     assert!(
-        client.contains("100 iters in") && server.contains("100 iters in"),
+        (client.contains("100 iters in") || last_ack_lost) && server.contains("100 iters in"),
         "{client}\n{server}\n{}",
         relay.summary()
     );

@@ -54,6 +54,8 @@ pub struct Net {
     pub rdma: rdma::Rdma,
     pub ping: Option<ping::PingJob>,
     pub pingpong: Option<pingpong::Job>,
+    /// Finished pingpongs' objects, kept a moment for the peer's retransmissions.
+    pub pingpong_lingering: Vec<pingpong::Lingering>,
     pub bench: bench::Bench,
     stack_queue: VecDeque<Vec<u8>>,
     scratch: Vec<u8>,
@@ -159,6 +161,7 @@ impl Net {
             rdma,
             ping: None,
             pingpong: None,
+            pingpong_lingering: Vec::new(),
             bench: bench::Bench::default(),
             stack_queue: queue,
             scratch,

@@ -23,6 +23,7 @@ use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec;
+use alloc::vec::Vec;
 use core::cell::Cell;
 use core::net::Ipv6Addr;
 use knet::neigh::Resolution;
@@ -160,25 +161,61 @@ fn mac_of_link_local(g: &Gid) -> Option<EthernetAddress> {
         .then(|| EthernetAddress([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
 }
 
+/// How long a finished pingpong's QP stays: the peer's last SEND may still
+/// be retransmitted (its ACK lost), and only a live QP answers it; the peer
+/// would otherwise exhaust its retries after we are done.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The objects of a finished pingpong, kept until `until`.
+pub struct Lingering {
+    until: Instant,
+    pd: PdHandle,
+    cq: CqHandle,
+    qp: QpHandle,
+    mr: MrHandle,
+    ah: Option<AhHandle>,
+}
+
 fn fail(net: &mut Net, why: &str) {
     let tool = net.pingpong.as_ref().map_or("ibv_rc_pingpong", |j| j.args.tool());
     println!("error: {tool}: {why}");
-    finish(net);
+    finish(net, None);
 }
 
-fn finish(net: &mut Net) {
+/// Ends the job: the prompt returns at once; its objects go now (`None`) or
+/// once they stopped mattering to the peer.
+fn finish(net: &mut Net, linger_until: Option<Instant>) {
     let Some(job) = net.pingpong.take() else { return };
     net.sockets.remove(job.tcp);
-    if let Some(t) = net.rdma.transport.as_mut() {
-        let _ = t.destroy_qp(job.qp);
-        if let Some(ah) = job.ah {
-            let _ = t.destroy_ah(ah);
-        }
-        let _ = t.destroy_cq(job.cq);
-        let _ = t.dereg_mr(job.mr);
-        let _ = t.dealloc_pd(job.pd);
+    let left = Lingering { until: Instant::ZERO, pd: job.pd, cq: job.cq, qp: job.qp, mr: job.mr, ah: job.ah };
+    match linger_until {
+        Some(until) => net.pingpong_lingering.push(Lingering { until, ..left }),
+        None => release(net, &left),
     }
     job.ready.set(true);
+}
+
+fn release(net: &mut Net, l: &Lingering) {
+    if let Some(t) = net.rdma.transport.as_mut() {
+        let _ = t.destroy_qp(l.qp);
+        if let Some(ah) = l.ah {
+            let _ = t.destroy_ah(ah);
+        }
+        let _ = t.destroy_cq(l.cq);
+        let _ = t.dereg_mr(l.mr);
+        let _ = t.dealloc_pd(l.pd);
+    }
+}
+
+/// Destroys the objects of finished pingpongs whose time is up.
+fn release_expired(net: &mut Net, now: Instant) -> bool {
+    let (expired, kept): (Vec<_>, Vec<_>) =
+        core::mem::take(&mut net.pingpong_lingering).into_iter().partition(|l| now >= l.until);
+    net.pingpong_lingering = kept;
+    for l in &expired {
+        release(net, l);
+    }
+    !expired.is_empty()
 }
 
 /// Sets up the QP, posts the receives and starts the exchange.
@@ -265,9 +302,11 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
     Ok(())
 }
 
-/// When the job next needs a pass by itself (its stall check).
+/// When the job next needs a pass by itself (its stall check, or a finished
+/// job's objects to release).
 pub fn deadline(net: &Net) -> Option<Instant> {
-    net.pingpong.as_ref().map(|j| j.last_progress + STALL)
+    let lingering = net.pingpong_lingering.iter().map(|l| l.until).min();
+    [net.pingpong.as_ref().map(|j| j.last_progress + STALL), lingering].into_iter().flatten().min()
 }
 
 fn job_pd(net: &Net) -> Result<PdHandle, String> {
@@ -356,7 +395,8 @@ fn post_send(net: &mut Net) -> Result<(), String> {
 
 /// Advances the job; returns whether it did anything.
 pub fn poll(net: &mut Net, now: Instant) -> bool {
-    let Some(job) = net.pingpong.as_ref() else { return false };
+    let released = !net.pingpong_lingering.is_empty() && release_expired(net, now);
+    let Some(job) = net.pingpong.as_ref() else { return released };
     if now.saturating_since(job.last_progress) > STALL {
         fail(net, "no progress for 20 s (peer gone, or packets lost for good)");
         return true;
@@ -447,7 +487,14 @@ fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
         let Ok(Some(wc)) = t.poll_one(job.cq) else { break };
         progress = true;
         if wc.status != WcStatus::Success {
-            return Err(format!("Failed status {:?} ({}) for wr_id {}", wc.status, wc.status as u32, wc.wr_id));
+            let (sent, received) = match job.phase {
+                Phase::Run { scnt, rcnt, .. } => (scnt, rcnt),
+                Phase::Exchange { .. } => (0, 0),
+            };
+            return Err(format!(
+                "Failed status {:?} ({}) for wr_id {} ({sent} sends and {received} receives completed)",
+                wc.status, wc.status as u32, wc.wr_id
+            ));
         }
         let (size, iters, rx_depth, qp, lkey) =
             (job.args.size, job.args.iters, job.args.rx_depth, job.qp, job.mr.raw());
@@ -498,7 +545,7 @@ fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
             job.args.iters,
             us as f64 / f64::from(job.args.iters)
         );
-        finish(net);
+        finish(net, Some(now + LINGER));
         return Ok(true);
     }
     Ok(progress)
