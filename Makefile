@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -88,7 +88,7 @@ bench-rdma: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-rdma -- $(RUNS) $(ITERS)
 
 ## bench-interop: ibv_rc_pingpong Linux<->Linux, appliance<->Linux, appliance<->appliance, with ratios
-bench-interop: image deps-qemu linux-peer
+bench-interop: image deps-qemu deps-fonts linux-peer
 	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-interop -- $(RUNS) 100
 
 ## bench-verbs: the verbs ring from host programs (NOP, post->CQE, message rate, bandwidth)
@@ -116,6 +116,10 @@ deps-tshark:
 		echo "installing tshark ..."; \
 		echo "wireshark-common wireshark-common/install-setuid boolean false" | $(SUDO) debconf-set-selections; \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tshark >/dev/null; }
+
+deps-fonts:
+	@test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf || \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq fonts-dejavu-core >/dev/null
 
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer

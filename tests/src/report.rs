@@ -50,4 +50,87 @@ mod tests {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert!(median(&mut []).is_nan());
     }
+
+    #[test]
+    fn bar_chart_writes_a_png_or_says_why_not() {
+        let path = std::env::temp_dir().join(format!("chart-{}.png", std::process::id()));
+        let series = [("Linux <-> Linux", vec![1728.4, 3096.6]), ("appliance <-> appliance", vec![350.2, 548.0])];
+        let result = bar_chart(&path, "test", "usec/iter", &["2 B", "4096 B"], &series);
+        if std::path::Path::new(CHART_FONT).exists() {
+            result.unwrap();
+            let png = std::fs::read(&path).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+            assert!(png.len() > 2000, "{} bytes", png.len());
+            let _ = std::fs::remove_file(&path);
+        } else {
+            assert!(result.unwrap_err().contains(CHART_FONT));
+        }
+    }
+}
+
+/// The TTF the charts' text is drawn with (Debian's fonts-dejavu-core, which
+/// `make bench` installs when missing).
+pub const CHART_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// Draws a grouped bar chart to a PNG: one group per `groups` entry, one bar
+/// per series in each. Text needs [`CHART_FONT`]; without it the chart is
+/// not drawn and the error says why.
+pub fn bar_chart(
+    path: &std::path::Path,
+    title: &str,
+    y_label: &str,
+    groups: &[&str],
+    series: &[(&str, Vec<f64>)],
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    static FONT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    FONT.get_or_init(|| {
+        let bytes = std::fs::read(CHART_FONT).map_err(|e| format!("{CHART_FONT}: {e}"))?;
+        plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into_boxed_slice()))
+            .map_err(|_| format!("{CHART_FONT}: not a usable font"))
+    })
+    .clone()?;
+    let top = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0f64, f64::max) * 1.15;
+    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let slots = series.len() + 1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..(groups.len() * slots) as f64, 0.0..top.max(1e-9))
+        .map_err(|x| e(&x))?;
+    chart.configure_mesh().disable_x_mesh().x_labels(0).y_desc(y_label).draw().map_err(|x| e(&x))?;
+    // Group names under the middle of each group (the float axis would put
+    // its own ticks elsewhere).
+    for (g, name) in groups.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&((g * slots) as f64 + series.len() as f64 / 2.0 + 0.5, 0.0));
+        let pos = plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Top,
+        );
+        let style = ("sans-serif", 16).into_font().color(&BLACK).pos(pos);
+        root.draw(&Text::new(name.to_string(), (px, py + 8), style)).map_err(|x| e(&x))?;
+    }
+    for (k, (name, values)) in series.iter().enumerate() {
+        let color = Palette99::pick(k).to_rgba();
+        chart
+            .draw_series(values.iter().enumerate().map(|(g, v)| {
+                let x0 = (g * slots + k) as f64 + 0.5;
+                Rectangle::new([(x0, 0.0), (x0 + 0.9, *v)], color.filled())
+            }))
+            .map_err(|x| e(&x))?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
 }

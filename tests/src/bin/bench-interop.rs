@@ -9,7 +9,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::report::{median, usec_per_iter, write_tables};
+use appliance_tests::report::{bar_chart, median, usec_per_iter, write_tables};
 use appliance_tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -142,7 +142,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         csv.push('\n');
     }
     println!("\n{md}");
-    write_tables("interop", &md, &csv)?;
+    let dir = write_tables("interop", &md, &csv)?;
+    let groups: Vec<String> = SIZES.iter().map(|s| format!("{s} B")).collect();
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(label, v)| (*label, v.clone())).collect();
+    match bar_chart(
+        &dir.join("interop.png"),
+        "ibv_rc_pingpong round trip (usec/iter, lower is faster)",
+        "usec/iter",
+        &groups,
+        &series,
+    ) {
+        Ok(()) => println!("written: target/bench/interop.png"),
+        Err(e) => println!("no chart: {e}"),
+    }
     println!(
         "written: target/bench/interop.md, target/bench/interop.csv (ratio = usec/iter / Linux<->Linux; lower is faster)"
     );
