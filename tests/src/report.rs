@@ -36,38 +36,6 @@ pub fn write_tables(name: &str, md: &str, csv: &str) -> std::io::Result<PathBuf>
     Ok(dir)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn figures_from_tool_output() {
-        let out = "8192000 bytes in 0.02 seconds = 3276.80 Mbit/sec\n1000 iters in 0.02 seconds = 20.00 usec/iter\n";
-        assert_eq!(usec_per_iter(out), Some(20.0));
-        assert_eq!(number_before(out, "Mbit/sec"), Some(3276.8));
-        assert_eq!(number_after("netbench: sent 123 frames", "sent"), Some(123.0));
-        assert_eq!(number_after("nothing here", "sent"), None);
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert!(median(&mut []).is_nan());
-    }
-
-    #[test]
-    fn bar_chart_writes_a_png_or_says_why_not() {
-        let path = std::env::temp_dir().join(format!("chart-{}.png", std::process::id()));
-        let series = [("Linux <-> Linux", vec![1728.4, 3096.6]), ("appliance <-> appliance", vec![350.2, 548.0])];
-        let result = bar_chart(&path, "test", "usec/iter", &["2 B", "4096 B"], &series);
-        if std::path::Path::new(CHART_FONT).exists() {
-            result.unwrap();
-            let png = std::fs::read(&path).unwrap();
-            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-            assert!(png.len() > 2000, "{} bytes", png.len());
-            let _ = std::fs::remove_file(&path);
-        } else {
-            assert!(result.unwrap_err().contains(CHART_FONT));
-        }
-    }
-}
-
 /// The TTF the charts' text is drawn with (Debian's fonts-dejavu-core, which
 /// `make bench` installs when missing).
 pub const CHART_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
@@ -133,4 +101,36 @@ pub fn bar_chart(
         .draw()
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_from_tool_output() {
+        let out = "8192000 bytes in 0.02 seconds = 3276.80 Mbit/sec\n1000 iters in 0.02 seconds = 20.00 usec/iter\n";
+        assert_eq!(usec_per_iter(out), Some(20.0));
+        assert_eq!(number_before(out, "Mbit/sec"), Some(3276.8));
+        assert_eq!(number_after("netbench: sent 123 frames", "sent"), Some(123.0));
+        assert_eq!(number_after("nothing here", "sent"), None);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert!(median(&mut []).is_nan());
+    }
+
+    #[test]
+    fn bar_chart_writes_a_png_or_says_why_not() {
+        let path = std::env::temp_dir().join(format!("chart-{}.png", std::process::id()));
+        let series = [("Linux <-> Linux", vec![1728.4, 3096.6]), ("appliance <-> appliance", vec![350.2, 548.0])];
+        let result = bar_chart(&path, "test", "usec/iter", &["2 B", "4096 B"], &series);
+        if std::path::Path::new(CHART_FONT).exists() {
+            result.unwrap();
+            let png = std::fs::read(&path).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+            assert!(png.len() > 2000, "{} bytes", png.len());
+            let _ = std::fs::remove_file(&path);
+        } else {
+            assert!(result.unwrap_err().contains(CHART_FONT));
+        }
+    }
 }
