@@ -4,6 +4,7 @@
 //! `ib_modify_qp_is_ok`; the mask bits below are the verbs ABI's `enum ibv_qp_attr_mask`.
 
 use core::fmt;
+use verbs_ring::cmd::qp_attr_mask as ibv;
 
 /// The four QP types this transport runs. GSI is QP1, a UD QP with a fixed Q_Key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,32 +52,34 @@ pub enum QpState {
     Err,
 }
 
-/// `enum ibv_qp_attr_mask`: which attributes a modify-QP call carries.
+/// `enum ibv_qp_attr_mask`: which attributes a modify-QP call carries. The
+/// bits are the verbs ABI's own (one definition), so a mask from the ring
+/// passes to the transport as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AttrMask(pub u32);
 
 impl AttrMask {
-    pub const STATE: u32 = 1 << 0;
-    pub const CUR_STATE: u32 = 1 << 1;
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
-    pub const ACCESS_FLAGS: u32 = 1 << 3;
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    pub const PORT: u32 = 1 << 5;
-    pub const QKEY: u32 = 1 << 6;
-    pub const AV: u32 = 1 << 7;
-    pub const PATH_MTU: u32 = 1 << 8;
-    pub const TIMEOUT: u32 = 1 << 9;
-    pub const RETRY_CNT: u32 = 1 << 10;
-    pub const RNR_RETRY: u32 = 1 << 11;
-    pub const RQ_PSN: u32 = 1 << 12;
-    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    pub const ALT_PATH: u32 = 1 << 14;
-    pub const MIN_RNR_TIMER: u32 = 1 << 15;
-    pub const SQ_PSN: u32 = 1 << 16;
-    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    pub const PATH_MIG_STATE: u32 = 1 << 18;
-    pub const CAP: u32 = 1 << 19;
-    pub const DEST_QPN: u32 = 1 << 20;
+    pub const STATE: u32 = ibv::STATE;
+    pub const CUR_STATE: u32 = ibv::CUR_STATE;
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = ibv::EN_SQD_ASYNC_NOTIFY;
+    pub const ACCESS_FLAGS: u32 = ibv::ACCESS_FLAGS;
+    pub const PKEY_INDEX: u32 = ibv::PKEY_INDEX;
+    pub const PORT: u32 = ibv::PORT;
+    pub const QKEY: u32 = ibv::QKEY;
+    pub const AV: u32 = ibv::AV;
+    pub const PATH_MTU: u32 = ibv::PATH_MTU;
+    pub const TIMEOUT: u32 = ibv::TIMEOUT;
+    pub const RETRY_CNT: u32 = ibv::RETRY_CNT;
+    pub const RNR_RETRY: u32 = ibv::RNR_RETRY;
+    pub const RQ_PSN: u32 = ibv::RQ_PSN;
+    pub const MAX_QP_RD_ATOMIC: u32 = ibv::MAX_QP_RD_ATOMIC;
+    pub const ALT_PATH: u32 = ibv::ALT_PATH;
+    pub const MIN_RNR_TIMER: u32 = ibv::MIN_RNR_TIMER;
+    pub const SQ_PSN: u32 = ibv::SQ_PSN;
+    pub const MAX_DEST_RD_ATOMIC: u32 = ibv::MAX_DEST_RD_ATOMIC;
+    pub const PATH_MIG_STATE: u32 = ibv::PATH_MIG_STATE;
+    pub const CAP: u32 = ibv::CAP;
+    pub const DEST_QPN: u32 = ibv::DEST_QPN;
 
     const NAMES: [&'static str; 21] = [
         "STATE",
