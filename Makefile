@@ -121,9 +121,12 @@ deps-fonts:
 	@test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf || \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq fonts-dejavu-core >/dev/null
 
-## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs), one QEMU pair at a time
+## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs: pingpongs;
+## tests/tests/perftest.rs: perftest against the host tools), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
-	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests --test interop -- --ignored --test-threads=1 --nocapture
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p appliance-tests \
+		--test interop --test perftest -- --ignored --test-threads=1 --nocapture
 
 clean:
 	cargo clean

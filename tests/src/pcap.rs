@@ -29,3 +29,39 @@ pub fn is_roce_v2(f: &[u8]) -> bool {
     };
     f.get(udp + 2..udp + 4) == Some(&4791u16.to_be_bytes())
 }
+
+/// Checks a capture of an interop run: at least `min_roce` RoCE v2 frames,
+/// every one accepted by our codec (ICRC included), and none that tshark
+/// (when installed) calls malformed or an error. Panics otherwise: a test
+/// helper.
+pub fn check_roce_capture(file: &std::path::Path, min_roce: usize) {
+    let bytes = std::fs::read(file).unwrap();
+    let frames = frames(&bytes).unwrap();
+    let roce: Vec<&[u8]> = frames.into_iter().filter(|f| is_roce_v2(f)).collect();
+    assert!(roce.len() >= min_roce, "only {} RoCE frames in the capture", roce.len());
+    for (i, f) in roce.iter().enumerate() {
+        if let Err(reason) = rdma::wire::frame::parse(f) {
+            panic!("RoCE frame {i} of the capture is refused: {reason:?}");
+        }
+    }
+    let filter = "_ws.malformed || _ws.expert.severity >= error";
+    let out = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(file)
+        .args(["-d", "udp.port==4791,infiniband", "-Y", filter, "-T", "fields", "-e", "frame.number"])
+        // Wireshark's payload heuristics are not our protocol, so they are
+        // not asked: RPC-over-RDMA claims any SEND payload and throws on
+        // rc_pingpong's 4-byte 0x7b fill, Compressed RTP claims perftest
+        // write_lat's 2-byte WRITEs (Linux's frames as much as ours).
+        .args(["--disable-protocol", "rpcordma", "--disable-protocol", "crtp"])
+        .output();
+    match out {
+        Err(_) => eprintln!("tshark not found: {} RoCE frames checked by our codec only", roce.len()),
+        Ok(out) => {
+            assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+            let flagged = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(flagged.lines().count(), 0, "tshark flags frames {flagged}");
+            eprintln!("capture: {} RoCE frames, every ICRC good, none malformed for tshark", roce.len());
+        }
+    }
+}

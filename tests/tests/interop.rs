@@ -262,7 +262,7 @@ fn appliance_linux_rc_pingpong_both_directions() {
         assert_eq!(counter(&c, err), Some(0), "appliance {err}:\n{ours}");
     }
     drop(app);
-    check_capture(&capture, 600 * 2);
+    appliance_tests::pcap::check_roce_capture(&capture, 600 * 2);
     let _ = std::fs::remove_file(&capture);
 }
 
@@ -296,37 +296,6 @@ fn appliance_linux_uc_and_ud_pingpong_both_directions() {
 /// it), there are at least `min_roce` of them, and tshark's decode of the file
 /// (`-d udp.port==4791,infiniband`) flags nothing malformed. The tshark step is
 /// skipped, with a message, when tshark is missing (`make interop` installs it).
-fn check_capture(file: &std::path::Path, min_roce: usize) {
-    let bytes = std::fs::read(file).unwrap();
-    let frames = appliance_tests::pcap::frames(&bytes).unwrap();
-    let roce: Vec<&[u8]> = frames.into_iter().filter(|f| appliance_tests::pcap::is_roce_v2(f)).collect();
-    assert!(roce.len() >= min_roce, "only {} RoCE frames in the capture", roce.len());
-    for (i, f) in roce.iter().enumerate() {
-        if let Err(reason) = rdma::wire::frame::parse(f) {
-            panic!("RoCE frame {i} of the capture is refused: {reason:?}");
-        }
-    }
-    let filter = "_ws.malformed || _ws.expert.severity >= error";
-    let out = std::process::Command::new("tshark")
-        .arg("-r")
-        .arg(file)
-        .args(["-d", "udp.port==4791,infiniband", "-Y", filter, "-T", "fields", "-e", "frame.number"])
-        // Wireshark's RPC-over-RDMA heuristic claims any SEND payload and
-        // throws on rc_pingpong's 4-byte 0x7b fill (Linux's frames as much as
-        // ours): it is not our protocol, so it is not asked.
-        .args(["--disable-protocol", "rpcordma"])
-        .output();
-    match out {
-        Err(_) => eprintln!("tshark not found: {} RoCE frames checked by our codec only", roce.len()),
-        Ok(out) => {
-            assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
-            let flagged = String::from_utf8_lossy(&out.stdout);
-            assert_eq!(flagged.lines().count(), 0, "tshark flags frames {flagged}");
-            eprintln!("capture: {} RoCE frames, every ICRC good, none malformed for tshark", roce.len());
-        }
-    }
-}
-
 /// The short interop run `make test` includes: one pingpong each way between
 /// the appliance and Linux rdma_rxe.
 #[test]

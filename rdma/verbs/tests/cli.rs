@@ -63,6 +63,9 @@ fn free_port() -> u16 {
 fn pair(name: &str, ring: &Path, args: &[&str]) -> (String, String) {
     let port = free_port().to_string();
     let mut sargs = vec!["-p", &port];
+    if name != "rc_pingpong" {
+        sargs.extend(["--bind", "127.0.0.1"]);
+    }
     sargs.extend_from_slice(args);
     let server = tool(name, ring, &sargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut cargs = sargs.clone();
@@ -173,12 +176,22 @@ fn perf_tools_print_their_tables() {
         let (s, c) = pair(name, &app.path, &args);
         assert!(c.contains("#bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"), "{c}");
         let size = if name == "atomic_bw" { "8" } else { "4096" };
-        assert!(c.lines().any(|l| l.starts_with(&format!(" {size:<10} 200"))), "{name}:\n{c}");
+        let result = |out: &str| out.lines().find(|l| l.starts_with(&format!(" {size:<10} 200"))).map(str::to_owned);
+        let line = result(&c).unwrap_or_else(|| panic!("{name}:\n{c}"));
         assert!(s.contains("Device         : rxe0"), "{s}");
+        if name == "send_bw" {
+            // The receiver measures for itself.
+            assert!(result(&s).is_some(), "{name} server:\n{s}");
+        } else {
+            // The one-sided tests' server prints the client's figures, sent over TCP.
+            assert_eq!(result(&s), Some(line), "{name} server:\n{s}");
+        }
     }
     for name in ["send_lat", "write_lat"] {
-        let (_, c) = pair(name, &app.path, &["-n", "100", "-s", "64"]);
-        assert!(c.contains("t_typical[usec]"), "{c}");
-        assert!(c.lines().any(|l| l.starts_with(" 64      100")), "{name}:\n{c}");
+        let (s, c) = pair(name, &app.path, &["-n", "100", "-s", "64"]);
+        for out in [&s, &c] {
+            assert!(out.contains("t_typical[usec]"), "{out}");
+            assert!(out.lines().any(|l| l.starts_with(" 64      100")), "{name}:\n{out}");
+        }
     }
 }

@@ -1,0 +1,265 @@
+//! The measured part of each test, driven as perftest's `run_iter_*`
+//! functions drive theirs, so the two programs meet on the wire: who posts
+//! first, which byte a latency test polls, what a receiver keeps posted.
+//!
+//! The buffer is perftest's: `2 × BUFF_SIZE` bytes, where `BUFF_SIZE` is
+//! the message size or the page size if larger. We send, write and read
+//! from the first half; the peer targets the second half (the `vaddr` we
+//! announce), which is also where our receives land.
+
+use std::time::{Duration, Instant};
+
+use super::Test;
+use super::exchange::{BwReport, Keys};
+use super::report::bw_report;
+use crate::queue::{Cq, EMPTY_WC, WorkCompletion};
+use crate::{Error, MemoryRegion, Qp, SendFlags, SendWr, Sge, WrOp};
+
+/// How long one completion (or one latency mark) may take before the run
+/// is declared stuck.
+const STALL: Duration = Duration::from_secs(30);
+
+/// perftest's `BUFF_SIZE`: each half of the buffer.
+pub fn half_buffer(size: usize, page_size: usize) -> usize {
+    size.max(page_size)
+}
+
+pub struct Run<'a> {
+    pub test: Test,
+    pub size: usize,
+    pub iters: u32,
+    /// Requests kept in flight by a bandwidth client.
+    pub tx_depth: u32,
+    /// Receives kept posted by a SEND receiver.
+    pub rx_depth: u32,
+    pub qp: &'a Qp<'a>,
+    pub send_cq: &'a Cq<'a>,
+    pub recv_cq: &'a Cq<'a>,
+    pub mr: &'a MemoryRegion<'a>,
+    /// Where the peer's half starts (`BUFF_SIZE`).
+    pub inbox: usize,
+    pub rem: Keys,
+    pub atomic_cas: bool,
+}
+
+/// Prints `done/total` on stderr at most once a second (long runs only).
+struct Progress {
+    last: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress { last: Instant::now(), shown: false }
+    }
+
+    fn tick(&mut self, done: u32, total: u32) {
+        if self.last.elapsed() >= Duration::from_secs(1) {
+            eprint!("\r {done}/{total} iterations");
+            self.last = Instant::now();
+            self.shown = true;
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.shown {
+            eprint!("\r                                        \r");
+        }
+    }
+}
+
+fn check(wc: &WorkCompletion) -> crate::Result<()> {
+    if wc.status.is_success() {
+        Ok(())
+    } else {
+        eprintln!("Completion with error at wr_id {}: {}", wc.wr_id, wc.status);
+        Err(Error::Protocol(format!("work completion failed: {}", wc.status)))
+    }
+}
+
+fn stalled(cmd: &'static str) -> Error {
+    Error::TimedOut { cmd, firmware_alive: true }
+}
+
+impl Run<'_> {
+    fn op(&self, i: u64) -> WrOp {
+        let (remote_addr, rkey) = (self.rem.vaddr, self.rem.rkey);
+        match self.test {
+            Test::SendBw | Test::SendLat => WrOp::Send,
+            Test::WriteBw | Test::WriteLat => WrOp::Write { remote_addr, rkey },
+            Test::ReadBw => WrOp::Read { remote_addr, rkey },
+            Test::AtomicBw if self.atomic_cas => WrOp::CompareSwap { remote_addr, rkey, compare: i, swap: i + 1 },
+            Test::AtomicBw => WrOp::FetchAdd { remote_addr, rkey, add: 1 },
+        }
+    }
+
+    fn outbox(&self) -> crate::Result<[Sge; 1]> {
+        Ok([self.mr.sge(0, self.size as u32)?])
+    }
+
+    /// Post `k` receives into the inbox; a SEND test does this before the
+    /// handshake that lets the sender start, as perftest does.
+    pub fn post_recvs(&self, k: u32) -> crate::Result<()> {
+        let sge = [self.mr.sge(self.inbox, self.size as u32)?];
+        let wrs: Vec<(u64, &[Sge])> = (0..k).map(|_| (0, &sge[..])).collect();
+        self.qp.post_recv(&wrs)
+    }
+
+    /// The number of receives to post up front.
+    pub fn first_recvs(&self) -> u32 {
+        self.rx_depth.min(self.iters)
+    }
+
+    /// A bandwidth client: `tx_depth` requests in flight until `iters` completed.
+    pub fn bandwidth(&self) -> crate::Result<BwReport> {
+        let n = self.iters;
+        let sge = self.outbox()?;
+        let mut wc = [EMPTY_WC; 16];
+        let mut progress = Progress::new();
+        let (mut posted, mut done) = (0u32, 0u32);
+        let start = Instant::now();
+        let mut stamps = Vec::with_capacity(n as usize);
+        let mut last = Instant::now();
+        while done < n {
+            let room = (self.tx_depth - (posted - done)).min(n - posted);
+            if room > 0 {
+                let wrs: Vec<SendWr<'_>> = (0..room)
+                    .map(|j| SendWr {
+                        wr_id: u64::from(posted + j),
+                        op: self.op(u64::from(posted + j)),
+                        sg_list: &sge,
+                        flags: SendFlags::SIGNALED,
+                        ud: None,
+                    })
+                    .collect();
+                self.qp.post_send(&wrs)?;
+                posted += room;
+            }
+            let k = self.send_cq.poll(&mut wc)?;
+            for w in &wc[..k] {
+                check(w)?;
+                stamps.push(Instant::now());
+            }
+            done += k as u32;
+            if k > 0 {
+                last = Instant::now();
+            } else if last.elapsed() > STALL {
+                return Err(stalled("poll_cq"));
+            }
+            progress.tick(done, n);
+        }
+        Ok(bw_report(self.size, self.tx_depth, start, &stamps))
+    }
+
+    /// A SEND receiver (`run_iter_bw_server`): `posted` receives are up;
+    /// keep reposting until `iters` messages came.
+    pub fn receive_bandwidth(&self, mut posted: u32) -> crate::Result<BwReport> {
+        let n = self.iters;
+        let mut wc = [EMPTY_WC; 16];
+        let mut progress = Progress::new();
+        let mut got = 0;
+        let start = Instant::now();
+        let mut stamps = Vec::with_capacity(n as usize);
+        let mut last = Instant::now();
+        while got < n {
+            let k = self.recv_cq.poll(&mut wc)?;
+            for w in &wc[..k] {
+                check(w)?;
+                stamps.push(Instant::now());
+            }
+            got += k as u32;
+            let more = (n - posted).min(k as u32);
+            if more > 0 {
+                self.post_recvs(more)?;
+                posted += more;
+            }
+            if k > 0 {
+                last = Instant::now();
+            } else if last.elapsed() > STALL {
+                return Err(stalled("poll_cq"));
+            }
+            progress.tick(got, n);
+        }
+        Ok(bw_report(self.size, self.tx_depth, start, &stamps))
+    }
+
+    fn post_one(&self, i: u32, sge: &[Sge]) -> crate::Result<()> {
+        let wr = SendWr { wr_id: u64::from(i), op: self.op(0), sg_list: sge, flags: SendFlags::SIGNALED, ud: None };
+        self.qp.post_send(&[wr])
+    }
+
+    /// `run_iter_lat_send`: the client sends first; each side answers every
+    /// message it gets. `posted` receives are up. Returns the post times.
+    pub fn send_latency(&self, client: bool, mut posted: u32) -> crate::Result<Vec<Instant>> {
+        let n = self.iters;
+        let sge = self.outbox()?;
+        let mut posts = Vec::with_capacity(n as usize);
+        let mut progress = Progress::new();
+        let (mut sent, mut got) = (0u32, 0u32);
+        while sent < n || got < n {
+            if got < n && !(sent == 0 && client) {
+                check(&self.recv_cq.wait(STALL)?)?;
+                got += 1;
+                if posted < n {
+                    self.post_recvs(1)?;
+                    posted += 1;
+                }
+            }
+            if sent < n {
+                posts.push(Instant::now());
+                self.post_one(sent, &sge)?;
+                sent += 1;
+                check(&self.send_cq.wait(STALL)?)?;
+            }
+            progress.tick(got, n);
+        }
+        Ok(posts)
+    }
+
+    /// `run_iter_lat_write`: the server writes first. Each write carries
+    /// its sequence number (mod 256) in its last byte; each side waits for
+    /// the peer's next number in the last byte of its inbox message.
+    pub fn write_latency(&self, client: bool) -> crate::Result<Vec<Instant>> {
+        let n = self.iters;
+        let sge = self.outbox()?;
+        let mark_at = self.size - 1;
+        let poll_at = self.inbox + self.size - 1;
+        let mut posts = Vec::with_capacity(n as usize);
+        let mut progress = Progress::new();
+        let (mut sent, mut seen) = (0u32, 0u32);
+        while sent < n || seen < n {
+            // The server's first write goes out unprompted.
+            if seen < n && (client || sent > 0) {
+                seen += 1;
+                self.wait_mark(poll_at, seen as u8)?;
+            }
+            if sent < n {
+                posts.push(Instant::now());
+                sent += 1;
+                self.mr.write(mark_at, &[sent as u8])?;
+                self.post_one(sent, &sge)?;
+                check(&self.send_cq.wait(STALL)?)?;
+            }
+            progress.tick(seen, n);
+        }
+        Ok(posts)
+    }
+
+    fn wait_mark(&self, at: usize, mark: u8) -> crate::Result<()> {
+        let t = Instant::now();
+        let mut b = [0u8];
+        let mut round = 0;
+        loop {
+            self.mr.read(at, &mut b)?;
+            if b[0] == mark {
+                return Ok(());
+            }
+            if t.elapsed() > STALL {
+                return Err(stalled("write_lat"));
+            }
+            crate::context::backoff(&mut round);
+        }
+    }
+}
