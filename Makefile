@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -95,8 +95,16 @@ bench-interop: image deps-qemu deps-fonts linux-peer
 bench-verbs: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-verbs -- $(RUNS)
 
+## bench-perftest: perftest WRITE bandwidth and rate, SEND latency: Linux<->Linux, appliance<->Linux,
+## appliance<->appliance and the raw frame limit, in one run, with ratios
+bench-perftest: image deps-qemu deps-fonts linux-peer
+	cargo build --release -q -p verbs --bins
+	cargo build --release -q -p appliance-tests --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo run -q --release -p appliance-tests \
+		--bin bench-perftest -- $(RUNS)
+
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
-bench: bench-net bench-rdma bench-verbs bench-interop
+bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma
 
 ## fuzz: the property tests of the parsers, with many more cases

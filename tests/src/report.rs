@@ -21,6 +21,17 @@ pub fn usec_per_iter(out: &str) -> Option<f64> {
     number_before(out, "usec/iter")
 }
 
+/// perftest's result row: the first line of `out` whose first two numbers
+/// are `size` and `iters`, as the numbers after them (bandwidth: peak,
+/// average, message rate; latency: min, max, typical, average, deviation,
+/// 99%, 99.9%).
+pub fn perftest_row(out: &str, size: usize, iters: u32) -> Option<Vec<f64>> {
+    out.lines().find_map(|l| {
+        let v: Vec<f64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
+        (v.len() >= 3 && v[0] == size as f64 && v[1] == f64::from(iters)).then(|| v[2..].to_vec())
+    })
+}
+
 /// The median (the upper one for an even count); NaN for none.
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -25,6 +25,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use appliance_tests::report::perftest_row;
 use appliance_tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
     free_udp_port, verbs_tool,
@@ -33,15 +34,6 @@ use appliance_tests::{
 const REGION: u64 = 64 << 20;
 /// A whole perftest run, TCP exchange included (perftest sleeps 1 s in it).
 const RUN: Duration = Duration::from_secs(240);
-
-/// The first line of `out` whose first two numbers are `size` and `iters`:
-/// the numbers after them (perftest's result row).
-fn result_row(out: &str, size: usize, iters: u32) -> Option<Vec<f64>> {
-    out.lines().find_map(|l| {
-        let v: Vec<f64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
-        (v.len() >= 3 && v[0] == size as f64 && v[1] == f64::from(iters)).then(|| v[2..].to_vec())
-    })
-}
 
 /// Waits for a host tool, killing it past `limit`: (success, stdout + stderr).
 fn finish(mut child: Child, limit: Duration) -> (bool, String) {
@@ -139,8 +131,8 @@ fn perftest_against_linux_both_directions() {
         let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
         assert!(ok, "{tool} client failed:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "Linux {linux_prog} server failed:\n{theirs}\nours:\n{ours}");
-        let a = result_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));
-        let b = result_row(&theirs, size, iters).unwrap_or_else(|| panic!("{linux_prog}: no result row:\n{theirs}"));
+        let a = perftest_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));
+        let b = perftest_row(&theirs, size, iters).unwrap_or_else(|| panic!("{linux_prog}: no result row:\n{theirs}"));
         summary.push(format!("{tool:>9} {size:>6} B appliance client: ours {a:?} / Linux server {b:?}"));
 
         // Our tool serves on 127.0.0.1:gp; the Linux client reaches it through guestfwd.
@@ -150,8 +142,8 @@ fn perftest_against_linux_both_directions() {
         let (ok, ours) = finish(server, RUN);
         assert!(ok, "{tool} server failed:\n{ours}\nLinux {linux_prog} client:\n{theirs}");
         assert_eq!(status, 0, "Linux {linux_prog} client failed:\n{theirs}\nours:\n{ours}");
-        let a = result_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));
-        let b = result_row(&theirs, size, iters).unwrap_or_else(|| panic!("{linux_prog}: no result row:\n{theirs}"));
+        let a = perftest_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));
+        let b = perftest_row(&theirs, size, iters).unwrap_or_else(|| panic!("{linux_prog}: no result row:\n{theirs}"));
         summary.push(format!("{tool:>9} {size:>6} B appliance server: ours {a:?} / Linux client {b:?}"));
     }
     for l in &summary {

@@ -1,0 +1,333 @@
+//! perftest figures for Linux rxe and the appliance, measured in one run on
+//! one kind of wire (QEMU's UDP socket netdev, 9000-byte netdevs, RoCE MTU
+//! 4096): Linux<->Linux with Linux's `ib_*` programs; the appliance (host
+//! tools through its verbs ring) against Linux, in both roles; appliance<->
+//! appliance; and the raw frame limit (`netbench`) at the frame size of an
+//! MTU-4096 WRITE. RDMA WRITE bandwidth at 64 B, 4 KiB and 64 KiB, its
+//! message rate at 64 B, and SEND latency at 2 B (median and 99th
+//! percentile); medians of several runs, each figure with its ratio to
+//! Linux<->Linux.
+//!
+//! Usage: bench-perftest [runs]; writes target/bench/perftest.{md,csv,png}.
+//! Needs the Linux peer (`make linux-peer`) and the verbs tools.
+
+#![deny(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use appliance_tests::report::{bar_chart, median, number_after, perftest_row, write_tables};
+use appliance_tests::{
+    Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
+    free_udp_port, verbs_tool,
+};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const MTU: u32 = 9000;
+const REGION: u64 = 64 << 20;
+const RUN: Duration = Duration::from_secs(300);
+/// WRITE sizes and their iteration counts (enough for a second or more under TCG).
+const BW: [(usize, u32); 3] = [(64, 2000), (4096, 1000), (65536, 200)];
+const LAT_ITERS: u32 = 500;
+/// An MTU-4096 RDMA WRITE MIDDLE frame: Ethernet, IPv4, UDP, BTH, payload, ICRC.
+const ROCE_FRAME: usize = 14 + 20 + 8 + 12 + 4096 + 4;
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// One end of a perftest run.
+enum End {
+    Linux(LinuxPeer),
+    /// An appliance driven through its ring by the host tools, and the
+    /// host port a Linux client's guestfwd reaches (or a tool client dials).
+    Appliance {
+        app: Appliance,
+        ring: Ivshmem,
+        port: u16,
+    },
+}
+
+fn tool(name: &str, ring: &Path, args: &str) -> Res<Child> {
+    Ok(Command::new(verbs_tool(name))
+        .arg("--ring")
+        .arg(ring)
+        .args(args.split_whitespace())
+        .env_remove("RDMA_RING")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?)
+}
+
+fn finish(mut child: Child) -> Res<String> {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if start.elapsed() > RUN {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("a host tool ran too long".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out)?;
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut out)?;
+    }
+    if !status.success() {
+        return Err(format!("host tool failed:\n{out}").into());
+    }
+    Ok(out)
+}
+
+/// One perftest run of `test` (`write_bw`, `send_lat`, ...); the client's output.
+fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<String> {
+    let linux_args = format!("-d rxe0 -F {args}");
+    match (server, client) {
+        (End::Linux(s), c) => {
+            s.cmd(&format!("ib_{test} {linux_args} > /tmp/pt.log 2>&1 &"))?;
+            s.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30))?;
+            let out = match c {
+                End::Linux(c) => {
+                    let (status, out) = c.status(&format!("ib_{test} {linux_args} {}", s.wire_ip()), RUN)?;
+                    if status != 0 {
+                        return Err(format!("ib_{test} client failed:\n{out}").into());
+                    }
+                    out
+                }
+                End::Appliance { ring, .. } => {
+                    finish(tool(test, &ring.path, &format!("{args} -p {} 127.0.0.1", s.host_port()))?)?
+                }
+            };
+            let server_out = s.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN)?;
+            if !server_out.contains("exit=0") {
+                return Err(format!("ib_{test} server failed:\n{server_out}").into());
+            }
+            Ok(out)
+        }
+        (End::Appliance { ring, port, .. }, c) => {
+            let server = tool(test, &ring.path, &format!("{args} -p {port} --bind 127.0.0.1"))?;
+            let out = match c {
+                End::Linux(c) => {
+                    let (status, out) =
+                        c.status(&format!("ib_{test} {linux_args} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN)?;
+                    if status != 0 {
+                        let _ = finish(server);
+                        return Err(format!("ib_{test} client failed:\n{out}").into());
+                    }
+                    out
+                }
+                End::Appliance { ring: r2, .. } => {
+                    finish(tool(test, &r2.path, &format!("{args} -p {port} 127.0.0.1"))?)?
+                }
+            };
+            finish(server)?;
+            Ok(out)
+        }
+    }
+}
+
+/// One pair's figures: WRITE Gb/s per size, 64 B WRITE Mmsg/s, SEND latency median and p99 (µs).
+#[derive(Clone, Debug, Default)]
+struct Figures {
+    gbps: Vec<f64>,
+    mpps: f64,
+    lat_median: f64,
+    lat_p99: f64,
+}
+
+fn measure(label: &str, server: &mut End, client: &mut End, runs: usize) -> Res<Figures> {
+    let mut f = Figures::default();
+    for (size, iters) in BW {
+        let (mut gbps, mut mpps) = (vec![], vec![]);
+        for _ in 0..runs {
+            let out = perftest(server, client, "write_bw", &format!("-x 1 -s {size} -n {iters}"))?;
+            let row = perftest_row(&out, size, iters).ok_or(format!("no result row:\n{out}"))?;
+            // peak MB/s, average MB/s (MB = 2^20), Mpps
+            gbps.push(row[1] * MIB * 8.0 / 1e9);
+            mpps.push(row[2]);
+        }
+        let g = median(&mut gbps);
+        println!("{label:<34} WRITE {size:>6} B: {g:>8.4} Gb/s");
+        f.gbps.push(g);
+        if size == 64 {
+            f.mpps = median(&mut mpps);
+        }
+    }
+    let (mut med, mut p99) = (vec![], vec![]);
+    for _ in 0..runs {
+        let out = perftest(server, client, "send_lat", &format!("-x 1 -s 2 -n {LAT_ITERS}"))?;
+        let row = perftest_row(&out, 2, LAT_ITERS).ok_or(format!("no result row:\n{out}"))?;
+        // min, max, typical, average, stdev, 99%, 99.9%
+        med.push(row[2]);
+        p99.push(row[5]);
+    }
+    f.lat_median = median(&mut med);
+    f.lat_p99 = median(&mut p99);
+    println!("{label:<34} SEND 2 B latency: median {:.1} us, p99 {:.1} us", f.lat_median, f.lat_p99);
+    Ok(f)
+}
+
+fn wire(mac: &str, local: u16, peer: u16) -> Nic {
+    Nic { host_mtu: Some(MTU), ..Nic::new(mac, local, peer) }
+}
+
+/// A Linux peer at `ip` on the wire; its guest clients reach host port `gp`.
+fn linux(nic: Nic, ip: &str, gp: Option<u16>) -> Res<LinuxPeer> {
+    let mut o = PeerOptions::new(nic, ip);
+    o.mtu = Some(MTU);
+    if let Some(gp) = gp {
+        let relay = std::env::current_exe()?.with_file_name("tcp-stdio");
+        if !relay.exists() {
+            return Err(
+                format!("{} is missing: cargo build --release -p appliance-tests --bins", relay.display()).into()
+            );
+        }
+        o.guest_fwd_cmd = Some(format!("{} {gp}", relay.display()));
+    }
+    Ok(LinuxPeer::start(o)?)
+}
+
+fn appliance(nic: Nic, ip: &str, tag: &str) -> Res<End> {
+    let ring = Ivshmem::temp(tag, REGION);
+    let mut app = Appliance::boot(Options {
+        nic: Some(nic),
+        append: format!("ip={ip}/24"),
+        ivshmem: Some(ring.clone()),
+        cmd_timeout: RUN,
+        ..Options::default()
+    })?;
+    app.cmd("rdma link add rxe0 type rxe netdev eth0")?;
+    Ok(End::Appliance { app, ring, port: free_tcp_port() })
+}
+
+/// `netbench` frames per second and Gb/s received at `size`-byte frames (medians).
+fn raw_limit(tx: &mut Appliance, rx: &mut Appliance, rx_ip: &str, size: usize, runs: usize) -> Res<(f64, f64)> {
+    let ms = 2000u64;
+    let (mut fps, mut gbps) = (vec![], vec![]);
+    for _ in 0..runs {
+        rx.cmd("netbench reset")?;
+        tx.cmd(&format!("netbench send {rx_ip} {size} {ms}"))?;
+        std::thread::sleep(Duration::from_millis(100));
+        let out = rx.cmd("netbench rx")?;
+        let got = number_after(&out, "rx:").ok_or(format!("unexpected output: {out}"))?;
+        let secs = ms as f64 / 1000.0;
+        fps.push(got / secs);
+        gbps.push(got * size as f64 * 8.0 / secs / 1e9);
+    }
+    Ok((median(&mut fps), median(&mut gbps)))
+}
+
+fn main() -> Res<()> {
+    let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
+    if !LinuxPeer::available() {
+        return Err("the Linux peer is not built: make linux-peer".into());
+    }
+    println!("perftest on a {MTU}-byte wire (RoCE MTU 4096), medians of {runs} runs");
+    let mut rows: Vec<(&str, Figures)> = Vec::new();
+    {
+        let (p1, p2) = (free_udp_port(), free_udp_port());
+        let mut a = linux(wire("52:54:00:00:01:03", p1, p2), "10.0.0.3/24", None)?;
+        let mut b = linux(wire("52:54:00:00:01:04", p2, p1), "10.0.0.4/24", None)?;
+        a.wait_ready()?;
+        b.wait_ready()?;
+        let label = "Linux <-> Linux";
+        rows.push((label, measure(label, &mut End::Linux(a), &mut End::Linux(b), runs)?));
+    }
+    {
+        let (p1, p2) = (free_udp_port(), free_udp_port());
+        let mut a = appliance(wire("52:54:00:00:00:01", p1, p2), "10.0.0.1", "bench-a")?;
+        let End::Appliance { port, .. } = &a else { unreachable!() };
+        let mut l = linux(wire("52:54:00:00:01:03", p2, p1), "10.0.0.3/24", Some(*port))?;
+        l.wait_ready()?;
+        let mut l = End::Linux(l);
+        let label = "appliance client, Linux server";
+        rows.push((label, measure(label, &mut l, &mut a, runs)?));
+        let label = "Linux client, appliance server";
+        rows.push((label, measure(label, &mut a, &mut l, runs)?));
+    }
+    let raw;
+    {
+        let (p1, p2) = (free_udp_port(), free_udp_port());
+        let mut a = appliance(wire("52:54:00:00:00:01", p1, p2), "10.0.0.1", "bench-a")?;
+        let mut b = appliance(wire("52:54:00:00:00:02", p2, p1), "10.0.0.2", "bench-b")?;
+        let label = "appliance <-> appliance";
+        rows.push((label, measure(label, &mut a, &mut b, runs)?));
+        let (End::Appliance { app: tx, .. }, End::Appliance { app: rx, .. }) = (&mut a, &mut b) else { unreachable!() };
+        raw = raw_limit(tx, rx, "10.0.0.2", ROCE_FRAME, runs)?;
+        println!("raw frame limit at {ROCE_FRAME} B: {:.0} frames/s, {:.3} Gb/s", raw.0, raw.1);
+    }
+
+    let base = rows[0].1.clone();
+    let mut md = String::from("| pair |");
+    let mut csv = String::from("pair");
+    for (size, _) in BW {
+        write!(md, " WRITE {size} B Gb/s | ratio |")?;
+        write!(csv, ",write_{size}_gbps,ratio")?;
+    }
+    md.push_str(" 64 B Mmsg/s | ratio | SEND 2 B median us | ratio | p99 us | ratio |\n|---|");
+    csv.push_str(",write_64_mpps,ratio,send_lat_median_us,ratio,send_lat_p99_us,ratio\n");
+    md.push_str(&"---:|---:|".repeat(BW.len() + 3));
+    md.push('\n');
+    for (label, f) in &rows {
+        write!(md, "| {label} |")?;
+        write!(csv, "{label}")?;
+        let cells = f
+            .gbps
+            .iter()
+            .zip(&base.gbps)
+            .map(|(x, b)| (*x, x / b, 4))
+            .chain([(f.mpps, f.mpps / base.mpps, 4), (f.lat_median, f.lat_median / base.lat_median, 1)])
+            .chain([(f.lat_p99, f.lat_p99 / base.lat_p99, 1)]);
+        for (x, r, digits) in cells {
+            write!(md, " {x:.digits$} | {r:.2} |")?;
+            write!(csv, ",{x:.5},{r:.4}")?;
+        }
+        md.push('\n');
+        csv.push('\n');
+    }
+    // The wire's ceiling for MTU-sized frames: the 4 KiB and 64 KiB columns.
+    write!(md, "| raw frame limit ({ROCE_FRAME} B frames) | | |")?;
+    write!(csv, "raw frame limit ({ROCE_FRAME} B frames),,")?;
+    for b in &base.gbps[1..] {
+        write!(md, " {:.4} | {:.2} |", raw.1, raw.1 / b)?;
+        write!(csv, ",{:.5},{:.4}", raw.1, raw.1 / b)?;
+    }
+    md.push_str(&" | |".repeat(3));
+    csv.push_str(&",,".repeat(3));
+    md.push('\n');
+    csv.push('\n');
+    let app_64k = rows.last().map_or(f64::NAN, |(_, f)| f.gbps[BW.len() - 1]);
+    writeln!(
+        md,
+        "\nThe raw frame limit is netbench between the two appliances: {:.0} frames/s of {ROCE_FRAME} bytes. \
+         appliance<->appliance 64 KiB WRITE reaches {:.1}% of it. Ratios: bandwidth and message rate over \
+         Linux<->Linux (higher is better), latency over Linux<->Linux (lower is better).",
+        raw.0,
+        100.0 * app_64k / raw.1
+    )?;
+    println!("\n{md}");
+    let dir = write_tables("perftest", &md, &csv)?;
+    let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (*l, f.gbps.clone())).collect();
+    let chart: PathBuf = dir.join("perftest.png");
+    match bar_chart(
+        &chart,
+        "RDMA WRITE bandwidth (ib_write_bw / write_bw, Gb/s, higher is faster)",
+        "Gb/s",
+        &groups,
+        &series,
+    ) {
+        Ok(()) => println!("written: target/bench/perftest.png"),
+        Err(e) => println!("no chart: {e}"),
+    }
+    println!("written: target/bench/perftest.md, target/bench/perftest.csv");
+    Ok(())
+}
