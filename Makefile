@@ -89,19 +89,19 @@ bench-rdma: image deps-qemu
 
 ## bench-interop: ibv_rc_pingpong Linux<->Linux, appliance<->Linux, appliance<->appliance, with ratios
 bench-interop: image deps-qemu deps-fonts linux-peer
-	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-interop -- $(RUNS) 100
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-interop -- $(RUNS) 100
 
 ## bench-verbs: the verbs ring from host programs (NOP, post->CQE, message rate, bandwidth)
 bench-verbs: image deps-qemu
-	APPLIANCE_IMAGE=$(IMAGE) cargo run -q --release -p appliance-tests --bin bench-verbs -- $(RUNS)
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-verbs -- $(RUNS)
 
 ## bench-perftest: perftest WRITE bandwidth and rate, SEND latency: Linux<->Linux, appliance<->Linux,
 ## appliance<->appliance and the raw frame limit, in one run, with ratios
 bench-perftest: image deps-qemu deps-fonts linux-peer
 	cargo build --release -q -p verbs --bins
 	cargo build --release -q -p appliance-tests --bins
-	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo run -q --release -p appliance-tests \
-		--bin bench-perftest -- $(RUNS)
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) \
+		cargo run -q --release -p appliance-tests --bin bench-perftest -- $(RUNS)
 
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
 bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest

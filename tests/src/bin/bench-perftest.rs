@@ -229,7 +229,10 @@ fn main() -> Res<()> {
     if !LinuxPeer::available() {
         return Err("the Linux peer is not built: make linux-peer".into());
     }
-    println!("perftest on a {MTU}-byte wire (RoCE MTU 4096), medians of {runs} runs");
+    let accel = std::env::var("APPLIANCE_ACCEL").unwrap_or_else(|_| "tcg".into());
+    println!(
+        "perftest on a {MTU}-byte wire (RoCE MTU 4096), medians of {runs} runs; appliances on {accel}, Linux on tcg"
+    );
     let mut rows: Vec<(&str, Figures)> = Vec::new();
     {
         let (p1, p2) = (free_udp_port(), free_udp_port());
