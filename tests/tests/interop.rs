@@ -368,7 +368,7 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
 }
 
 /// MTU 4096 against Linux: both netdevs at 9000 bytes (active_mtu 4096 on both
-/// rxe ports), ibv_rc_pingpong -m 4096 with 64 KiB messages both ways.
+/// rxe ports), ibv_rc_pingpong -m 4096 at 4 B, 4 KiB and 64 KiB both ways.
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]
 fn appliance_linux_rc_pingpong_mtu_4096() {
@@ -390,21 +390,23 @@ fn appliance_linux_rc_pingpong_mtu_4096() {
     assert_eq!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
     assert!(app.cmd("ibv_devinfo").unwrap().contains("active_mtu:\t\t4096 (5)"));
     assert!(linux.cmd("ibv_devinfo -d rxe0").unwrap().contains("active_mtu:\t\t4096 (5)"));
-    let opts = "-g 1 -m 4096 -n 50 -s 65536";
-    linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
-    linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
-    let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
-    let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
-    assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{client}\n{server}");
-    let running = app.start_cmd(&format!("ibv_rc_pingpong {opts}"), "local address:").unwrap();
-    let (status, client) =
-        linux.status(&format!("ibv_rc_pingpong -d rxe0 {opts} 10.0.0.1"), Duration::from_secs(120)).unwrap();
-    let server = app.finish_cmd(running).unwrap();
-    assert_eq!(status, 0, "{client}\n{server}");
-    assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{client}\n{server}");
-    eprintln!(
-        "MTU 4096, 64 KiB: appliance {:.1} usec/iter, Linux {:.1} usec/iter",
-        usec_per_iter(&server).unwrap_or(f64::NAN),
-        usec_per_iter(&client).unwrap_or(f64::NAN)
-    );
+    for size in [4u32, 4096, 65536] {
+        let opts = format!("-g 1 -m 4096 -n 50 -s {size}");
+        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
+        let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
+        let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
+        assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{client}\n{server}");
+        let running = app.start_cmd(&format!("ibv_rc_pingpong {opts}"), "local address:").unwrap();
+        let (status, client) =
+            linux.status(&format!("ibv_rc_pingpong -d rxe0 {opts} 10.0.0.1"), Duration::from_secs(120)).unwrap();
+        let server = app.finish_cmd(running).unwrap();
+        assert_eq!(status, 0, "{client}\n{server}");
+        assert!(client.contains("50 iters in") && server.contains("50 iters in"), "{client}\n{server}");
+        eprintln!(
+            "MTU 4096, {size} B: appliance {:.1} usec/iter, Linux {:.1} usec/iter",
+            usec_per_iter(&server).unwrap_or(f64::NAN),
+            usec_per_iter(&client).unwrap_or(f64::NAN)
+        );
+    }
 }
