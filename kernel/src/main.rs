@@ -13,6 +13,7 @@ mod net;
 mod panic;
 mod pci;
 mod poll;
+mod prof;
 mod shell;
 mod time;
 mod verbs;

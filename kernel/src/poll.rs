@@ -62,7 +62,9 @@ fn idle(deadline: Option<Instant>) {
     }
     pit::one_shot(wait);
     HALTS.fetch_add(1, Ordering::Relaxed);
+    let t = crate::prof::start();
     // `sti` takes effect after the next instruction, so no interrupt can slip in
     // between enabling and halting.
     interrupts::enable_and_hlt();
+    crate::prof::IDLE.add(t);
 }

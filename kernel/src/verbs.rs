@@ -143,10 +143,10 @@ impl Task for Verbs {
     fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
         // The data path first: completions the network produced this pass go
         // out now, whatever the beat.
-        let moved = rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now)).moved();
+        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now)).moved());
         let mut commands = false;
         if now >= self.next_tick {
-            match self.firmware.tick(&*self.mem) {
+            match crate::prof::TICK.time(|| self.firmware.tick(&*self.mem)) {
                 Ok(report) => {
                     for ev in &report.events {
                         log::info!("{ev:?}");

@@ -111,5 +111,5 @@ fn cost_times_the_per_frame_work() {
     let out = a.cmd("cost copy 4096 10").unwrap();
     assert!(out.starts_with("copy 4096 B: "), "{out}");
     a.expect("cost icrc 10 10", "error: cost: '10' is not a size in 64..=65536").unwrap();
-    a.expect("cost crc 1024 10", "error: usage: cost icrc|copy <bytes> <count>").unwrap();
+    a.expect("cost crc 1024 10", "error: usage: cost icrc|copy|shm <bytes> <count>").unwrap();
 }

@@ -79,6 +79,11 @@ fn mask(irq: u8) {
     outb(port, inb(port) | (1 << bit));
 }
 
+/// Interrupts taken on one IRQ line.
+pub fn count(irq: u8) -> u64 {
+    COUNTS.get(usize::from(irq)).map_or(0, |c| c.load(Ordering::Relaxed))
+}
+
 /// Interrupts taken on spurious IRQ 7/15.
 pub fn spurious() -> u64 {
     SPURIOUS.load(Ordering::Relaxed)

@@ -16,6 +16,7 @@ pub mod pingpong;
 pub mod rdma;
 
 use crate::poll::{Task, Timers};
+use crate::prof;
 use crate::time::Instant;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -57,6 +58,8 @@ pub struct Net {
     /// Finished pingpongs' objects, kept a moment for the peer's retransmissions.
     pub pingpong_lingering: Vec<pingpong::Lingering>,
     pub bench: bench::Bench,
+    /// The counters `perf` shows, as they were at its last reset.
+    pub perf_base: Vec<(&'static str, u64)>,
     stack_queue: VecDeque<Vec<u8>>,
     scratch: Vec<u8>,
 }
@@ -163,11 +166,45 @@ impl Net {
             pingpong: None,
             pingpong_lingering: Vec::new(),
             bench: bench::Bench::default(),
+            perf_base: Vec::new(),
             stack_queue: queue,
             scratch,
         };
         net.sync_addresses();
         Ok(net)
+    }
+
+    /// The counters the `perf` profile shows next to its time spans: the
+    /// driver's, the transport's (retransmissions, timeouts, drops by reason),
+    /// by name; zero ones included, so a reset's snapshot lines up.
+    pub fn perf_counters(&self) -> Vec<(&'static str, u64)> {
+        let nic = self.nic.stats();
+        let mut v = alloc::vec![
+            ("nic rx_frames", nic.rx_frames),
+            ("nic tx_frames", nic.tx_frames),
+            ("nic rx_errors", nic.rx_errors),
+            ("nic tx_queue_full", nic.tx_queue_full),
+            ("nic interrupts", crate::arch::irq::count(self.irq)),
+            ("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER)),
+        ];
+        if let Some(t) = self.rdma.transport.as_ref() {
+            let s = t.stats();
+            for c in ::rdma::core::RxeCounter::ALL {
+                v.push((c.name(), s.get(c)));
+            }
+            v.extend([
+                ("retransmitted_pkts", s.retransmitted_pkts),
+                ("timeouts", s.timeouts),
+                ("rewinds", s.rewinds),
+                ("window_cuts", s.window_cuts),
+                ("tx_full", s.tx_full),
+                ("ghost_acks", s.ghost_acks),
+                ("implied_naks", s.implied_naks),
+            ]);
+            v.extend(s.drops());
+            v.extend(s.wire_drops.iter().map(|(r, n)| (r.name(), n)));
+        }
+        v
     }
 
     /// The device's name (`eth0`).
@@ -207,7 +244,9 @@ impl Net {
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         let mut n = 0;
         while n < RX_BUDGET {
+            let t = prof::start();
             let Some(rx) = nic.receive() else { break };
+            prof::RX_NIC.add(t);
             n += 1;
             let frame = rx.as_ref();
             if !up {
@@ -217,7 +256,9 @@ impl Net {
             }
             match steer(frame, mac, stats) {
                 Steer::Rdma => match rdma.transport.as_mut() {
-                    Some(t) => t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }),
+                    Some(t) => {
+                        prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }))
+                    }
                     None => rdma.rx.receive(frame),
                 },
                 Steer::Arp => {
@@ -235,7 +276,9 @@ impl Net {
                 Steer::Stack => stats.rx_dropped += 1,
                 Steer::Drop(_) => {}
             }
+            let t = prof::start();
             nic.recycle(rx);
+            prof::RX_NIC.add_cycles(prof::start().saturating_sub(t));
         }
         n
     }
@@ -285,8 +328,19 @@ impl Net {
 }
 
 impl Task for Net {
-    fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
-        if self.nic.ack_interrupt() {
+    fn poll(&mut self, now: Instant, timers: &mut Timers) -> bool {
+        prof::NET.time(|| self.pass(now, timers))
+    }
+
+    fn deadline(&mut self, now: Instant) -> Option<Instant> {
+        self.next_deadline(now)
+    }
+}
+
+impl Net {
+    /// One pass of the network task (see the module's doc).
+    fn pass(&mut self, now: Instant, _timers: &mut Timers) -> bool {
+        if prof::IRQ.time(|| self.nic.ack_interrupt()) {
             self.refresh_carrier();
         }
         let frames = self.receive(now);
@@ -302,21 +356,19 @@ impl Task for Net {
                 scratch: &mut self.scratch,
                 up,
             };
+            let t = prof::start();
             self.iface.poll(smol_now(now), &mut dev, &mut self.sockets);
+            prof::SMOLTCP.add(t);
         }
-        self.poll_transport(now);
+        prof::TRANSPORT.time(|| self.poll_transport(now));
         busy |= self.transmit_arp(now);
         busy |= ping::poll(self, now);
         busy |= pingpong::poll(self, now);
         busy |= bench::poll(self, now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
-        self.nic.service();
-        crate::arch::irq::unmask(self.irq);
+        prof::KICK.time(|| self.nic.service());
+        prof::IRQ.time(|| crate::arch::irq::unmask(self.irq));
         busy
-    }
-
-    fn deadline(&mut self, now: Instant) -> Option<Instant> {
-        self.next_deadline(now)
     }
 }

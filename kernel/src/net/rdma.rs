@@ -52,6 +52,11 @@ impl Rdma {
         self.shared = Some(region);
     }
 
+    /// The host-shared region, when there is one (`cost shm`).
+    pub fn shared_memory(&self) -> Option<&IvshmemRegion> {
+        self.shared.as_deref()
+    }
+
     /// Copies the transport's counters into the core's, which `rdma statistic
     /// show` and the ring's QUERY_COUNTERS read.
     pub fn sync_counters(&mut self) {
@@ -179,7 +184,19 @@ pub struct NicSink<'a, N: Nic> {
 
 impl<N: Nic> FrameSink for NicSink<'_, N> {
     fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        let sent = self.nic.transmit(len, |buf| fill(buf)).is_some();
+        use crate::prof::{TX_FILL, TX_QUEUE, start};
+        let t = start();
+        let built = self.nic.transmit(len, |buf| {
+            let t = start();
+            fill(buf);
+            start().saturating_sub(t)
+        });
+        let sent = built.is_some();
+        let all = start().saturating_sub(t);
+        if let Some(fill) = built {
+            TX_FILL.add_cycles(fill);
+        }
+        TX_QUEUE.add_cycles(all.saturating_sub(built.unwrap_or(0)));
         if sent {
             self.stats.record_tx(len);
         } else {

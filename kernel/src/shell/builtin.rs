@@ -87,9 +87,15 @@ pub static COMMANDS: &[Command] = &[
     },
     Command {
         name: "cost",
-        usage: "cost icrc|copy <bytes> <count>",
-        help: "time the per-frame work on this CPU (profiling: ICRC, memory copy)",
+        usage: "cost icrc|copy|shm <bytes> <count>",
+        help: "time the per-frame work on this CPU (profiling: ICRC, memory copy, copy out of the ring's memory)",
         run: cost,
+    },
+    Command {
+        name: "perf",
+        usage: "perf [reset]",
+        help: "profile since the last reset: time per kind of work, frame and retransmission counters",
+        run: super::net::perf,
     },
     Command { name: "sleep", usage: "sleep <ms>", help: "wait before the next prompt (for scripts)", run: sleep },
     Command { name: "shutdown", usage: "shutdown", help: "power off the appliance", run: shutdown },
@@ -331,9 +337,10 @@ fn md(_: &mut Context, args: &[&str]) -> CommandResult {
     Ok(())
 }
 
-/// `cost icrc|copy <bytes> <count>`: how long the per-frame work takes on
-/// this (emulated) CPU, to see where the transport's time goes.
-fn cost(_: &mut Context, args: &[&str]) -> CommandResult {
+/// `cost icrc|copy|shm <bytes> <count>`: how long the per-frame work takes on
+/// this (emulated) CPU, to see where the transport's time goes. `shm` copies
+/// out of the ivshmem region, as the transport gathers a payload.
+fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
     let [what, bytes, count] = args else { return Err(CommandError::Usage) };
     let bytes: usize = bytes
         .parse()
@@ -349,6 +356,12 @@ fn cost(_: &mut Context, args: &[&str]) -> CommandResult {
     let mut frame = alloc::vec![0u8; bytes];
     frame[0] = 0x45;
     let mut copy = alloc::vec![0u8; bytes];
+    let net = ctx.net.clone();
+    let guard = net.borrow();
+    let shm = guard.as_ref().and_then(|n| n.rdma.shared_memory());
+    if *what == "shm" && shm.is_none_or(|s| verbs_ring::SharedMem::len(s) < bytes) {
+        return Err(CommandError::Invalid(format!("no shared memory region of {bytes} bytes")));
+    }
     let start = time::now();
     let mut sink = 0u32;
     for _ in 0..count {
@@ -356,6 +369,12 @@ fn cost(_: &mut Context, args: &[&str]) -> CommandResult {
             "icrc" => sink ^= rdma::wire::icrc::compute(&frame).unwrap_or(0),
             "copy" => {
                 copy.copy_from_slice(&frame);
+                sink ^= u32::from(core::hint::black_box(&copy)[bytes / 2]);
+            }
+            "shm" => {
+                if let Some(s) = shm {
+                    let _ = verbs_ring::SharedMem::read(s, 0, &mut copy);
+                }
                 sink ^= u32::from(core::hint::black_box(&copy)[bytes / 2]);
             }
             _ => return Err(CommandError::Usage),

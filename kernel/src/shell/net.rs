@@ -247,3 +247,38 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
     }
     with_net(ctx, |net, ctx| start(net, a, time::now(), ctx.ready.clone()).map_err(fail))
 }
+
+/// `perf [reset]`: where the time went since the last reset (halted, in the
+/// network task, per frame received and sent, in the verbs pump) and what the
+/// NIC and the transport counted meanwhile (non-zero counters only).
+pub fn perf(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    use crate::prof;
+    match args {
+        ["reset"] => with_net(ctx, |net, _| {
+            prof::reset();
+            net.perf_base = net.perf_counters();
+            Ok(())
+        }),
+        [] => with_net(ctx, |net, _| {
+            let hz = time::tsc_hz().max(1) as f64;
+            let wall = prof::elapsed().max(1) as f64;
+            println!("{:.1} ms since reset", wall * 1e3 / hz);
+            println!("{:<18} {:>9} {:>10} {:>6} {:>9}", "span", "count", "ms", "share", "us each");
+            for s in prof::ALL {
+                let (c, n) = (s.cycles() as f64, s.count());
+                let each = if n == 0 { 0.0 } else { c * 1e6 / hz / n as f64 };
+                println!("{:<18} {n:>9} {:>10.1} {:>5.1}% {each:>9.2}", s.name, c * 1e3 / hz, c * 100.0 / wall);
+            }
+            let base = &net.perf_base;
+            for (i, (name, n)) in net.perf_counters().into_iter().enumerate() {
+                let before = base.get(i).filter(|(b, _)| *b == name).map_or(0, |(_, v)| *v);
+                let d = n.saturating_sub(before);
+                if d > 0 {
+                    println!("{name} {d}");
+                }
+            }
+            Ok(())
+        }),
+        _ => Err(CommandError::Usage),
+    }
+}

@@ -17,6 +17,11 @@ pub fn init() {
     tsc::calibrate();
 }
 
+/// The raw TSC, for timing short spans (profiling); [`tsc_hz`] converts.
+pub fn cycles() -> u64 {
+    tsc::rdtsc()
+}
+
 /// The calibrated TSC frequency in Hz.
 pub fn tsc_hz() -> u64 {
     tsc::hz()

@@ -14,7 +14,7 @@ const CALIBRATION_MS: u64 = 10;
 /// If the measurement fails, assume 1 GHz rather than stop the clock.
 const FALLBACK_HZ: u64 = 1_000_000_000;
 
-fn rdtsc() -> u64 {
+pub fn rdtsc() -> u64 {
     // SAFETY: rdtsc only reads the time-stamp counter.
     unsafe { core::arch::x86_64::_rdtsc() }
 }
