@@ -62,8 +62,10 @@ fn kmain(boot: BootResult) -> ! {
     }
 }
 
-/// Applies `ip=ADDR/LEN[,DEV]` from the kernel command line.
+/// Applies `ip=ADDR/LEN[,DEV]` and the transport's pacing tunables from the
+/// kernel command line.
 fn configure_from_cmdline(net: &mut net::Net, cmdline: &str) {
+    net.rdma.config = net::rdma::config_from_cmdline(cmdline);
     match knet::bootparam::from_cmdline(cmdline) {
         Ok(Some(p)) => match net.netdevs.add_ipv4(&p.dev, p.cidr) {
             Ok(()) => net.sync_addresses(),

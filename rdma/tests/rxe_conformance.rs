@@ -605,3 +605,75 @@ fn a_small_window_asks_for_acks_and_never_times_out() {
     assert_eq!(sim.nodes[0].stats().retransmitted_pkts, 0, "no timeout, no go-back");
     assert!(sim.now.micros() < 60_000, "finished long before a 67 ms retransmit timeout: {:?}", sim.now);
 }
+
+/// The window is capped in bytes as well as in packets: at MTU 4096 a QP
+/// keeps at most `max_inflight_bytes` (96 KiB: 24 packets) unacknowledged
+/// rather than 128 packets (512 KiB, more than a receiver's socket buffer
+/// holds under QEMU), and asks for an ACK every half window, so the second
+/// half is on the wire while the first is being acknowledged.
+#[test]
+fn the_window_is_capped_in_bytes_and_asks_for_acks_every_half_window() {
+    use rdma::rxe::sink::VecSink;
+    let link = Link { mtu: rdma::core::port::IbMtu::Mtu4096, ..Link::default() };
+    let (mut sim, [a, b]) = setup(Faults::NONE, &link);
+    let len = 256 * 1024;
+    let data = pattern(len, 9);
+    fill(&mut sim, 0, 0, &data);
+    let s = [sge(&a, 0, len as u32)];
+    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s).with_remote(MEM_BASE + 0x40000, b.mr.raw());
+    sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    let now = Instant::from_micros(0);
+    let mut out = VecSink::default();
+    sim.nodes[0].poll(now, &mut out);
+    assert_eq!(out.frames.len(), 24, "96 KiB of 4 KiB packets, then the window is full");
+    let asks: Vec<usize> = out
+        .frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| wire_frame::parse(f).expect("a valid frame").repr.roce.bth.ack_req)
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(asks, [12, 24], "every half window");
+    // The first half's ACK opens the window by the half it acknowledges.
+    let mut acks = VecSink::default();
+    for f in &out.frames[..12] {
+        sim.nodes[1].receive(f, now, &mut acks);
+    }
+    assert_eq!(acks.frames.len(), 1);
+    let mut more = VecSink::default();
+    sim.nodes[0].receive(&acks.frames[0], now, &mut more);
+    assert_eq!(more.frames.len(), 12);
+}
+
+/// Without the byte cap the window is `max_window` packets, as before.
+#[test]
+fn without_a_byte_cap_the_window_is_max_window_packets() {
+    use rdma::rxe::sink::VecSink;
+    let config = rdma::rxe::device::Config { max_inflight_bytes: 0, ..Default::default() };
+    let mut sim = Sim::new(1, Faults::NONE, MEM, config);
+    let link = Link { mtu: rdma::core::port::IbMtu::Mtu1024, ..Link::default() };
+    let [a, b] = sim::connect(&mut sim, &link).expect("connect");
+    let s = [sge(&a, 0, 256 * 1024)];
+    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s).with_remote(MEM_BASE + 0x40000, b.mr.raw());
+    sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    let mut out = VecSink::default();
+    sim.nodes[0].poll(Instant::from_micros(0), &mut out);
+    assert_eq!(out.frames.len(), 128);
+}
+
+/// A long WRITE through the capped window arrives whole, with no timeout.
+#[test]
+fn a_long_write_through_the_byte_capped_window_arrives_whole() {
+    let link = Link { mtu: rdma::core::port::IbMtu::Mtu4096, ..Link::default() };
+    let (mut sim, [a, b]) = setup(Faults::NONE, &link);
+    let data = pattern(512 * 1024, 4);
+    fill(&mut sim, 0, 0, &data);
+    let s = [sge(&a, 0, data.len() as u32)];
+    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s).with_remote(MEM_BASE + 0x80000, b.mr.raw());
+    sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    let done = wait_cqes(&mut sim, 0, &a, 1);
+    assert_eq!(done[0].status, WcStatus::Success);
+    assert_eq!(read(&sim, 1, 0x80000, data.len()), data);
+    assert_eq!(sim.nodes[0].stats().retransmitted_pkts, 0);
+    assert_eq!(sim.nodes[0].stats().timeouts, 0);
+}

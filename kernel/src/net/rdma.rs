@@ -33,7 +33,27 @@ pub struct Rdma {
     pub rx: RoceRx,
     /// Present while an rxe device exists (from `rdma link add` to delete).
     pub transport: Option<Transport>,
+    /// The tunables the next transport starts with.
+    pub config: Config,
     shared: Option<Rc<IvshmemRegion>>,
+}
+
+/// The transport's tunables, with the pacing ones taken from the kernel
+/// command line when given (for experiments): `rxe.window=` (packets),
+/// `rxe.inflight=` (bytes, 0 for no byte limit), `rxe.ack_every=` (packets).
+pub fn config_from_cmdline(cmdline: &str) -> Config {
+    let mut c = Config::default();
+    let num = |key: &str| kbase::cmdline::get(cmdline, key).and_then(|v| v.parse::<u32>().ok());
+    if let Some(w) = num("rxe.window").filter(|&w| w >= c.min_window) {
+        c.max_window = w;
+    }
+    if let Some(b) = num("rxe.inflight") {
+        c.max_inflight_bytes = b;
+    }
+    if let Some(a) = num("rxe.ack_every").filter(|&a| a > 0) {
+        c.max_pkt_per_ack = a;
+    }
+    c
 }
 
 impl Rdma {
@@ -43,6 +63,7 @@ impl Rdma {
             pending: Rc::default(),
             rx: RoceRx::default(),
             transport: None,
+            config: Config::default(),
             shared: None,
         }
     }
@@ -91,7 +112,7 @@ impl Rdma {
             Some(t) => *t.port_mut() = port,
             None => {
                 let memory = ApplianceMemory::new(self.shared.clone());
-                self.transport = Some(RxeTransport::new(memory, port, Config::default()));
+                self.transport = Some(RxeTransport::new(memory, port, self.config));
                 log::debug!("rxe: transport up on {}", dev.name());
             }
         }

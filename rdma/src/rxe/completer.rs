@@ -19,7 +19,8 @@
 //! - `retry_cnt` counts retries, as the spec says (9.7.6.1.3, C9-141): 7 allows seven
 //!   retries, then RETRY_EXC_ERR. (Linux rxe treats 7 as "forever"; we do not, on
 //!   purpose.) Any forward progress restores the count, as rxe does.
-//! - Pacing: the window of PSNs in flight grows by one per ACK that moves it and halves
+//! - Pacing: the window of PSNs in flight grows by one per ACK that moves it, up to
+//!   `Qp::window_cap` (`max_window` packets, `max_inflight_bytes` bytes), and halves
 //!   (once per loss episode, at most once per retransmit timeout) on a timeout, a
 //!   sequence NAK, an implied NAK or a congestion notification.
 
@@ -173,7 +174,7 @@ fn advance<M>(qp: &mut Qp, dev: &Device<M>, to: Psn, now: Instant) {
         qp.req.rewound_to = None;
         qp.req.retry_left = qp.attr.retry_cnt;
         qp.req.rnr_left = qp.attr.rnr_retry;
-        qp.req.window = (qp.req.window + 1).min(dev.config.max_window);
+        qp.req.window = (qp.req.window + 1).min(qp.window_cap(&dev.config));
     }
     rearm(qp, now);
 }

@@ -22,6 +22,13 @@ pub struct Config {
     /// Pacing: the most PSNs an RC QP keeps unacknowledged (rxe's
     /// `RXE_MAX_UNACKED_PSNS` is 128).
     pub max_window: u32,
+    /// Pacing: the most payload bytes an RC QP keeps unacknowledged (0: no
+    /// limit but `max_window`). Whatever is unacknowledged may sit in the
+    /// receiver's queues at once, so this bounds the burst a receiver must
+    /// absorb: a peer's socket buffer under QEMU holds ~200 KB of frames, and
+    /// one overrun costs a go-back-N of the whole window (or a retransmit
+    /// timeout when the tail is lost).
+    pub max_inflight_bytes: u32,
     /// Pacing: the window never shrinks below this.
     pub min_window: u32,
     /// Ask for an ACK at least every this many packets (rxe's `RXE_MAX_PKT_PER_ACK`).
@@ -38,6 +45,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             max_window: 128,
+            max_inflight_bytes: 96 * 1024,
             min_window: 4,
             max_pkt_per_ack: 64,
             read_burst: 64,

@@ -11,6 +11,7 @@ use crate::wire::{Psn, Syndrome};
 
 use super::ah::AhAttr;
 use super::cq::CqHandle;
+use super::device::Config;
 use super::mr::AccessFlags;
 use super::pd::PdHandle;
 use super::pool::handle_type;
@@ -463,6 +464,17 @@ impl Qp {
     /// The Q_Key the QP checks and sends: QP1's is fixed.
     pub fn qkey(&self) -> u32 {
         if self.qp_type == QpType::Gsi { GSI_QKEY } else { self.attr.qkey }
+    }
+
+    /// The most PSNs this QP may keep unacknowledged: `max_window`, and no
+    /// more packets of its path MTU than `max_inflight_bytes` (never below
+    /// `min_window`).
+    pub fn window_cap(&self, config: &Config) -> u32 {
+        let by_bytes = match config.max_inflight_bytes {
+            0 => u32::MAX,
+            bytes => bytes / self.mtu().max(1),
+        };
+        config.max_window.min(by_bytes).max(config.min_window)
     }
 
     /// Packets (PSNs) a message of `length` bytes takes.

@@ -3,9 +3,10 @@
 //! packets (FIRST/MIDDLE/LAST/ONLY), numbers them with 24-bit PSNs, and sends as many as
 //! the window allows.
 //!
-//! - RC keeps at most `window` PSNs unacknowledged (pacing, see `completer`), asks for
-//!   an ACK on the last packet of every message and at least every
-//!   `max_pkt_per_ack` packets, as the captures and rxe do.
+//! - RC keeps at most `window` PSNs unacknowledged (pacing, see `completer`; the
+//!   window is also capped in bytes, `max_inflight_bytes`), asks for an ACK on the
+//!   last packet of every message, as the captures and rxe do, and every half
+//!   window (at most every `max_pkt_per_ack` packets).
 //! - An RDMA READ request is one packet but takes one PSN per response packet it asks
 //!   for (9.7.1.2); READs and atomics are limited to `max_rd_atomic` outstanding, and a
 //!   FENCEd WR waits until none is.
@@ -282,13 +283,15 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
             (opcode, len as usize, last, 1)
         }
     };
-    // Ask for an ACK on a message's last packet, every `max_pkt_per_ack`
-    // packets, and on the packet that fills the window: the window can shrink
-    // below `max_pkt_per_ack` after a loss, and a full window whose packets
-    // asked for nothing would wait out the retransmit timer for an ACK that
-    // never comes.
+    // Ask for an ACK on a message's last packet, every half window (at most
+    // every `max_pkt_per_ack` packets), and on the packet that fills the
+    // window: the ACK for the first half comes back while the second is on
+    // the wire, so a window sized to what the receiver can hold still keeps
+    // the link busy; and a full window whose packets asked for nothing would
+    // wait out the retransmit timer for an ACK that never comes.
     let fills_window = psn.wrapping_add(psns).diff(qp.req.comp_psn) as u32 >= qp.req.window;
-    let ack_req = rc && (last || fills_window || qp.req.noack_pkts + 1 >= dev.config.max_pkt_per_ack);
+    let ack_every = (qp.req.window / 2).clamp(1, dev.config.max_pkt_per_ack.max(1));
+    let ack_req = rc && (last || fills_window || qp.req.noack_pkts + 1 >= ack_every);
     let solicited = last && wqe.flags.has(SendFlags::SOLICITED) && wqe.opcode.is_send()
         || last && wqe.opcode == WrOpcode::RdmaWriteWithImm && wqe.flags.has(SendFlags::SOLICITED);
     let roce = RoceRepr { bth: tx::bth(opcode, dest_qpn, psn, ack_req, solicited), ext };

@@ -449,7 +449,7 @@ impl<M: Memory> RxeTransport<M> {
                 q.req.max_psn = psn;
                 q.req.retry_left = q.attr.retry_cnt;
                 q.req.rnr_left = q.attr.rnr_retry;
-                q.req.window = dev.config.max_window;
+                q.req.window = q.window_cap(&dev.config);
             }
             QpState::Sqd if from == QpState::Rts => q.sqd_notify = attr.en_sqd_async_notify,
             QpState::Err if from != QpState::Err => {
