@@ -1,9 +1,14 @@
 //! The verbs ring, from host programs to two appliances on one wire: NOP
 //! command round trip, post_send -> CQE latency of a signaled 64-byte RDMA
 //! WRITE, message rate with 1 and 16 QPs, and WRITE bandwidth at 64 B, 4 KiB
-//! and 64 KiB. Medians of several runs.
+//! and 64 KiB. Medians of several runs. RoCE MTU 4096 on 9000-byte netdevs,
+//! as bench-rdma's large-message rows.
 //!
-//! Usage: bench-verbs [runs]; writes target/bench/verbs.{md,csv}.
+//! Usage: bench-verbs [runs] [filter]; writes target/bench/verbs.{md,csv}.
+//! With a filter only the measurements whose names contain it run (e.g.
+//! `65536`). `BENCH_VERBS_PERF=1` prints both appliances' `perf` profile
+//! after each bandwidth measurement (reset before it); `BENCH_VERBS_APPEND`
+//! adds to both appliances' kernel command line (e.g. `rxe.window=16`).
 
 #![deny(unsafe_code)]
 
@@ -15,6 +20,10 @@ use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, RtrAt
 
 const WAIT: Duration = Duration::from_secs(60);
 const BUF: usize = 1 << 20;
+/// `IBV_MTU_4096`: 64 KiB messages go as 16 packets on a 9000-byte netdev.
+const PATH_MTU_4096: u32 = 5;
+/// The netdevs' MTU (virtio's `host_mtu`), room for a 4096-byte RoCE payload.
+const NETDEV_MTU: u32 = 9000;
 
 fn ipv4_gid(n: u8) -> [u8; 16] {
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
@@ -25,7 +34,7 @@ fn connect(q: &Qp, remote_qpn: u32, peer: u8) -> Result<(), verbs::Error> {
     q.to_init(1, AccessFlags::ALL_REMOTE)?;
     let rtr = RtrAttr {
         port: 1,
-        path_mtu: 3,
+        path_mtu: PATH_MTU_4096,
         dest_qp_num: remote_qpn,
         rq_psn: 0x1234,
         dgid: ipv4_gid(peer),
@@ -78,11 +87,14 @@ fn writes(qps: &[(&Qp, &Cq)], mr: &MemoryRegion, remote: &MemoryRegion, size: us
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
+    let filter = std::env::args().nth(2).unwrap_or_default();
+    let wanted = |name: &str| name.contains(filter.as_str());
+    let profile = std::env::var_os("BENCH_VERBS_PERF").is_some();
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let (s1, s2) = (Ivshmem::temp("bench-a", 64 << 20), Ivshmem::temp("bench-b", 64 << 20));
     let node = |mac: &str, local, peer, ip: &str, shm: &Ivshmem| Options {
-        nic: Some(Nic::new(mac, local, peer)),
-        append: format!("ip={ip}"),
+        nic: Some(Nic { host_mtu: Some(NETDEV_MTU), ..Nic::new(mac, local, peer) }),
+        append: format!("ip={ip} {}", std::env::var("BENCH_VERBS_APPEND").unwrap_or_default()).trim().to_string(),
         ivshmem: Some(shm.clone()),
         ..Options::default()
     };
@@ -114,43 +126,69 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut rows: Vec<(String, f64, &str)> = Vec::new();
     // NOP: one command through the ring and back.
-    let mut v = Vec::new();
-    for _ in 0..runs {
-        let n = 200;
-        let t = Instant::now();
-        for _ in 0..n {
-            ca.nop()?;
+    let name = "NOP command round trip";
+    if wanted(name) {
+        let mut v = Vec::new();
+        for _ in 0..runs {
+            let n = 200;
+            let t = Instant::now();
+            for _ in 0..n {
+                ca.nop()?;
+            }
+            v.push(t.elapsed().as_secs_f64() * 1e6 / f64::from(n));
         }
-        v.push(t.elapsed().as_secs_f64() * 1e6 / f64::from(n));
+        rows.push((name.into(), median(&mut v), "usec"));
     }
-    rows.push(("NOP command round trip".into(), median(&mut v), "usec"));
     // post_send -> CQE of one signaled 64-byte WRITE.
-    let mut v = Vec::new();
-    for _ in 0..runs {
-        let mut lat = Vec::new();
-        for _ in 0..100 {
-            lat.push(writes(&pairs[..1], &ma, &mb, 64, 1, 1) * 1e6);
+    let name = "post_send -> CQE, 64 B WRITE";
+    if wanted(name) {
+        let mut v = Vec::new();
+        for _ in 0..runs {
+            let mut lat = Vec::new();
+            for _ in 0..100 {
+                lat.push(writes(&pairs[..1], &ma, &mb, 64, 1, 1) * 1e6);
+            }
+            v.push(median(&mut lat));
         }
-        v.push(median(&mut lat));
+        rows.push((name.into(), median(&mut v), "usec"));
     }
-    rows.push(("post_send -> CQE, 64 B WRITE".into(), median(&mut v), "usec"));
     // Message rate: 64-byte WRITEs, signaled every 16th.
     for nq in [1usize, 16] {
+        let name = format!("message rate, 64 B WRITE, {nq} QP");
+        if !wanted(&name) {
+            continue;
+        }
         let mut v = Vec::new();
         for _ in 0..runs {
             let n = 2000;
             v.push(n as f64 / writes(&pairs[..nq], &ma, &mb, 64, n, 16));
         }
-        rows.push((format!("message rate, 64 B WRITE, {nq} QP"), median(&mut v), "msgs/s"));
+        rows.push((name, median(&mut v), "msgs/s"));
     }
     // Bandwidth: WRITEs on one QP.
     for (size, n) in [(64usize, 2000usize), (4096, 1000), (65536, 100)] {
+        let name = format!("WRITE bandwidth, {size} B");
+        if !wanted(&name) {
+            continue;
+        }
+        if profile {
+            for x in [&mut a, &mut b] {
+                x.cmd("perf reset")?;
+            }
+        }
         let mut v = Vec::new();
         for _ in 0..runs {
             let secs = writes(&pairs[..1], &ma, &mb, size, n, 16);
             v.push((size * n) as f64 * 8.0 / secs / 1e9);
         }
-        rows.push((format!("WRITE bandwidth, {size} B"), median(&mut v), "Gb/s"));
+        if profile {
+            let runs: Vec<String> = v.iter().map(|g| format!("{g:.3}")).collect();
+            println!("{name}: {} Gb/s per run", runs.join(" "));
+            for (who, x) in [("requester", &mut a), ("responder", &mut b)] {
+                println!("--- {who} ---\n{}", x.cmd("perf")?);
+            }
+        }
+        rows.push((name, median(&mut v), "Gb/s"));
     }
 
     let mut md = String::from("| measurement | median | unit |\n|---|---:|---|\n");
