@@ -21,7 +21,10 @@ pub trait Nic {
     /// `len` exceeds [`Nic::max_frame_len`].
     fn transmit<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R>;
 
-    /// Reclaims finished transmissions and re-arms interrupts; call once per poll pass.
+    /// Tells the device about the frames queued since the last call (a driver
+    /// may hold its doorbell until then, to ring it once per burst) and
+    /// reclaims finished transmissions. Call once per poll pass, and after
+    /// transmitting from outside the pass.
     fn service(&mut self);
 
     fn mac(&self) -> [u8; 6];

@@ -80,7 +80,10 @@ impl TransportAccess for NetAccess {
         let t = rdma.transport.as_mut().ok_or(Status::ENODEV)?;
         let mut fallback = LinkStats::default();
         let stats = netdevs.stats_mut(*ifindex).unwrap_or(&mut fallback);
-        f(t, &mut NicSink { nic, stats }, &self.mem)
+        let result = f(t, &mut NicSink { nic, stats }, &self.mem);
+        // The NIC rings its doorbell once per burst: this one ends here.
+        crate::prof::KICK.time(|| drivers::nic::Nic::service(nic));
+        result
     }
 
     fn resolve_ipv4(&self, ip: Ipv4Addr, now: rdma::rxe::time::Instant) -> MacResolution {

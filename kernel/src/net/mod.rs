@@ -184,6 +184,8 @@ impl Net {
             ("nic tx_frames", nic.tx_frames),
             ("nic rx_errors", nic.rx_errors),
             ("nic tx_queue_full", nic.tx_queue_full),
+            ("nic tx_kicks", nic.tx_kicks),
+            ("nic rx_kicks", nic.rx_kicks),
             ("nic interrupts", crate::arch::irq::count(self.irq)),
             ("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER)),
         ];
@@ -257,7 +259,14 @@ impl Net {
             match steer(frame, mac, stats) {
                 Steer::Rdma => match rdma.transport.as_mut() {
                     Some(t) => {
-                        prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }))
+                        let sent = stats.tx_packets;
+                        prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }));
+                        // An ACK, or the packets an ACK let out, go now: the
+                        // peer waits for them, and the rest of this batch
+                        // may take a while.
+                        if stats.tx_packets != sent {
+                            prof::KICK.time(|| nic.service());
+                        }
                     }
                     None => rdma.rx.receive(frame),
                 },
