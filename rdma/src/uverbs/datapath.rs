@@ -26,6 +26,7 @@ use alloc::vec::Vec;
 use verbs_ring::abi::{Cqe, RecvWqe, SendWqe, wc_opcode, wc_status};
 use verbs_ring::cmd::event_type;
 use verbs_ring::dispatch::{Dispatcher, EventSource, Handles, ObjId, ObjKind};
+use verbs_ring::ring::Consumer;
 use verbs_ring::shm::SharedMem;
 use verbs_ring::wire::Wire;
 use verbs_ring::wqe::{SendPayload, decode_recv, decode_send};
@@ -179,6 +180,24 @@ fn cqe_of(wc: &WorkCompletion) -> Cqe {
     }
 }
 
+/// What a ring holds, looked at before any buffer is prepared for an entry:
+/// most pumps find most rings empty, and the pump runs on every pass of the
+/// poll loop.
+enum RingState {
+    Empty,
+    Ready,
+    /// The host broke the ring's protocol.
+    Broken,
+}
+
+fn ring_state<S: SharedMem + ?Sized>(shm: &S, ring: Option<&mut Consumer>) -> RingState {
+    match ring.map(|r| r.available(shm)) {
+        None | Some(Ok(0)) => RingState::Empty,
+        Some(Ok(_)) => RingState::Ready,
+        Some(Err(_)) => RingState::Broken,
+    }
+}
+
 /// What to do with the entry at the head of a ring.
 enum Take {
     /// Posted, or completed in error: release the slot.
@@ -208,6 +227,14 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
     }
 
     fn recv_ring(&mut self, id: ObjId) -> u32 {
+        match ring_state(self.shm, self.objs.qps.get_mut(&id).and_then(|q| q.rq.as_mut())) {
+            RingState::Ready => {}
+            RingState::Empty => return 0,
+            RingState::Broken => {
+                self.fail_qp(id);
+                return 0;
+            }
+        }
         let mut n = 0;
         let mut entry = [0u8; RecvWqe::SIZE + 32 * verbs_ring::abi::Sge::SIZE];
         while n < RING_BUDGET {
@@ -259,6 +286,14 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
     }
 
     fn send_ring(&mut self, id: ObjId) -> u32 {
+        match ring_state(self.shm, self.objs.qps.get_mut(&id).map(|q| &mut q.sq)) {
+            RingState::Ready => {}
+            RingState::Empty => return 0,
+            RingState::Broken => {
+                self.fail_qp(id);
+                return 0;
+            }
+        }
         let mut n = 0;
         let mut entry = alloc::vec![0u8; 0];
         while n < RING_BUDGET {
@@ -352,6 +387,17 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
     }
 
     fn srq_ring(&mut self, id: ObjId) -> u32 {
+        match ring_state(self.shm, self.objs.srqs.get_mut(&id).map(|s| &mut s.ring)) {
+            RingState::Ready => {}
+            RingState::Empty => return 0,
+            RingState::Broken => {
+                if let Some(s) = self.objs.srqs.get_mut(&id) {
+                    s.failed = true;
+                }
+                self.events.push((EventSource::Object(ObjKind::Srq, id), event_type::SRQ_ERR));
+                return 0;
+            }
+        }
         let mut n = 0;
         let mut entry = [0u8; RecvWqe::SIZE + 32 * verbs_ring::abi::Sge::SIZE];
         while n < RING_BUDGET {
@@ -436,6 +482,11 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
     /// into its ring; returns (written, dropped).
     fn drain_cq(&mut self, id: ObjId) -> (u32, u32) {
         let Some(c) = self.objs.cqs.get_mut(&id) else { return (0, 0) };
+        // Nothing to write: leave the ring alone (a broken consumer index is
+        // found when there is something to write).
+        if c.local.is_empty() && self.t.cq(CqHandle::from_raw(id)).is_none_or(|q| q.is_empty()) {
+            return (0, 0);
+        }
         let CqObj { ring, local, overruns, dead, .. } = c;
         let was_dead = *dead;
         let mut room = match (*dead, ring.free(self.shm)) {
