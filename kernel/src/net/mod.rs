@@ -44,6 +44,8 @@ const RX_BUDGET: usize = 256;
 pub struct Net {
     pub nic: NetDevice,
     pub irq: u8,
+    /// The NIC's interrupt count when the last pass acknowledged it.
+    irq_seen: u64,
     /// virtio-net's `status` field (bit 0: link up) in the device's config
     /// structure, mapped with its BAR; `None` when the device has none.
     link_status: Option<u64>,
@@ -155,6 +157,7 @@ impl Net {
         let mut net = Net {
             nic,
             irq,
+            irq_seen: 0,
             link_status: None,
             ifindex,
             netdevs,
@@ -349,7 +352,15 @@ impl Task for Net {
 impl Net {
     /// One pass of the network task (see the module's doc).
     fn pass(&mut self, now: Instant, _timers: &mut Timers) -> bool {
-        if prof::IRQ.time(|| self.nic.ack_interrupt()) {
+        // Acknowledge at the device and unmask at the PIC only after an
+        // interrupt (its handler masked the line): under emulation each is a
+        // trap that waits for QEMU's I/O thread, and most passes follow none.
+        // One that comes during the pass leaves the line masked and wakes the
+        // loop, and the next pass acknowledges it.
+        let irqs = crate::arch::irq::count(self.irq);
+        let fired = irqs != self.irq_seen;
+        self.irq_seen = irqs;
+        if fired && prof::IRQ.time(|| self.nic.ack_interrupt()) {
             self.refresh_carrier();
         }
         let frames = self.receive(now);
@@ -377,7 +388,9 @@ impl Net {
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
         prof::KICK.time(|| self.nic.service());
-        prof::IRQ.time(|| crate::arch::irq::unmask(self.irq));
+        if fired {
+            prof::IRQ.time(|| crate::arch::irq::unmask(self.irq));
+        }
         busy
     }
 }
