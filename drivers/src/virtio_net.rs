@@ -115,9 +115,27 @@ struct Doorbell {
     /// The device's `avail_event` in the used ring, when EVENT_IDX was
     /// negotiated.
     avail_event: Option<*const AtomicU16>,
+    /// Our `used_event` in the available ring (EVENT_IDX), and the used
+    /// buffers taken so far (wrapping: the queue's last used index).
+    used_event: Option<*mut AtomicU16>,
+    used: u16,
 }
 
 impl Doorbell {
+    /// Asks the device not to interrupt for the next used buffers: the
+    /// driver looks at this queue on every pass anyway. (The queue layer
+    /// re-arms `used_event` at every buffer it takes back; this undoes it.)
+    fn mute(&self) {
+        if let Some(event) = self.used_event {
+            // SAFETY: `event` points into the available ring, which the queue
+            // owned by the same driver keeps allocated; identity-mapped
+            // (`IdentityDma`), 2-byte aligned; the device reads it
+            // concurrently, hence the atomic store. Half the index space
+            // ahead: `vring_need_event` stays false for any real batch.
+            unsafe { (*event).store(self.used.wrapping_add(0x8000), Ordering::Release) };
+        }
+    }
+
     /// Whether the device must be kicked for the buffers added since the last
     /// call (`vring_need_event`: its `avail_event` is one of them).
     fn ring(&mut self, should_notify: impl FnOnce() -> bool) -> bool {
@@ -147,6 +165,7 @@ impl Doorbell {
 /// ring (the device area) went.
 struct Recorder<'a, T> {
     inner: &'a mut T,
+    driver_area: PhysAddr,
     device_area: PhysAddr,
 }
 
@@ -188,6 +207,7 @@ impl<T: Transport> Transport for Recorder<'_, T> {
     }
 
     fn queue_set(&mut self, queue: u16, size: u32, descriptors: PhysAddr, driver_area: PhysAddr, device: PhysAddr) {
+        self.driver_area = driver_area;
         self.device_area = device;
         self.inner.queue_set(queue, size, descriptors, driver_area, device)
     }
@@ -223,13 +243,18 @@ fn new_queue<H: IdentityDma, T: Transport>(
     queue: u16,
     event_idx: bool,
 ) -> Result<(VirtQueue<H, QUEUE_SIZE>, Doorbell), virtio_drivers::Error> {
-    let mut rec = Recorder { inner: transport, device_area: 0 };
+    let mut rec = Recorder { inner: transport, driver_area: 0, device_area: 0 };
     let q = VirtQueue::new(&mut rec, queue, false, event_idx)?;
     // The used ring: flags, idx, QUEUE_SIZE elements of 8 bytes, then
-    // avail_event (virtio 2.7.8).
-    let at = usize::try_from(rec.device_area).ok().and_then(|a| a.checked_add(4 + 8 * QUEUE_SIZE));
-    let avail_event = at.filter(|&a| event_idx && a != 0).map(|a| a as *const AtomicU16);
-    Ok((q, Doorbell { queue, added: 0, told: 0, avail_event }))
+    // avail_event; the available ring: flags, idx, QUEUE_SIZE entries of 2
+    // bytes, then used_event (virtio 2.7.6, 2.7.8).
+    let field = |area: PhysAddr, offset: usize| {
+        let at = usize::try_from(area).ok().and_then(|a| a.checked_add(offset));
+        at.filter(|&a| event_idx && a != 0).map(|a| a as *mut AtomicU16)
+    };
+    let avail_event = field(rec.device_area, 4 + 8 * QUEUE_SIZE).map(|p| p.cast_const());
+    let used_event = field(rec.driver_area, 4 + 2 * QUEUE_SIZE);
+    Ok((q, Doorbell { queue, added: 0, told: 0, avail_event, used_event, used: 0 }))
 }
 
 impl<H: IdentityDma, T: Transport> VirtioNet<H, T> {
@@ -280,6 +305,7 @@ impl<H: IdentityDma, T: Transport> VirtioNet<H, T> {
             nic.repost(vec![0u8; buf_len].into_boxed_slice());
         }
         nic.kick();
+        nic.tx_bell.mute();
         Ok(nic)
     }
 
@@ -332,9 +358,14 @@ impl<H: IdentityDma, T: Transport> VirtioNet<H, T> {
                 break; // a token we never issued: the device is confused; stop here
             };
             // SAFETY: the same buffer and length that `add` got for this token.
-            let _ = unsafe { self.txq.pop_used(token, &[&buf[..len]], &mut []) };
+            if unsafe { self.txq.pop_used(token, &[&buf[..len]], &mut []) }.is_ok() {
+                self.tx_bell.used = self.tx_bell.used.wrapping_add(1);
+            }
             self.tx_free.push(buf);
         }
+        // Sent buffers are reclaimed on every pass: a transmit completion
+        // needs no interrupt.
+        self.tx_bell.mute();
     }
 }
 
