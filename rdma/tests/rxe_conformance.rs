@@ -677,3 +677,48 @@ fn a_long_write_through_the_byte_capped_window_arrives_whole() {
     assert_eq!(sim.nodes[0].stats().retransmitted_pkts, 0);
     assert_eq!(sim.nodes[0].stats().timeouts, 0);
 }
+
+/// With ACKs coalesced, a burst of single-packet WRITEs (each asking for an
+/// ACK) gets one ACK when the responder flushes, for the last PSN, and the
+/// requester completes them all from it.
+#[test]
+fn coalesced_acks_answer_a_burst_with_one_ack() {
+    use rdma::rxe::sink::VecSink;
+    let config = rdma::rxe::device::Config { coalesce_acks: true, ..Default::default() };
+    let mut sim = Sim::new(1, Faults::NONE, MEM, config);
+    let [a, b] = sim::connect(&mut sim, &Link::default()).expect("connect");
+    fill(&mut sim, 0, 0, &pattern(8 * 64, 5));
+    for i in 0..8u64 {
+        let s = [sge(&a, i * 64, 64)];
+        let wr = SendWr::new(i, WrOpcode::RdmaWrite, &s)
+            .with_remote(MEM_BASE + 0x10000 + i * 64, b.mr.raw())
+            .with_flags(rdma::rxe::wr::SendFlags::SIGNALED);
+        sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    }
+    let now = Instant::from_micros(0);
+    let mut out = VecSink::default();
+    sim.nodes[0].poll(now, &mut out);
+    assert_eq!(out.frames.len(), 8);
+    let mut held = VecSink::default();
+    for f in &out.frames {
+        sim.nodes[1].receive(f, now, &mut held);
+    }
+    assert!(held.frames.is_empty(), "the ACKs are held back");
+    assert_eq!(sim.nodes[1].next_deadline(now), Some(now), "an owed ACK is work to do now");
+    let mut acks = VecSink::default();
+    sim.nodes[1].flush_acks(&mut acks);
+    assert_eq!(acks.frames.len(), 1);
+    let ack = wire_frame::parse(&acks.frames[0]).expect("a valid frame");
+    assert_eq!(ack.repr.roce.bth.psn, wire_frame::parse(&out.frames[7]).expect("valid").repr.roce.bth.psn);
+    let mut none = VecSink::default();
+    sim.nodes[0].receive(&acks.frames[0], now, &mut none);
+    let done = sim::drain_cq(&mut sim.nodes[0], a.cq);
+    assert_eq!(
+        done.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (0..8).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    assert_eq!(read(&sim, 1, 0x10000, 8 * 64), pattern(8 * 64, 5));
+    let mut nothing = VecSink::default();
+    sim.nodes[1].flush_acks(&mut nothing);
+    assert!(nothing.frames.is_empty(), "nothing more owed");
+}

@@ -63,7 +63,18 @@ fn sge(end: &End, offset: u64, len: u32) -> Sge {
 
 /// Runs the ops; returns an error message on any violation.
 fn check(seed: u64, faults: Faults, mtu: rdma::core::port::IbMtu, ops: &[Op]) -> Result<(), String> {
-    let mut sim = Sim::new(seed, faults, MEM, Default::default());
+    check_with(seed, faults, mtu, ops, Default::default())
+}
+
+/// [`check`] with the transports' tunables given.
+fn check_with(
+    seed: u64,
+    faults: Faults,
+    mtu: rdma::core::port::IbMtu,
+    ops: &[Op],
+    config: rdma::rxe::device::Config,
+) -> Result<(), String> {
+    let mut sim = Sim::new(seed, faults, MEM, config);
     if std::env::var("RXE_TRACE").is_ok() {
         sim.wire.observer = Some(Box::new(|now, to, f| match rdma::wire::frame::parse(f) {
             Ok(rx) => {
@@ -259,6 +270,20 @@ proptest! {
         ops in prop::collection::vec(op(), 1..40),
     ) {
         let r = check(seed, faults, mtu, &ops);
+        prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
+    }
+
+    /// The same with the responders holding ACKs back to coalesce them (the
+    /// appliance's setting; the simulated nodes flush them when they poll).
+    #[test]
+    fn rc_ops_complete_exactly_once_in_order_with_coalesced_acks(
+        seed in any::<u64>(),
+        faults in faults(),
+        mtu in prop_oneof![Just(rdma::core::port::IbMtu::Mtu1024), Just(rdma::core::port::IbMtu::Mtu4096), Just(rdma::core::port::IbMtu::Mtu256)],
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
+        let config = rdma::rxe::device::Config { coalesce_acks: true, ..Default::default() };
+        let r = check_with(seed, faults, mtu, &ops, config);
         prop_assert!(r.is_ok(), "{}", r.err().unwrap_or_default());
     }
 }

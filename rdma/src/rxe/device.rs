@@ -33,6 +33,14 @@ pub struct Config {
     pub min_window: u32,
     /// Ask for an ACK at least every this many packets (rxe's `RXE_MAX_PKT_PER_ACK`).
     pub max_pkt_per_ack: u32,
+    /// Hold the ACKs that requests ask for until [`RxeTransport::flush_acks`]
+    /// (or `poll`), sending one per QP for everything received by then (ACKs
+    /// are cumulative). The caller flushes after a batch of received frames:
+    /// a burst of single-packet messages then costs a few ACK frames, not one
+    /// each. NAKs and the answers to duplicates still go out at once.
+    ///
+    /// [`RxeTransport::flush_acks`]: super::transport::RxeTransport::flush_acks
+    pub coalesce_acks: bool,
     /// Most READ response packets sent per call before yielding to other work.
     pub read_burst: u32,
     /// Largest message a work request may carry (rxe's `max_msg_sz`).
@@ -48,6 +56,7 @@ impl Default for Config {
             max_inflight_bytes: 96 * 1024,
             min_window: 4,
             max_pkt_per_ack: 64,
+            coalesce_acks: false,
             read_burst: 64,
             max_msg_size: crate::core::rxe_params::MAX_MSG_SZ,
             max_events: 256,
@@ -68,6 +77,9 @@ pub struct Device<M> {
     pub ip_id: IpId,
     pub port: LocalPort,
     pub config: Config,
+    /// Some QP may hold an ACK back (`Config::coalesce_acks`) or owe one the
+    /// NIC refused.
+    pub acks_owed: bool,
 }
 
 impl<M> Device<M> {

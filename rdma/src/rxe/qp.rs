@@ -375,7 +375,8 @@ pub struct RespState {
     pub read: Option<ReadReply>,
     /// A packet arrived since RTR (for COMM_EST).
     pub established: bool,
-    /// An acknowledgement (PSN, syndrome) the NIC refused, to send again.
+    /// An acknowledgement (PSN, syndrome) the NIC refused, to send again, or
+    /// an ACK held back to be coalesced (`Config::coalesce_acks`).
     pub owed_ack: Option<(Psn, Syndrome)>,
 }
 

@@ -81,6 +81,19 @@ fn ack<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S,
     // one replaces it (ACKs are cumulative, and a NAK is about the newest state).
     let sent = tx::send_ack(sink, &mut dev.stats, &mut dev.ip_id, &path, qp.attr.dest_qp_num, psn, syndrome, msn);
     qp.resp.owed_ack = if sent { None } else { Some((psn, syndrome)) };
+    dev.acks_owed |= !sent;
+}
+
+/// The ACK a request asked for: sent now, or held back to be coalesced with
+/// the next ones (`Config::coalesce_acks`; it replaces whatever was owed,
+/// as it covers every PSN up to its own).
+fn ack_requested<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S, psn: Psn) {
+    if dev.config.coalesce_acks {
+        qp.resp.owed_ack = Some((psn, Syndrome::ACK));
+        dev.acks_owed = true;
+    } else {
+        ack(qp, dev, sink, psn, Syndrome::ACK);
+    }
 }
 
 /// Sends an acknowledgement owed since the NIC refused it; call from `poll`.
@@ -138,7 +151,7 @@ fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &R
             match rx.info.operation {
                 Operation::RdmaReadRequest => send_read(qp, dev, sink),
                 Operation::CompareSwap | Operation::FetchAdd => {}
-                _ if bth.ack_req => ack(qp, dev, sink, psn, Syndrome::ACK),
+                _ if bth.ack_req => ack_requested(qp, dev, sink, psn),
                 _ => {}
             }
         }

@@ -128,6 +128,7 @@ impl<M: Memory> RxeTransport<M> {
                 ip_id: IpId::new(0),
                 port,
                 config,
+                acks_owed: false,
             },
             qps: Pool::new(MAX_QP),
             gsi: None,
@@ -597,10 +598,27 @@ impl<M: Memory> RxeTransport<M> {
         }
     }
 
+    /// Sends the ACKs held back for coalescing (and any the NIC refused): call
+    /// after a batch of received frames. Cheap when none is owed.
+    pub fn flush_acks<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
+        let Self { dev, qps, .. } = self;
+        if !dev.acks_owed {
+            return;
+        }
+        dev.acks_owed = false;
+        for index in 0..qps.index_bound() {
+            let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
+            if qp.state != QpState::Err && qp.state != QpState::Reset {
+                responder::send_owed_ack(qp, dev, sink);
+            }
+        }
+    }
+
     /// Runs timers and sends whatever can go: call at [`Self::next_deadline`], after
     /// posting work requests, and whenever TX buffers free up.
     pub fn poll<S: FrameSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
         let Self { dev, qps, .. } = self;
+        dev.acks_owed = false;
         for index in 0..qps.index_bound() {
             let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
             if qp.state == QpState::Err || qp.state == QpState::Reset {
