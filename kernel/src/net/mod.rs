@@ -270,13 +270,15 @@ impl Net {
                     Some(t) => {
                         let sent = stats.tx_packets;
                         prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }));
-                        // An ACK, or the packets an ACK let out, go now: the
-                        // peer waits for them, and the rest of this batch
-                        // may take a while.
+                        // ACKs held back for coalescing (when enabled) go
+                        // every few frames, not only at the batch's end.
                         roce += 1;
                         if roce % ACK_BATCH == 0 {
                             t.flush_acks(&mut rdma::NicSink { nic, stats });
                         }
+                        // An ACK, or the packets an ACK let out, go now: the
+                        // peer waits for them, and the rest of this batch
+                        // may take a while.
                         if stats.tx_packets != sent {
                             prof::KICK.time(|| nic.service());
                         }
