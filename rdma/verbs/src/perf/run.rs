@@ -122,6 +122,7 @@ impl Run<'_> {
         let start = Instant::now();
         let mut stamps = Vec::with_capacity(n as usize);
         let mut last = Instant::now();
+        let mut idle = 0;
         while done < n {
             let room = (self.tx_depth - (posted - done)).min(n - posted);
             if room > 0 {
@@ -145,8 +146,13 @@ impl Run<'_> {
             done += k as u32;
             if k > 0 {
                 last = Instant::now();
+                idle = 0;
             } else if last.elapsed() > STALL {
                 return Err(stalled("poll_cq"));
+            } else {
+                // Spinning here would take a core from the QEMU that runs
+                // the appliance: on a small host that halves the bandwidth.
+                crate::context::backoff(&mut idle);
             }
             progress.tick(done, n);
         }
@@ -163,6 +169,7 @@ impl Run<'_> {
         let start = Instant::now();
         let mut stamps = Vec::with_capacity(n as usize);
         let mut last = Instant::now();
+        let mut idle = 0;
         while got < n {
             let k = self.recv_cq.poll(&mut wc)?;
             for w in &wc[..k] {
@@ -177,8 +184,11 @@ impl Run<'_> {
             }
             if k > 0 {
                 last = Instant::now();
+                idle = 0;
             } else if last.elapsed() > STALL {
                 return Err(stalled("poll_cq"));
+            } else {
+                crate::context::backoff(&mut idle);
             }
             progress.tick(got, n);
         }
