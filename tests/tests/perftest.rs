@@ -86,6 +86,8 @@ fn setup(gp: u16, capture: &Path) -> (Appliance, LinuxPeer, Ivshmem) {
     .unwrap();
     linux.wait_ready().unwrap();
     assert_eq!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    // Counters from here on (`perf` prints the nonzero ones).
+    assert_eq!(app.cmd("perf reset").unwrap(), "");
     // ARP both ways before the timed runs.
     let out = app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap();
     assert!(out.contains("2 received"), "{out}");
@@ -162,6 +164,18 @@ fn perftest_against_linux_both_directions() {
     }
     let ours = app.cmd("rdma statistic show").unwrap();
     eprintln!("appliance: {}", ours.trim());
+    // Nothing Linux sent was refused as a broken RoCE frame (ICRC, lengths,
+    // headers), and no run needed the retry limits here either.
+    let perf = app.cmd("perf").unwrap();
+    assert!(perf.contains("ms since reset") && perf.contains("rx_frames"), "{perf}");
+    for reason in rdma::wire::frame::DropReason::ALL.iter().filter(|r| !r.is_not_roce()) {
+        let name = reason.name();
+        assert!(!perf.lines().any(|l| l.starts_with(&format!("{name} "))), "appliance dropped {name}:\n{perf}");
+    }
+    let c = counters(&ours);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err"] {
+        assert_eq!(c.iter().find(|(n, _)| n == err).map(|(_, v)| *v), Some(0), "appliance {err}:\n{ours}");
+    }
     drop(app);
     // Every frame of every run well formed, with a good ICRC.
     appliance_tests::pcap::check_roce_capture(&capture, 10_000);
