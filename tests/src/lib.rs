@@ -18,6 +18,7 @@ pub mod pcap;
 mod qemu;
 pub mod relay;
 pub mod report;
+pub mod tool;
 
 pub use console::PROMPT;
 pub use guest::Running;

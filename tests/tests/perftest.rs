@@ -20,52 +20,19 @@
 
 #![deny(unsafe_code)]
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use appliance_tests::report::perftest_row;
+use appliance_tests::tool;
 use appliance_tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
-    free_udp_port, verbs_tool,
+    free_udp_port,
 };
 
 const REGION: u64 = 64 << 20;
 /// A whole perftest run, TCP exchange included (perftest sleeps 1 s in it).
 const RUN: Duration = Duration::from_secs(240);
-
-/// Waits for a host tool, killing it past `limit`: (success, stdout + stderr).
-fn finish(mut child: Child, limit: Duration) -> (bool, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
-    (status.is_some_and(|s| s.success()), out)
-}
-
-fn host_tool(name: &str, ring: &Path, args: &str) -> Child {
-    Command::new(verbs_tool(name))
-        .arg("--ring")
-        .arg(ring)
-        .args(args.split_whitespace())
-        .env_remove("RDMA_RING")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// One appliance (10.0.0.1, rxe0, a verbs ring) and one Linux peer
 /// (10.0.0.3) whose guest clients reach host port `gp`; QEMU's filter-dump
@@ -129,7 +96,8 @@ fn perftest_against_linux_both_directions() {
         // Linux serves (18515 in the guest), our tool connects through hostfwd.
         linux.cmd(&format!("{linux_prog} {linux_opts} > /tmp/pt.log 2>&1 &")).unwrap();
         linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
-        let (ok, ours) = finish(host_tool(tool, &shm.path, &format!("{common} -p {hp} 127.0.0.1")), RUN);
+        let (ok, ours) =
+            tool::finish(tool::spawn(tool, &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap(), RUN).unwrap();
         let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
         assert!(ok, "{tool} client failed:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "Linux {linux_prog} server failed:\n{theirs}\nours:\n{ours}");
@@ -138,10 +106,10 @@ fn perftest_against_linux_both_directions() {
         summary.push(format!("{tool:>9} {size:>6} B appliance client: ours {a:?} / Linux server {b:?}"));
 
         // Our tool serves on 127.0.0.1:gp; the Linux client reaches it through guestfwd.
-        let server = host_tool(tool, &shm.path, &format!("{common} -p {gp} --bind 127.0.0.1"));
+        let server = tool::spawn(tool, &shm.path, &format!("{common} -p {gp} --bind 127.0.0.1")).unwrap();
         let (status, theirs) =
             linux.status(&format!("{linux_prog} {linux_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
-        let (ok, ours) = finish(server, RUN);
+        let (ok, ours) = tool::finish(server, RUN).unwrap();
         assert!(ok, "{tool} server failed:\n{ours}\nLinux {linux_prog} client:\n{theirs}");
         assert_eq!(status, 0, "Linux {linux_prog} client failed:\n{theirs}\nours:\n{ours}");
         let a = perftest_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));

@@ -14,15 +14,14 @@
 #![deny(unsafe_code)]
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
 use appliance_tests::report::{bar_chart, median, number_after, perftest_row, write_tables};
 use appliance_tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
-    free_udp_port, verbs_tool,
+    free_udp_port,
 };
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -50,40 +49,14 @@ enum End {
 }
 
 fn tool(name: &str, ring: &Path, args: &str) -> Res<Child> {
-    Ok(Command::new(verbs_tool(name))
-        .arg("--ring")
-        .arg(ring)
-        .args(args.split_whitespace())
-        .env_remove("RDMA_RING")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?)
+    Ok(appliance_tests::tool::spawn(name, ring, args)?)
 }
 
-fn finish(mut child: Child) -> Res<String> {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if start.elapsed() > RUN {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("a host tool ran too long".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        o.read_to_string(&mut out)?;
+fn finish(child: Child) -> Res<String> {
+    match appliance_tests::tool::finish(child, RUN)? {
+        (true, out) => Ok(out),
+        (false, out) => Err(format!("host tool failed or ran too long:\n{out}").into()),
     }
-    if let Some(mut e) = child.stderr.take() {
-        e.read_to_string(&mut out)?;
-    }
-    if !status.success() {
-        return Err(format!("host tool failed:\n{out}").into());
-    }
-    Ok(out)
 }
 
 /// One perftest run of `test` (`write_bw`, `send_lat`, ...); the client's output.

@@ -83,6 +83,40 @@ fn stalled(cmd: &'static str) -> Error {
     Error::TimedOut { cmd, firmware_alive: true }
 }
 
+/// Reaps completions for a bandwidth run.
+struct Poller {
+    wc: [WorkCompletion; 16],
+    last: Instant,
+    idle: u32,
+}
+
+impl Poller {
+    fn new() -> Poller {
+        Poller { wc: [EMPTY_WC; 16], last: Instant::now(), idle: 0 }
+    }
+
+    /// One look at `cq`: checks and time-stamps what completed. When
+    /// nothing did, backs off, since spinning would take a core from the
+    /// QEMU that runs the appliance (on a small host that halves the
+    /// bandwidth), and gives up after [`STALL`] without any.
+    fn poll(&mut self, cq: &Cq<'_>, stamps: &mut Vec<Instant>) -> crate::Result<u32> {
+        let k = cq.poll(&mut self.wc)?;
+        for w in &self.wc[..k] {
+            check(w)?;
+            stamps.push(Instant::now());
+        }
+        if k > 0 {
+            self.last = Instant::now();
+            self.idle = 0;
+        } else if self.last.elapsed() > STALL {
+            return Err(stalled("poll_cq"));
+        } else {
+            crate::context::backoff(&mut self.idle);
+        }
+        Ok(k as u32)
+    }
+}
+
 impl Run<'_> {
     fn op(&self, i: u64) -> WrOp {
         let (remote_addr, rkey) = (self.rem.vaddr, self.rem.rkey);
@@ -116,13 +150,11 @@ impl Run<'_> {
     pub fn bandwidth(&self) -> crate::Result<BwReport> {
         let n = self.iters;
         let sge = self.outbox()?;
-        let mut wc = [EMPTY_WC; 16];
+        let mut poller = Poller::new();
         let mut progress = Progress::new();
         let (mut posted, mut done) = (0u32, 0u32);
         let start = Instant::now();
         let mut stamps = Vec::with_capacity(n as usize);
-        let mut last = Instant::now();
-        let mut idle = 0;
         while done < n {
             let room = (self.tx_depth - (posted - done)).min(n - posted);
             if room > 0 {
@@ -138,22 +170,7 @@ impl Run<'_> {
                 self.qp.post_send(&wrs)?;
                 posted += room;
             }
-            let k = self.send_cq.poll(&mut wc)?;
-            for w in &wc[..k] {
-                check(w)?;
-                stamps.push(Instant::now());
-            }
-            done += k as u32;
-            if k > 0 {
-                last = Instant::now();
-                idle = 0;
-            } else if last.elapsed() > STALL {
-                return Err(stalled("poll_cq"));
-            } else {
-                // Spinning here would take a core from the QEMU that runs
-                // the appliance: on a small host that halves the bandwidth.
-                crate::context::backoff(&mut idle);
-            }
+            done += poller.poll(self.send_cq, &mut stamps)?;
             progress.tick(done, n);
         }
         Ok(bw_report(self.size, self.tx_depth, start, &stamps))
@@ -163,32 +180,18 @@ impl Run<'_> {
     /// keep reposting until `iters` messages came.
     pub fn receive_bandwidth(&self, mut posted: u32) -> crate::Result<BwReport> {
         let n = self.iters;
-        let mut wc = [EMPTY_WC; 16];
+        let mut poller = Poller::new();
         let mut progress = Progress::new();
         let mut got = 0;
         let start = Instant::now();
         let mut stamps = Vec::with_capacity(n as usize);
-        let mut last = Instant::now();
-        let mut idle = 0;
         while got < n {
-            let k = self.recv_cq.poll(&mut wc)?;
-            for w in &wc[..k] {
-                check(w)?;
-                stamps.push(Instant::now());
-            }
-            got += k as u32;
-            let more = (n - posted).min(k as u32);
+            let k = poller.poll(self.recv_cq, &mut stamps)?;
+            got += k;
+            let more = (n - posted).min(k);
             if more > 0 {
                 self.post_recvs(more)?;
                 posted += more;
-            }
-            if k > 0 {
-                last = Instant::now();
-                idle = 0;
-            } else if last.elapsed() > STALL {
-                return Err(stalled("poll_cq"));
-            } else {
-                crate::context::backoff(&mut idle);
             }
             progress.tick(got, n);
         }
