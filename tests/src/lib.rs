@@ -16,6 +16,7 @@ mod image;
 mod linux;
 pub mod pcap;
 mod qemu;
+pub mod rc;
 pub mod relay;
 pub mod report;
 pub mod tool;

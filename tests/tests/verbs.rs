@@ -16,10 +16,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use appliance_tests::rc::connect;
 use appliance_tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
-use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
+use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
 const REGION: u64 = 64 << 20;
+/// `enum ibv_mtu` 3: 1024-byte packets on the default 1500-byte netdevs.
+const IBV_MTU_1024: u32 = 3;
 const BIG: usize = 1 << 20;
 /// One completion on the emulated wire may take a while under TCG.
 const WAIT: Duration = Duration::from_secs(60);
@@ -39,28 +42,6 @@ fn pair(tag: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
         assert_eq!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
     }
     (a, b, s1, s2)
-}
-
-fn ipv4_gid(n: u8) -> [u8; 16] {
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
-}
-
-/// RESET to RTS towards `remote` on 10.0.0.`peer`, as rc_pingpong does.
-fn connect(q: &Qp, remote_qpn: u32, peer: u8) {
-    q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
-    q.to_rtr(&RtrAttr {
-        port: 1,
-        path_mtu: 3,
-        dest_qp_num: remote_qpn,
-        rq_psn: 0x1234,
-        dgid: ipv4_gid(peer),
-        sgid_index: 1,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 12,
-        ..Default::default()
-    })
-    .unwrap();
-    q.to_rts(0x1234, 1).unwrap();
 }
 
 /// The byte message `seq` of side `side` carries at `i`.
@@ -143,8 +124,8 @@ fn host_programs_ping_pong_between_two_appliances_through_the_rings() {
     };
     let qa = Qp::create(&pa, &cqa, &cqa, None, &attr).unwrap();
     let qb = Qp::create(&pb, &cqb, &cqb, None, &attr).unwrap();
-    connect(&qa, qb.qp_num(), 2);
-    connect(&qb, qa.qp_num(), 1);
+    connect(&qa, qb.qp_num(), 2, IBV_MTU_1024).unwrap();
+    connect(&qb, qa.qp_num(), 1, IBV_MTU_1024).unwrap();
     let ea = End { qp: &qa, cq: &cqa, mr: &ma, side: 0x00 };
     let eb = End { qp: &qb, cq: &cqb, mr: &mb, side: 0x5a };
     for (size, iters) in [(1, 20), (4096, 20), (BIG, 2)] {

@@ -12,11 +12,12 @@
 
 #![deny(unsafe_code)]
 
+use appliance_tests::rc::connect;
 use appliance_tests::report::{median, write_tables};
 use appliance_tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
-use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
+use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
 const WAIT: Duration = Duration::from_secs(60);
 const BUF: usize = 1 << 20;
@@ -24,28 +25,6 @@ const BUF: usize = 1 << 20;
 const PATH_MTU_4096: u32 = 5;
 /// The netdevs' MTU (virtio's `host_mtu`), room for a 4096-byte RoCE payload.
 const NETDEV_MTU: u32 = 9000;
-
-fn ipv4_gid(n: u8) -> [u8; 16] {
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
-}
-
-/// RESET to RTS towards `remote` on 10.0.0.`peer`.
-fn connect(q: &Qp, remote_qpn: u32, peer: u8) -> Result<(), verbs::Error> {
-    q.to_init(1, AccessFlags::ALL_REMOTE)?;
-    let rtr = RtrAttr {
-        port: 1,
-        path_mtu: PATH_MTU_4096,
-        dest_qp_num: remote_qpn,
-        rq_psn: 0x1234,
-        dgid: ipv4_gid(peer),
-        sgid_index: 1,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 12,
-        ..Default::default()
-    };
-    q.to_rtr(&rtr)?;
-    q.to_rts(0x1234, 1)
-}
 
 /// Posts `n` RDMA WRITEs of `size` bytes on `qps` in turn (every `signal`-th
 /// signaled, and the last of each QP), waits for the signaled ones; seconds taken.
@@ -118,8 +97,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for k in 0..16 {
         let qa = Qp::create(&pa, &cqs_a[k], &cqs_a[k], None, &attr)?;
         let qb = Qp::create(&pb, &cqs_b[k], &cqs_b[k], None, &attr)?;
-        connect(&qa, qb.qp_num(), 2)?;
-        connect(&qb, qa.qp_num(), 1)?;
+        connect(&qa, qb.qp_num(), 2, PATH_MTU_4096)?;
+        connect(&qb, qa.qp_num(), 1, PATH_MTU_4096)?;
         qps.push((qa, qb));
     }
     let pairs: Vec<(&Qp, &Cq)> = qps.iter().zip(&cqs_a).map(|((qa, _), cq)| (qa, cq)).collect();
