@@ -32,6 +32,18 @@ pub fn perftest_row(out: &str, size: usize, iters: u32) -> Option<Vec<f64>> {
     })
 }
 
+/// `rdma statistic show`'s counters: each word followed by a number, as
+/// (name, value).
+pub fn counters(out: &str) -> Vec<(String, u64)> {
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words.windows(2).filter_map(|w| Some((w[0].to_string(), w[1].parse().ok()?))).collect()
+}
+
+/// Counter `name` of a [`counters`] list.
+pub fn counter(list: &[(String, u64)], name: &str) -> Option<u64> {
+    list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+}
+
 /// The median (the upper one for an even count); NaN for none.
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -9,7 +9,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::report::usec_per_iter;
+use appliance_tests::report::{counter, counters, usec_per_iter};
 use appliance_tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,16 +24,6 @@ fn linux_pair() -> (LinuxPeer, LinuxPeer) {
     b.wait_ready().unwrap();
     eprintln!("peers ready after {:.1} s and {:.1} s", a.ready_after().as_secs_f64(), b.ready_after().as_secs_f64());
     (a, b)
-}
-
-/// `rdma statistic show link rxe0/1` as (name, value) pairs.
-fn counters(out: &str) -> Vec<(String, u64)> {
-    let words: Vec<&str> = out.split_whitespace().collect();
-    words.windows(2).filter_map(|w| Some((w[0].to_string(), w[1].parse().ok()?))).collect()
-}
-
-fn counter(list: &[(String, u64)], name: &str) -> Option<u64> {
-    list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
 }
 
 #[test]

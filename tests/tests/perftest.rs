@@ -23,7 +23,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use appliance_tests::report::perftest_row;
+use appliance_tests::report::{counter, counters, perftest_row};
 use appliance_tests::tool;
 use appliance_tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
@@ -59,12 +59,6 @@ fn setup(gp: u16, capture: &Path) -> (Appliance, LinuxPeer, Ivshmem) {
     let out = app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap();
     assert!(out.contains("2 received"), "{out}");
     (app, linux, shm)
-}
-
-/// `rdma statistic show link rxe0/1` as (name, value) pairs.
-fn counters(out: &str) -> Vec<(String, u64)> {
-    let words: Vec<&str> = out.split_whitespace().collect();
-    words.windows(2).filter_map(|w| Some((w[0].to_string(), w[1].parse().ok()?))).collect()
 }
 
 #[test]
@@ -123,7 +117,7 @@ fn perftest_against_linux_both_directions() {
     let out = linux.cmd("rdma statistic show link rxe0/1").unwrap();
     let c = counters(&out);
     for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err", "rcvd_seq_err"] {
-        let v = c.iter().find(|(n, _)| n == err).map(|(_, v)| *v);
+        let v = counter(&c, err);
         if err == "rcvd_seq_err" {
             eprintln!("Linux rcvd_seq_err {v:?} (out-of-sequence arrivals: the wire drops under load)");
         } else {
@@ -142,7 +136,7 @@ fn perftest_against_linux_both_directions() {
     }
     let c = counters(&ours);
     for err in ["retry_exceeded_err", "retry_rnr_exceeded_err"] {
-        assert_eq!(c.iter().find(|(n, _)| n == err).map(|(_, v)| *v), Some(0), "appliance {err}:\n{ours}");
+        assert_eq!(counter(&c, err), Some(0), "appliance {err}:\n{ours}");
     }
     drop(app);
     // Every frame of every run well formed, with a good ICRC.
