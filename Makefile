@@ -73,35 +73,35 @@ host-test:
 
 qemu-test: image deps-qemu
 	cargo build --release -q -p verbs --bins
-	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p appliance-tests
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests
 
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
 boot-time: image deps-qemu
-	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin boot-time -- 5
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin boot-time -- 5
 
 ## bench-net: the raw wire limit between two appliances (frames/s, Gb/s by frame size)
 bench-net: image deps-qemu
-	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-net -- $(RUNS) $(MS)
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-net -- $(RUNS) $(MS)
 
 ## bench-rdma: ibv_rc_pingpong between two appliances (latency, bandwidth by size)
 bench-rdma: image deps-qemu
-	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-rdma -- $(RUNS) $(ITERS)
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-rdma -- $(RUNS) $(ITERS)
 
 ## bench-interop: ibv_rc_pingpong Linux<->Linux, appliance<->Linux, appliance<->appliance, with ratios
 bench-interop: image deps-qemu deps-fonts linux-peer
-	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-interop -- $(RUNS) 100
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-interop -- $(RUNS) 100
 
 ## bench-verbs: the verbs ring from host programs (NOP, post->CQE, message rate, bandwidth)
 bench-verbs: image deps-qemu
-	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p appliance-tests --bin bench-verbs -- $(RUNS)
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-verbs -- $(RUNS)
 
 ## bench-perftest: perftest WRITE bandwidth and rate, SEND latency: Linux<->Linux, appliance<->Linux,
 ## appliance<->appliance and the raw frame limit, in one run, with ratios
 bench-perftest: image deps-qemu deps-fonts linux-peer
 	cargo build --release -q -p verbs --bins
-	cargo build --release -q -p appliance-tests --bins
+	cargo build --release -q -p tests --bins
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) \
-		cargo run -q --release -p appliance-tests --bin bench-perftest -- $(RUNS)
+		cargo run -q --release -p tests --bin bench-perftest -- $(RUNS)
 
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
 bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest
@@ -117,7 +117,7 @@ linux-peer:
 	@bash tests/linux-peer/build.sh
 
 interop-smoke: image deps-qemu linux-peer
-	APPLIANCE_IMAGE=$(IMAGE) cargo test -p appliance-tests --test interop smoke -- --ignored --test-threads=1
+	APPLIANCE_IMAGE=$(IMAGE) cargo test -p tests --test interop smoke -- --ignored --test-threads=1
 
 deps-tshark:
 	@command -v tshark >/dev/null || { \
@@ -133,7 +133,7 @@ deps-fonts:
 ## tests/tests/perftest.rs: perftest against the host tools), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
 	cargo build --release -q -p verbs --bins
-	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p appliance-tests \
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test perftest -- --ignored --test-threads=1 --nocapture
 
 clean:

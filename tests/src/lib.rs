@@ -2,7 +2,7 @@
 //! talk to its serial console, and always kill QEMU when done.
 //!
 //! ```no_run
-//! use appliance_tests::{Appliance, Options};
+//! use tests::{Appliance, Options};
 //! let mut a = Appliance::boot(Options::default()).unwrap();
 //! let out = a.cmd("version").unwrap();
 //! assert!(out.contains("RoCE appliance"));

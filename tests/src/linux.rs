@@ -10,7 +10,7 @@
 //! (forwarded to 127.0.0.1:`guest_fwd_port`, when one is given).
 //!
 //! ```no_run
-//! use appliance_tests::{LinuxPeer, Nic, PeerOptions, free_udp_port};
+//! use tests::{LinuxPeer, Nic, PeerOptions, free_udp_port};
 //! if !LinuxPeer::available() { return; } // not built: `make linux-peer`
 //! let (p1, p2) = (free_udp_port(), free_udp_port());
 //! let mut peer = LinuxPeer::boot(PeerOptions::new(Nic::new("52:54:00:00:01:03", p1, p2), "10.0.0.3/24")).unwrap();

@@ -3,7 +3,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::{Appliance, Exit, Ivshmem, Nic, Options, free_udp_port};
+use tests::{Appliance, Exit, Ivshmem, Nic, Options, free_udp_port};
 use std::time::Duration;
 
 /// The devices `make run` attaches: a virtio-net NIC and an ivshmem region.

@@ -2,7 +2,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::{Appliance, Options};
+use tests::{Appliance, Options};
 
 fn boot() -> Appliance {
     Appliance::boot(Options::default()).unwrap()

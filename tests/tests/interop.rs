@@ -9,8 +9,8 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::report::{counter, counters, usec_per_iter};
-use appliance_tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
+use tests::report::{counter, counters, usec_per_iter};
+use tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -175,12 +175,12 @@ fn linux_peer_management_forwards() {
 /// Boots one appliance (10.0.0.1, rxe0 added) and one Linux peer (10.0.0.3)
 /// on one wire; with `capture`, QEMU's filter-dump records the appliance's
 /// side of the wire there.
-fn appliance_and_linux(capture: Option<&std::path::Path>) -> (appliance_tests::Appliance, LinuxPeer) {
+fn appliance_and_linux(capture: Option<&std::path::Path>) -> (tests::Appliance, LinuxPeer) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
     let extra =
         capture.map_or(vec![], |f| vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", f.display())]);
-    let mut app = appliance_tests::Appliance::boot(appliance_tests::Options {
+    let mut app = tests::Appliance::boot(tests::Options {
         nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
         append: "ip=10.0.0.1/24".into(),
         extra,
@@ -252,7 +252,7 @@ fn appliance_linux_rc_pingpong_both_directions() {
         assert_eq!(counter(&c, err), Some(0), "appliance {err}:\n{ours}");
     }
     drop(app);
-    appliance_tests::pcap::check_roce_capture(&capture, 600 * 2);
+    tests::pcap::check_roce_capture(&capture, 600 * 2);
     let _ = std::fs::remove_file(&capture);
 }
 
@@ -315,7 +315,7 @@ fn smoke_appliance_linux_pingpong_each_way() {
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]
 fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
-    use appliance_tests::relay::{Faults, Relay};
+    use tests::relay::{Faults, Relay};
     if !LinuxPeer::available_or_skip("appliance_linux_rc_pingpong_on_a_lossy_wire") {
         return;
     }
@@ -323,7 +323,7 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
     let relay = Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.0 }, 7).unwrap();
     let mut linux =
         LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, relay.port_b), "10.0.0.3/24")).unwrap();
-    let mut app = appliance_tests::Appliance::boot(appliance_tests::Options {
+    let mut app = tests::Appliance::boot(tests::Options {
         nic: Some(Nic::new("52:54:00:00:00:01", p1, relay.port_a)),
         append: "ip=10.0.0.1/24".into(),
         cmd_timeout: Duration::from_secs(180),
@@ -370,7 +370,7 @@ fn appliance_linux_rc_pingpong_mtu_4096() {
         PeerOptions::new(Nic { host_mtu: Some(9000), ..Nic::new("52:54:00:00:01:03", p2, p1) }, "10.0.0.3/24");
     opts.mtu = Some(9000);
     let mut linux = LinuxPeer::start(opts).unwrap();
-    let mut app = appliance_tests::Appliance::boot(appliance_tests::Options {
+    let mut app = tests::Appliance::boot(tests::Options {
         nic: Some(Nic { host_mtu: Some(9000), ..Nic::new("52:54:00:00:00:01", p1, p2) }),
         append: "ip=10.0.0.1/24".into(),
         ..Default::default()

@@ -3,7 +3,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::{Appliance, Nic, Options, free_udp_port};
+use tests::{Appliance, Nic, Options, free_udp_port};
 use std::net::UdpSocket;
 use std::time::Duration;
 
@@ -220,7 +220,7 @@ fn a_capture_of_the_wire_holds_valid_arp_and_icmp() {
     a.shutdown().unwrap();
     let bytes = std::fs::read(&dump).unwrap();
     let _ = std::fs::remove_file(&dump);
-    let frames = appliance_tests::pcap::frames(&bytes).unwrap();
+    let frames = tests::pcap::frames(&bytes).unwrap();
     let (mut arp_requests, mut arp_replies, mut echo_requests, mut echo_replies) = (0, 0, 0, 0);
     for f in frames {
         match u16::from_be_bytes([f[12], f[13]]) {

@@ -1,7 +1,7 @@
 //! perftest interop: Linux's unmodified `ib_send_bw`, `ib_write_bw`,
 //! `ib_read_bw`, `ib_atomic_bw`, `ib_send_lat` and `ib_write_lat` (perftest
 //! 4.5 from Debian bookworm, in the Linux peer) against the appliance's host
-//! tools (`send_bw`, ... in rdma/verbs) driving the appliance through its
+//! tools (`send_bw`, ... in rdma/host/verbs) driving the appliance through its
 //! verbs ring, each side as server and as client.
 //!
 //! The RDMA traffic goes over the emulated wire between the appliance and
@@ -23,9 +23,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use appliance_tests::report::{counter, counters, perftest_row};
-use appliance_tests::tool;
-use appliance_tests::{
+use tests::report::{counter, counters, perftest_row};
+use tests::tool;
+use tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
     free_udp_port,
 };
@@ -140,6 +140,6 @@ fn perftest_against_linux_both_directions() {
     }
     drop(app);
     // Every frame of every run well formed, with a good ICRC.
-    appliance_tests::pcap::check_roce_capture(&capture, 10_000);
+    tests::pcap::check_roce_capture(&capture, 10_000);
     let _ = std::fs::remove_file(&capture);
 }

@@ -3,7 +3,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::{Appliance, Nic, Options, free_udp_port};
+use tests::{Appliance, Nic, Options, free_udp_port};
 
 fn pair(host_mtu: Option<u32>) -> (Appliance, Appliance) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
@@ -99,7 +99,7 @@ fn rc_pingpong_refusals_are_clear() {
 /// for the exchange), seeded. Every iteration completes with its data checked.
 #[test]
 fn rc_pingpong_under_loss_reordering_duplication_and_corruption() {
-    use appliance_tests::relay::{Faults, Relay};
+    use tests::relay::{Faults, Relay};
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let faults = Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.005 };
     let relay = Relay::start(p1, p2, faults, 42).unwrap();

@@ -16,8 +16,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use appliance_tests::rc::connect;
-use appliance_tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::rc::connect;
+use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
 use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
 const REGION: u64 = 64 << 20;
@@ -231,7 +231,7 @@ fn rc_pingpong_tool(
     port: u16,
     args: &str,
 ) -> (String, String) {
-    let tool = appliance_tests::verbs_tool("rc_pingpong");
+    let tool = tests::verbs_tool("rc_pingpong");
     let split = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = args.split_whitespace().map(String::from).collect();
         v.extend(["-p".into(), port.to_string(), "-g".into(), "1".into(), "-d".into(), "rxe0".into()]);
@@ -269,7 +269,7 @@ fn rc_pingpong_tool(
 #[test]
 fn the_rc_pingpong_tool_runs_between_two_appliances_both_ways() {
     let (_a, _b, s1, s2) = pair("tool");
-    let port = appliance_tests::free_tcp_port();
+    let port = tests::free_tcp_port();
     for size in [1, 4096, BIG] {
         let iters = if size == BIG { 3 } else { 20 };
         for (server, client) in [(&s1.path, &s2.path), (&s2.path, &s1.path)] {

@@ -9,8 +9,8 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::report::{bar_chart, median, usec_per_iter, write_tables};
-use appliance_tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
+use tests::report::{bar_chart, median, usec_per_iter, write_tables};
+use tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
 

@@ -6,8 +6,8 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::report::{median, number_after, write_tables};
-use appliance_tests::{Appliance, Nic, Options, free_udp_port};
+use tests::report::{median, number_after, write_tables};
+use tests::{Appliance, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
 

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
-use appliance_tests::report::{bar_chart, median, number_after, perftest_row, write_tables};
-use appliance_tests::{
+use tests::report::{bar_chart, median, number_after, perftest_row, write_tables};
+use tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
     free_udp_port,
 };
@@ -49,11 +49,11 @@ enum End {
 }
 
 fn tool(name: &str, ring: &Path, args: &str) -> Res<Child> {
-    Ok(appliance_tests::tool::spawn(name, ring, args)?)
+    Ok(tests::tool::spawn(name, ring, args)?)
 }
 
 fn finish(child: Child) -> Res<String> {
-    match appliance_tests::tool::finish(child, RUN)? {
+    match tests::tool::finish(child, RUN)? {
         (true, out) => Ok(out),
         (false, out) => Err(format!("host tool failed or ran too long:\n{out}").into()),
     }
@@ -159,7 +159,7 @@ fn linux(nic: Nic, ip: &str, gp: Option<u16>) -> Res<LinuxPeer> {
         let relay = std::env::current_exe()?.with_file_name("tcp-stdio");
         if !relay.exists() {
             return Err(
-                format!("{} is missing: cargo build --release -p appliance-tests --bins", relay.display()).into()
+                format!("{} is missing: cargo build --release -p tests --bins", relay.display()).into()
             );
         }
         o.guest_fwd_cmd = Some(format!("{} {gp}", relay.display()));

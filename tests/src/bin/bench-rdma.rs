@@ -6,8 +6,8 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::report::{median, number_before, write_tables};
-use appliance_tests::{Appliance, Nic, Options, free_udp_port};
+use tests::report::{median, number_before, write_tables};
+use tests::{Appliance, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 
 const SIZES: [u32; 4] = [2, 1024, 4096, 65536];

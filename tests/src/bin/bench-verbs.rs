@@ -12,9 +12,9 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::rc::connect;
-use appliance_tests::report::{median, write_tables};
-use appliance_tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::rc::connect;
+use tests::report::{median, write_tables};
+use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};

@@ -4,7 +4,7 @@
 
 #![deny(unsafe_code)]
 
-use appliance_tests::{Accel, Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::{Accel, Appliance, Ivshmem, Nic, Options, free_udp_port};
 use std::time::Instant;
 
 fn main() {
