@@ -44,9 +44,14 @@ fn kmain(boot: BootResult) -> ! {
     x86_64::instructions::interrupts::enable();
     let devices = pci::scan();
 
-    let net = Rc::new(RefCell::new(net::probe(devices, time::now())));
+    let region = verbs::map_region(devices);
+    let config = net::rdma::config_from_cmdline(&info.cmdline);
+    let net = net::probe(devices, config, region.as_ref().map(|(r, _)| r.clone()), time::now());
+    let net = Rc::new(RefCell::new(net));
     if let Some(n) = net.borrow_mut().as_mut() {
-        arch::irq::enable_level(n.irq);
+        for link in &n.links {
+            arch::irq::enable_level(link.irq);
+        }
         configure_from_cmdline(n, &info.cmdline);
         // Deliver the start-up events now, so their log lines precede the banner.
         n.netdevs.process_events();
@@ -54,7 +59,7 @@ fn kmain(boot: BootResult) -> ! {
     }
     banner(&info, devices);
     let mut net_task = NetTask(net.clone());
-    let verbs = verbs::probe(devices, net.clone(), time::now());
+    let verbs = region.and_then(|(mem, f)| verbs::start(mem, f, net.clone(), time::now()));
     let mut shell = Shell::new(net);
     match verbs {
         Some(mut verbs) => poll::run(&mut [&mut net_task, &mut verbs, &mut shell]),
@@ -62,13 +67,11 @@ fn kmain(boot: BootResult) -> ! {
     }
 }
 
-/// Applies `ip=ADDR/LEN[,DEV]` and the transport's pacing tunables from the
-/// kernel command line.
+/// Applies `ip=ADDR/LEN[,DEV]` from the kernel command line.
 fn configure_from_cmdline(net: &mut net::Net, cmdline: &str) {
-    net.rdma.config = net::rdma::config_from_cmdline(cmdline);
     match knet::bootparam::from_cmdline(cmdline) {
         Ok(Some(p)) => match net.netdevs.add_ipv4(&p.dev, p.cidr) {
-            Ok(()) => net.sync_addresses(),
+            Ok(()) => net.sync_all_addresses(),
             Err(e) => log::error!("ip={}: {e}", p.cidr),
         },
         Ok(None) => {}

@@ -52,7 +52,6 @@ impl CoreAccess for NetAccess {
     fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
         let mut guard = self.net.borrow_mut();
         let net = guard.as_mut().ok_or(Status::ENODEV)?;
-        net.rdma.sync_counters();
         let provider = crate::net::rdma::Provider(&net.netdevs);
         let result = f(&mut net.rdma.core, &provider);
         // A link added or removed over the ring settles like one from the console.
@@ -72,14 +71,14 @@ impl TransportAccess for NetAccess {
     ) -> Result<R, Status> {
         let mut guard = self.net.borrow_mut();
         let net = guard.as_mut().ok_or(Status::ENODEV)?;
-        // The transport belongs to the first (only) rxe device.
-        if net.rdma.core.devices().next().map(|d| d.index()) != Some(dev) {
-            return Err(Status::ENODEV);
-        }
-        let Net { nic, netdevs, rdma, ifindex, .. } = net;
-        let t = rdma.transport.as_mut().ok_or(Status::ENODEV)?;
+        // The device's transport sends on its own netdev's NIC.
+        let ifindex = net.rdma.core.device(dev).ok_or(Status::ENODEV)?.netdev().ifindex;
+        let link = net.link_of(ifindex).ok_or(Status::ENODEV)?;
+        let Net { links, netdevs, rdma, .. } = net;
+        let nic = &mut links.get_mut(link).ok_or(Status::ENODEV)?.nic;
+        let t = rdma.transport_mut(dev).ok_or(Status::ENODEV)?;
         let mut fallback = LinkStats::default();
-        let stats = netdevs.stats_mut(*ifindex).unwrap_or(&mut fallback);
+        let stats = netdevs.stats_mut(ifindex).unwrap_or(&mut fallback);
         let result = f(t, &mut NicSink { nic, stats }, &self.mem);
         // The NIC rings its doorbell once per burst: this one ends here.
         crate::prof::KICK.time(|| drivers::nic::Nic::service(nic));
@@ -89,7 +88,9 @@ impl TransportAccess for NetAccess {
     fn resolve_ipv4(&self, ip: Ipv4Addr, now: rdma::rxe::time::Instant) -> MacResolution {
         let mut guard = self.net.borrow_mut();
         let Some(net) = guard.as_mut() else { return MacResolution::Failed };
-        match net.neigh.lookup_or_request(ip, Instant::from_micros(now.micros())) {
+        let link = net.link_for(ip);
+        let Some(link) = net.links.get_mut(link) else { return MacResolution::Failed };
+        match link.neigh.lookup_or_request(ip, Instant::from_micros(now.micros())) {
             Resolution::Known(mac) => MacResolution::Known(EthernetAddress(mac.0)),
             Resolution::Pending => MacResolution::Pending,
             Resolution::Failed => MacResolution::Failed,
@@ -106,8 +107,8 @@ pub struct Verbs {
     last_moved: Instant,
 }
 
-/// Finds the ivshmem device and publishes the ring layout in its memory.
-pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant) -> Option<Verbs> {
+/// The ivshmem device's shared memory (BAR 2), mapped for the firmware.
+pub fn map_region(functions: &[Function]) -> Option<(Rc<IvshmemRegion>, &Function)> {
     let f = functions.iter().find(|f| f.vendor == ivshmem::VENDOR && f.device == ivshmem::DEVICE)?;
     let Some(Bar::Memory { addr, size, .. }) = f.bars[ivshmem::MEMORY_BAR] else {
         log::error!("{}: ivshmem without a memory BAR 2", f.bdf);
@@ -116,7 +117,12 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
     let len = usize::try_from(size).ok()?;
     // SAFETY: BAR 2 was identity-mapped write-back when the bus was scanned; it
     // is the device's shared RAM, 4 KiB aligned, and only this module uses it.
-    let mem = Rc::new(unsafe { IvshmemRegion::new(addr as *mut u8, len) });
+    Some((Rc::new(unsafe { IvshmemRegion::new(addr as *mut u8, len) }), f))
+}
+
+/// Publishes the ring layout in the region and serves it.
+pub fn start(mem: Rc<IvshmemRegion>, f: &Function, net: Rc<RefCell<Option<Net>>>, now: Instant) -> Option<Verbs> {
+    let size = verbs_ring::SharedMem::len(&*mem) as u64;
     let params = LayoutParams::default();
     let layout = match Layout::new(size, params) {
         Ok(l) => l,
@@ -125,10 +131,6 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
             return None;
         }
     };
-    if let Some(n) = net.borrow_mut().as_mut() {
-        // Host buffers registered over the ring live in this region.
-        n.rdma.set_shared_memory(mem.clone());
-    }
     let provider = CoreVerbs::new(NetAccess { net, mem: mem.clone() });
     let firmware = match Firmware::new(&*mem, layout, provider, Limits::default(), BUDGET) {
         Ok(fw) => fw,
@@ -137,7 +139,7 @@ pub fn probe(functions: &[Function], net: Rc<RefCell<Option<Net>>>, now: Instant
             return None;
         }
     };
-    log::info!("ring ready in ivshmem {} at {addr:#x} ({} MiB, {} contexts)", f.bdf, size >> 20, params.num_contexts);
+    log::info!("ring ready in ivshmem {} ({} MiB, {} contexts)", f.bdf, size >> 20, params.num_contexts);
     let period = Duration::from_micros(u64::from(params.heartbeat_period_us));
     Some(Verbs { mem, firmware, period, next_tick: now, last_moved: now })
 }

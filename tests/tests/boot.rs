@@ -3,8 +3,8 @@
 
 #![deny(unsafe_code)]
 
-use tests::{Appliance, Exit, Ivshmem, Nic, Options, free_udp_port};
 use std::time::Duration;
+use tests::{Appliance, Exit, Ivshmem, Nic, Options, free_udp_port};
 
 /// The devices `make run` attaches: a virtio-net NIC and an ivshmem region.
 fn make_run_like() -> Options {

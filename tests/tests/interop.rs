@@ -9,11 +9,11 @@
 
 #![deny(unsafe_code)]
 
-use tests::report::{counter, counters, usec_per_iter};
-use tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+use tests::report::{counter, counters, usec_per_iter};
+use tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
 
 /// Boots two Linux peers joined by one UDP wire (10.0.0.3 and 10.0.0.4), side by side.
 fn linux_pair() -> (LinuxPeer, LinuxPeer) {

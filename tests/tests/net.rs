@@ -3,9 +3,9 @@
 
 #![deny(unsafe_code)]
 
-use tests::{Appliance, Nic, Options, free_udp_port};
 use std::net::UdpSocket;
 use std::time::Duration;
+use tests::{Appliance, Nic, Options, free_udp_port};
 
 fn node(mac: &str, local: u16, peer: u16, ip: &str) -> Options {
     Options {

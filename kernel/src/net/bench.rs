@@ -44,6 +44,8 @@ pub struct RxCount {
 }
 
 struct TxJob {
+    /// The link the frames go out on.
+    link: usize,
     dst: Ipv4Address,
     frame_len: usize,
     duration: Duration,
@@ -78,9 +80,11 @@ impl Bench {
         self.tx.is_some()
     }
 
-    /// Starts sending `frame_len`-byte frames to `dst` for `duration`.
+    /// Starts sending `frame_len`-byte frames to `dst` on `link` for `duration`.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
+        link: usize,
         dst: Ipv4Address,
         frame_len: usize,
         duration: Duration,
@@ -89,6 +93,7 @@ impl Bench {
     ) {
         ready.set(false);
         self.tx = Some(TxJob {
+            link,
             dst,
             frame_len,
             duration,
@@ -134,14 +139,15 @@ fn build_frame(
 /// Advances a send job; returns whether it sent anything.
 pub fn poll(net: &mut Net, now: Instant) -> bool {
     let Some(job) = net.bench.tx.as_mut() else { return false };
+    let Some(link) = net.links.get_mut(job.link) else { return false };
     if job.frame.is_none() {
-        match net.neigh.lookup_or_request(job.dst, now) {
+        match link.neigh.lookup_or_request(job.dst, now) {
             Resolution::Known(mac) => {
-                let Some(src) = net.netdevs.by_index(net.ifindex).and_then(|d| d.ipv4().first().map(|c| c.address()))
+                let Some(src) = net.netdevs.by_index(link.ifindex).and_then(|d| d.ipv4().first().map(|c| c.address()))
                 else {
                     return finish(net, "no IPv4 address on the device");
                 };
-                job.frame = Some(build_frame(EthernetAddress(net.nic.mac()), mac, src, job.dst, job.frame_len));
+                job.frame = Some(build_frame(EthernetAddress(link.nic.mac()), mac, src, job.dst, job.frame_len));
                 job.started = now;
                 job.until = now + job.duration;
             }
@@ -166,7 +172,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
     }
     let mut sent = 0;
     while sent < TX_BATCH {
-        if net.nic.transmit(frame.len(), |buf| buf.copy_from_slice(frame)).is_none() {
+        if link.nic.transmit(frame.len(), |buf| buf.copy_from_slice(frame)).is_none() {
             job.queue_full += 1;
             job.retry_at = now + BACKOFF;
             break;
@@ -174,7 +180,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
         sent += 1;
     }
     job.sent += sent as u64;
-    net.nic.service();
+    link.nic.service();
     sent > 0
 }
 

@@ -20,6 +20,7 @@ use crate::prof;
 use crate::time::Instant;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use device::{STACK_QUEUE, StackDevice};
@@ -45,20 +46,29 @@ const RX_BUDGET: usize = 256;
 /// messages' ACKs into one.
 const ACK_BATCH: usize = 4;
 
-/// The appliance's network: one NIC, its netdev and the stacks above it.
-pub struct Net {
+/// One NIC and what sits on it alone: its netdev, neighbour table and
+/// smoltcp interface with its sockets.
+pub struct Link {
     pub nic: NetDevice,
     pub irq: u8,
     /// The NIC's interrupt count when the last pass acknowledged it.
     irq_seen: u64,
-    /// virtio-net's `status` field (bit 0: link up) in the device's config
-    /// structure, mapped with its BAR; `None` when the device has none.
-    link_status: Option<u64>,
     pub ifindex: IfIndex,
-    pub netdevs: Netdevs,
     pub neigh: NeighTable,
     pub iface: Interface,
     pub sockets: SocketSet<'static>,
+    stack_queue: VecDeque<Vec<u8>>,
+    scratch: Vec<u8>,
+    /// virtio-net's `status` field (bit 0: link up) in the device's config
+    /// structure, mapped with its BAR; `None` when the device has none.
+    link_status: Option<u64>,
+}
+
+/// The appliance's network: every NIC, the netdevs on them, the RDMA core
+/// above them, and the diagnostic jobs that run on them.
+pub struct Net {
+    pub links: Vec<Link>,
+    pub netdevs: Netdevs,
     pub rdma: rdma::Rdma,
     pub ping: Option<ping::PingJob>,
     pub pingpong: Option<pingpong::Job>,
@@ -67,37 +77,41 @@ pub struct Net {
     pub bench: bench::Bench,
     /// The counters `perf` shows, as they were at its last reset.
     pub perf_base: Vec<(&'static str, u64)>,
-    stack_queue: VecDeque<Vec<u8>>,
-    scratch: Vec<u8>,
 }
 
 fn smol_now(now: Instant) -> smoltcp::time::Instant {
     smoltcp::time::Instant::from_micros(now.as_micros() as i64)
 }
 
-/// Finds the first virtio-net function and brings it up as `eth0`.
-pub fn probe(functions: &[Function], now: Instant) -> Option<Net> {
-    let f = functions.iter().find(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1000 | 0x1041))?;
-    let df = DeviceFunction { bus: f.bdf.bus, device: f.bdf.device, function: f.bdf.function };
-    let mut root = PciRoot::new(PciConfig);
-    root.set_command(df, Command::IO_SPACE | Command::MEMORY_SPACE | Command::BUS_MASTER);
-    let nic = PciTransport::new::<KernelHal, _>(&mut root, df)
-        .map_err(|e| log::error!("{}: virtio transport: {e:?}", f.bdf))
-        .ok()
-        .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok())?;
-    match Net::new(nic, f.interrupt_line, now) {
-        Ok(mut net) => {
-            net.link_status = link_status_address(f);
-            net.refresh_carrier();
-            Some(net)
-        }
-        Err(e) => {
-            log::error!("{}: {e}", f.bdf);
-            None
+/// Brings up every virtio-net function as `eth0`, `eth1`, ... in PCI order,
+/// with an RDMA core whose rxe devices use `config` and the host-shared
+/// region. `None` when there is no NIC.
+pub fn probe(
+    functions: &[Function],
+    config: ::rdma::rxe::device::Config,
+    shared: Option<Rc<drivers::ivshmem::IvshmemRegion>>,
+    now: Instant,
+) -> Option<Net> {
+    let mut net = Net::new(rdma::Rdma::new(config, shared));
+    for f in functions.iter().filter(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1000 | 0x1041)) {
+        let df = DeviceFunction { bus: f.bdf.bus, device: f.bdf.device, function: f.bdf.function };
+        let mut root = PciRoot::new(PciConfig);
+        root.set_command(df, Command::IO_SPACE | Command::MEMORY_SPACE | Command::BUS_MASTER);
+        let nic = PciTransport::new::<KernelHal, _>(&mut root, df)
+            .map_err(|e| log::error!("{}: virtio transport: {e:?}", f.bdf))
+            .ok()
+            .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok());
+        let Some(nic) = nic else { continue };
+        match net.add_link(nic, f.interrupt_line, now) {
+            Ok(i) => {
+                net.links[i].link_status = link_status_address(f);
+                net.refresh_carrier(i);
+            }
+            Err(e) => log::error!("{}: {e}", f.bdf),
         }
     }
+    (!net.links.is_empty()).then_some(net)
 }
-
 /// Where virtio-net's `status` field is: the vendor capability of type 4
 /// (device configuration) names a BAR and an offset; `status` follows the MAC.
 fn link_status_address(f: &Function) -> Option<u64> {
@@ -119,33 +133,32 @@ fn link_status_address(f: &Function) -> Option<u64> {
 }
 
 impl Net {
-    /// Reads the device's link status and tells the netdev layer (NETDEV_CHANGE
-    /// when it changed; the RDMA port follows).
-    fn refresh_carrier(&mut self) {
-        let Some(addr) = self.link_status else { return };
-        // SAFETY: `addr` lies in the device's memory BAR (checked against its
-        // size), identity-mapped when the bus was scanned; reading the status
-        // field has no side effect.
-        let status = unsafe { core::ptr::read_volatile(addr as *const u16) };
-        let up = status & 1 != 0;
-        let name = String::from(self.name());
-        if let Err(e) = self.netdevs.set_carrier(&name, up) {
-            log::warn!("{name}: carrier: {e}");
+    fn new(rdma: rdma::Rdma) -> Self {
+        let mut netdevs = Netdevs::new();
+        // Subscribers first, so they see every device appear: the console
+        // log, then the RDMA core (GID cache, port state).
+        netdevs.subscribe(Box::new(|ev: &knet::events::NetdevEvent| log::info!("{ev}")));
+        netdevs.subscribe(Box::new(rdma.notifier()));
+        Net {
+            links: Vec::new(),
+            netdevs,
+            rdma,
+            ping: None,
+            pingpong: None,
+            pingpong_lingering: Vec::new(),
+            bench: bench::Bench::default(),
+            perf_base: Vec::new(),
         }
     }
 
-    fn new(mut nic: NetDevice, irq: u8, now: Instant) -> Result<Self, NetdevError> {
+    /// Registers `nic` as the next `eth%d`, brings it up and gives it a
+    /// neighbour table and a smoltcp interface; returns its link index.
+    fn add_link(&mut self, mut nic: NetDevice, irq: u8, now: Instant) -> Result<usize, NetdevError> {
         let mac = EthernetAddress(nic.mac());
         let mtu = nic.mtu() as u32;
-        let mut netdevs = Netdevs::new();
-        let rdma = rdma::Rdma::new();
-        // Subscribers first, so they see the device appear: the console log,
-        // then the RDMA core (GID cache, port state).
-        netdevs.subscribe(Box::new(|ev: &knet::events::NetdevEvent| log::info!("{ev}")));
-        netdevs.subscribe(Box::new(rdma.notifier()));
-        let ifindex = netdevs.register(&NetdevConfig { mtu, max_mtu: mtu, ..NetdevConfig::ethernet(mac) })?;
-        let name = String::from(netdevs.by_index(ifindex).map_or("eth0", |d| d.name()));
-        netdevs.set_up(&name, true)?;
+        let ifindex = self.netdevs.register(&NetdevConfig { mtu, max_mtu: mtu, ..NetdevConfig::ethernet(mac) })?;
+        let name = String::from(self.netdevs.by_index(ifindex).map_or("eth?", |d| d.name()));
+        self.netdevs.set_up(&name, true)?;
         // smoltcp on the same device answers ARP requests: the table only learns and asks.
         let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
         let neigh = NeighTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
@@ -159,85 +172,127 @@ impl Net {
             Interface::new(config, &mut dev, smol_now(now))
         };
         log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", knet::addr::Mac(mac));
-        let mut net = Net {
+        self.links.push(Link {
             nic,
             irq,
             irq_seen: 0,
-            link_status: None,
             ifindex,
-            netdevs,
             neigh,
             iface,
             sockets: SocketSet::new(Vec::new()),
-            rdma,
-            ping: None,
-            pingpong: None,
-            pingpong_lingering: Vec::new(),
-            bench: bench::Bench::default(),
-            perf_base: Vec::new(),
             stack_queue: queue,
             scratch,
-        };
-        net.sync_addresses();
-        Ok(net)
+            link_status: None,
+        });
+        let i = self.links.len() - 1;
+        self.sync_addresses(i);
+        Ok(i)
+    }
+
+    /// Reads link `i`'s status and tells the netdev layer (NETDEV_CHANGE
+    /// when it changed; the RDMA port follows).
+    fn refresh_carrier(&mut self, i: usize) {
+        let Some(addr) = self.links.get(i).and_then(|l| l.link_status) else { return };
+        // SAFETY: `addr` lies in the device's memory BAR (checked against its
+        // size), identity-mapped when the bus was scanned; reading the status
+        // field has no side effect.
+        let status = unsafe { core::ptr::read_volatile(addr as *const u16) };
+        let up = status & 1 != 0;
+        let name = String::from(self.name(i));
+        if let Err(e) = self.netdevs.set_carrier(&name, up) {
+            log::warn!("{name}: carrier: {e}");
+        }
+    }
+
+    /// Link `i`'s netdev name (`eth0`).
+    pub fn name(&self, i: usize) -> &str {
+        self.dev(i).map_or("eth?", |d| d.name())
+    }
+
+    /// Link `i`'s netdev.
+    pub fn dev(&self, i: usize) -> Option<&knet::netdev::Netdev> {
+        self.netdevs.by_index(self.links.get(i)?.ifindex)
+    }
+
+    /// The link of netdev `ifindex`.
+    pub fn link_of(&self, ifindex: IfIndex) -> Option<usize> {
+        self.links.iter().position(|l| l.ifindex == ifindex)
+    }
+
+    /// The link to reach `dst` on: the first whose netdev has an IPv4 subnet
+    /// holding `dst`, else the first link (where a default route would go).
+    pub fn link_for(&self, dst: core::net::Ipv4Addr) -> usize {
+        let dst = smoltcp::wire::Ipv4Address::from(dst);
+        (0..self.links.len())
+            .find(|&i| self.dev(i).is_some_and(|d| d.ipv4().iter().any(|c| c.contains_addr(&dst))))
+            .unwrap_or(0)
+    }
+
+    /// Makes every link's smoltcp interface and neighbour table use its
+    /// netdev's current addresses.
+    pub fn sync_all_addresses(&mut self) {
+        for i in 0..self.links.len() {
+            self.sync_addresses(i);
+        }
     }
 
     /// The counters the `perf` profile shows next to its time spans: the
-    /// driver's, the transport's (retransmissions, timeouts, drops by reason),
-    /// by name; zero ones included, so a reset's snapshot lines up.
+    /// drivers', the transports' (retransmissions, timeouts, drops by reason),
+    /// by name, summed over every NIC and every rxe device; zero ones
+    /// included, so a reset's snapshot lines up.
     pub fn perf_counters(&self) -> Vec<(&'static str, u64)> {
-        let nic = self.nic.stats();
-        let mut v = alloc::vec![
-            ("nic rx_frames", nic.rx_frames),
-            ("nic tx_frames", nic.tx_frames),
-            ("nic rx_errors", nic.rx_errors),
-            ("nic tx_queue_full", nic.tx_queue_full),
-            ("nic tx_kicks", nic.tx_kicks),
-            ("nic rx_kicks", nic.rx_kicks),
-            ("nic interrupts", crate::arch::irq::count(self.irq)),
-            ("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER)),
-        ];
-        if let Some(t) = self.rdma.transport.as_ref() {
+        let mut v: Vec<(&'static str, u64)> = Vec::new();
+        let mut add = |name: &'static str, n: u64| match v.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, sum)) => *sum += n,
+            None => v.push((name, n)),
+        };
+        for l in &self.links {
+            let nic = l.nic.stats();
+            add("nic rx_frames", nic.rx_frames);
+            add("nic tx_frames", nic.tx_frames);
+            add("nic rx_errors", nic.rx_errors);
+            add("nic tx_queue_full", nic.tx_queue_full);
+            add("nic tx_kicks", nic.tx_kicks);
+            add("nic rx_kicks", nic.rx_kicks);
+            add("nic interrupts", crate::arch::irq::count(l.irq));
+        }
+        add("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER));
+        for (_, _, t) in self.rdma.transports() {
             let s = t.stats();
             for c in ::rdma::core::RxeCounter::ALL {
-                v.push((c.name(), s.get(c)));
+                add(c.name(), s.get(c));
             }
-            v.extend([
-                ("retransmitted_pkts", s.retransmitted_pkts),
-                ("timeouts", s.timeouts),
-                ("rewinds", s.rewinds),
-                ("window_cuts", s.window_cuts),
-                ("tx_full", s.tx_full),
-                ("ghost_acks", s.ghost_acks),
-                ("implied_naks", s.implied_naks),
-            ]);
-            v.extend(s.drops());
-            v.extend(s.wire_drops.iter().map(|(r, n)| (r.name(), n)));
+            add("retransmitted_pkts", s.retransmitted_pkts);
+            add("timeouts", s.timeouts);
+            add("rewinds", s.rewinds);
+            add("window_cuts", s.window_cuts);
+            add("tx_full", s.tx_full);
+            add("ghost_acks", s.ghost_acks);
+            add("implied_naks", s.implied_naks);
+            for (name, n) in s.drops() {
+                add(name, n);
+            }
+            for (r, n) in s.wire_drops.iter() {
+                add(r.name(), n);
+            }
         }
         v
     }
 
-    /// The device's name (`eth0`).
-    pub fn name(&self) -> &str {
-        self.dev().map_or("eth0", |d| d.name())
+    /// Link `i`'s netdev is up and has carrier: frames flow.
+    fn is_up(&self, i: usize) -> bool {
+        self.dev(i).is_some_and(|d| d.is_running())
     }
 
-    pub fn dev(&self) -> Option<&knet::netdev::Netdev> {
-        self.netdevs.by_index(self.ifindex)
-    }
-
-    /// Up and with carrier: frames flow.
-    fn is_up(&self) -> bool {
-        self.dev().is_some_and(|d| d.is_running())
-    }
-
-    /// Makes smoltcp and the neighbour table use the netdev's current addresses.
-    pub fn sync_addresses(&mut self) {
-        let Some(dev) = self.netdevs.by_index(self.ifindex) else { return };
+    /// Makes link `i`'s smoltcp interface and neighbour table use its
+    /// netdev's current addresses.
+    pub fn sync_addresses(&mut self, i: usize) {
+        let Some(link) = self.links.get_mut(i) else { return };
+        let Some(dev) = self.netdevs.by_index(link.ifindex) else { return };
         let v4: Vec<_> = dev.ipv4().to_vec();
         let v6: Vec<_> = dev.ipv6().iter().map(|a| a.cidr).collect();
-        self.neigh.set_local_addrs(&v4);
-        self.iface.update_ip_addrs(|addrs| {
+        link.neigh.set_local_addrs(&v4);
+        link.iface.update_ip_addrs(|addrs| {
             addrs.clear();
             for c in v4.iter().map(|c| IpCidr::Ipv4(*c)).chain(v6.iter().map(|c| IpCidr::Ipv6(*c))) {
                 // smoltcp holds 8; the netdev may hold more, which smoltcp then won't answer for.
@@ -246,12 +301,15 @@ impl Net {
         });
     }
 
-    /// Takes frames from the NIC and steers them; returns how many.
-    fn receive(&mut self, now: Instant) -> usize {
-        let mac = self.nic.mac();
-        let up = self.is_up();
-        let Self { nic, netdevs, neigh, rdma, bench, stack_queue, ifindex, .. } = self;
+    /// Takes frames from link `i`'s NIC and steers them; returns how many.
+    fn receive(&mut self, i: usize, now: Instant) -> usize {
+        let up = self.is_up(i);
+        let Self { links, netdevs, rdma, bench, .. } = self;
+        let Some(link) = links.get_mut(i) else { return 0 };
+        let Link { nic, neigh, stack_queue, ifindex, .. } = link;
+        let mac = nic.mac();
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
+        let mut transport = rdma.device_on(*ifindex);
         let mut n = 0;
         let mut roce = 0;
         while n < RX_BUDGET {
@@ -266,7 +324,7 @@ impl Net {
                 continue;
             }
             match steer(frame, mac, stats) {
-                Steer::Rdma => match rdma.transport.as_mut() {
+                Steer::Rdma => match transport.and_then(|d| rdma.transport_mut(d)) {
                     Some(t) => {
                         let sent = stats.tx_packets;
                         prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }));
@@ -283,7 +341,10 @@ impl Net {
                             prof::KICK.time(|| nic.service());
                         }
                     }
-                    None => rdma.rx.receive(frame),
+                    None => {
+                        transport = None;
+                        rdma.rx.receive(frame)
+                    }
                 },
                 Steer::Arp => {
                     // smoltcp answers requests (and learns from them, as Linux
@@ -306,7 +367,7 @@ impl Net {
         }
         // The batch is over: what is still held back goes now.
         if roce > 0
-            && let Some(t) = rdma.transport.as_mut()
+            && let Some(t) = transport.and_then(|d| rdma.transport_mut(d))
         {
             let sent = stats.tx_packets;
             t.flush_acks(&mut rdma::NicSink { nic, stats });
@@ -317,46 +378,57 @@ impl Net {
         n
     }
 
-    /// Lets the transport send what its windows and timers allow.
-    fn poll_transport(&mut self, now: Instant) {
-        let Self { nic, netdevs, rdma, ifindex, .. } = self;
-        let (Some(t), Some(stats)) = (rdma.transport.as_mut(), netdevs.stats_mut(*ifindex)) else { return };
-        t.poll(rdma::rxe_now(now), &mut rdma::NicSink { nic, stats });
+    /// Lets every transport send what its windows and timers allow, each on
+    /// its own netdev's NIC.
+    fn poll_transports(&mut self, now: Instant) {
+        let Self { links, netdevs, rdma, .. } = self;
+        for link in links.iter_mut() {
+            let (Some(t), Some(stats)) = (rdma.transport_on(link.ifindex), netdevs.stats_mut(link.ifindex)) else {
+                continue;
+            };
+            t.poll(rdma::rxe_now(now), &mut rdma::NicSink { nic: &mut link.nic, stats });
+        }
     }
 
-    /// Sends what the neighbour table queued (ARP requests and replies).
+    /// Sends what the neighbour tables queued (ARP requests and replies).
     fn transmit_arp(&mut self, now: Instant) -> bool {
-        self.neigh.poll(now);
         let mut sent = false;
-        let mut frame = [0u8; 64];
-        while let Ok(Some(len)) = self.neigh.poll_transmit(now, &mut frame) {
-            let bytes = &frame[..len];
-            if self.nic.transmit(len, |buf| buf.copy_from_slice(bytes)).is_some()
-                && let Some(s) = self.netdevs.stats_mut(self.ifindex)
-            {
-                s.record_tx(len);
+        for link in self.links.iter_mut() {
+            link.neigh.poll(now);
+            let mut frame = [0u8; 64];
+            while let Ok(Some(len)) = link.neigh.poll_transmit(now, &mut frame) {
+                let bytes = &frame[..len];
+                if link.nic.transmit(len, |buf| buf.copy_from_slice(bytes)).is_some()
+                    && let Some(s) = self.netdevs.stats_mut(link.ifindex)
+                {
+                    s.record_tx(len);
+                }
+                sent = true;
             }
-            sent = true;
         }
         sent
     }
 
     /// When the network next needs a pass even without an interrupt.
     fn next_deadline(&mut self, now: Instant) -> Option<Instant> {
-        let smol = self
-            .iface
-            .poll_at(smol_now(now), &self.sockets)
-            .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
-        let ping = self.ping.as_ref().map(|p| p.deadline());
+        let links = self.links.iter_mut().flat_map(|l| {
+            let smol = l
+                .iface
+                .poll_at(smol_now(now), &l.sockets)
+                .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
+            [smol, l.neigh.poll_at()]
+        });
+        let links: Vec<Instant> = links.flatten().collect();
         let rxe = self
             .rdma
-            .transport
-            .as_ref()
-            .and_then(|t| t.next_deadline(rdma::rxe_now(now)))
-            .map(|t| Instant::from_micros(t.micros()));
-        [smol, ping, self.neigh.poll_at(), self.bench.deadline(), rxe, pingpong::deadline(self)]
+            .transports()
+            .filter_map(|(_, _, t)| t.next_deadline(rdma::rxe_now(now)))
+            .map(|t| Instant::from_micros(t.micros()))
+            .min();
+        let ping = self.ping.as_ref().map(|p| p.deadline());
+        links
             .into_iter()
-            .flatten()
+            .chain([ping, self.bench.deadline(), rxe, pingpong::deadline(self)].into_iter().flatten())
             .min()
     }
 }
@@ -374,44 +446,54 @@ impl Task for Net {
 impl Net {
     /// One pass of the network task (see the module's doc).
     fn pass(&mut self, now: Instant, _timers: &mut Timers) -> bool {
-        // Acknowledge at the device and unmask at the PIC only after an
-        // interrupt (its handler masked the line): under emulation each is a
-        // trap that waits for QEMU's I/O thread, and most passes follow none.
-        // One that comes during the pass leaves the line masked and wakes the
-        // loop, and the next pass acknowledges it.
-        let irqs = crate::arch::irq::count(self.irq);
-        let fired = irqs != self.irq_seen;
-        self.irq_seen = irqs;
-        if fired && prof::IRQ.time(|| self.nic.ack_interrupt()) {
-            self.refresh_carrier();
-        }
-        let frames = self.receive(now);
-        let up = self.is_up();
-        let mut busy = frames > 0;
-        {
-            let stats = self.netdevs.stats_mut(self.ifindex);
+        let mut busy = false;
+        let mut fired = Vec::new();
+        for i in 0..self.links.len() {
+            // Acknowledge at the device and unmask at the PIC only after an
+            // interrupt (its handler masked the line): under emulation each is a
+            // trap that waits for QEMU's I/O thread, and most passes follow none.
+            // One that comes during the pass leaves the line masked and wakes the
+            // loop, and the next pass acknowledges it.
+            let link = &mut self.links[i];
+            let irqs = crate::arch::irq::count(link.irq);
+            let irq_fired = irqs != link.irq_seen;
+            link.irq_seen = irqs;
+            if irq_fired {
+                fired.push(link.irq);
+                if prof::IRQ.time(|| link.nic.ack_interrupt()) {
+                    self.refresh_carrier(i);
+                }
+            }
+            busy |= self.receive(i, now) > 0;
+            let up = self.is_up(i);
+            let link = &mut self.links[i];
+            let stats = self.netdevs.stats_mut(link.ifindex);
             let mut fallback = knet::steer::LinkStats::default();
             let mut dev = StackDevice {
-                queue: &mut self.stack_queue,
-                nic: &mut self.nic,
+                queue: &mut link.stack_queue,
+                nic: &mut link.nic,
                 stats: stats.unwrap_or(&mut fallback),
-                scratch: &mut self.scratch,
+                scratch: &mut link.scratch,
                 up,
             };
             let t = prof::start();
-            self.iface.poll(smol_now(now), &mut dev, &mut self.sockets);
+            link.iface.poll(smol_now(now), &mut dev, &mut link.sockets);
             prof::SMOLTCP.add(t);
         }
-        prof::TRANSPORT.time(|| self.poll_transport(now));
+        prof::TRANSPORT.time(|| self.poll_transports(now));
         busy |= self.transmit_arp(now);
         busy |= ping::poll(self, now);
         busy |= pingpong::poll(self, now);
         busy |= bench::poll(self, now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
-        prof::KICK.time(|| self.nic.service());
-        if fired {
-            prof::IRQ.time(|| crate::arch::irq::unmask(self.irq));
+        for link in self.links.iter_mut() {
+            prof::KICK.time(|| link.nic.service());
+        }
+        fired.sort_unstable();
+        fired.dedup();
+        for irq in fired {
+            prof::IRQ.time(|| crate::arch::irq::unmask(irq));
         }
         busy
     }

@@ -28,6 +28,8 @@ pub struct PingJob {
     interval: Duration,
     size: usize,
     ident: u16,
+    /// The link the echo requests go out on.
+    link: usize,
     socket: SocketHandle,
     sent: BTreeMap<u16, Instant>,
     stats: PingStats,
@@ -58,7 +60,9 @@ pub fn start(
     let slots = 8;
     let buffer = || raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; slots], vec![0; slots * (size + 64)]);
     let socket = raw::Socket::new(Some(IpVersion::Ipv4), Some(IpProtocol::Icmp), buffer(), buffer());
-    let handle = net.sockets.add(socket);
+    let link = net.link_for(dst);
+    let Some(l) = net.links.get_mut(link) else { return };
+    let handle = l.sockets.add(socket);
     println!("{}", PingHeader { dst: dst.into(), size });
     ready.set(false);
     net.ping = Some(PingJob {
@@ -68,6 +72,7 @@ pub fn start(
         interval,
         size,
         ident: (now.as_micros() as u16) | 1,
+        link,
         socket: handle,
         sent: BTreeMap::new(),
         stats: PingStats::new(dst.into()),
@@ -81,7 +86,8 @@ pub fn start(
 /// Advances the job; returns whether it did anything.
 pub fn poll(net: &mut Net, now: Instant) -> bool {
     let Some(job) = net.ping.as_mut() else { return false };
-    let socket = net.sockets.get_mut::<raw::Socket>(job.socket);
+    let Some(link) = net.links.get_mut(job.link) else { return false };
+    let socket = link.sockets.get_mut::<raw::Socket>(job.socket);
     let caps = ChecksumCapabilities::default();
     let mut busy = false;
     while let Ok(packet) = socket.recv() {
@@ -129,7 +135,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
         print!("\n{}", job.stats);
         job.ready.set(true);
         let handle = job.socket;
-        net.sockets.remove(handle);
+        link.sockets.remove(handle);
         net.ping = None;
         busy = true;
     }

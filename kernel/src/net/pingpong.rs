@@ -66,6 +66,8 @@ pub struct Args {
     pub gid_index: u8,
     /// RC, UC or UD: which of rdma-core's three pingpongs.
     pub qp_type: QpType,
+    /// The RDMA device (`-d`; the first one when not given).
+    pub dev: Option<u32>,
 }
 
 impl Args {
@@ -106,6 +108,10 @@ enum Phase {
 
 pub struct Job {
     args: Args,
+    /// The RDMA device the QP lives on.
+    dev: u32,
+    /// The link whose smoltcp interface carries the TCP exchange.
+    tcp_link: usize,
     tcp: SocketHandle,
     pd: PdHandle,
     cq: CqHandle,
@@ -169,6 +175,7 @@ const LINGER: Duration = Duration::from_secs(2);
 /// The objects of a finished pingpong, kept until `until`.
 pub struct Lingering {
     until: Instant,
+    dev: u32,
     pd: PdHandle,
     cq: CqHandle,
     qp: QpHandle,
@@ -186,8 +193,11 @@ fn fail(net: &mut Net, why: &str) {
 /// once they stopped mattering to the peer.
 fn finish(net: &mut Net, linger_until: Option<Instant>) {
     let Some(job) = net.pingpong.take() else { return };
-    net.sockets.remove(job.tcp);
-    let left = Lingering { until: Instant::ZERO, pd: job.pd, cq: job.cq, qp: job.qp, mr: job.mr, ah: job.ah };
+    if let Some(l) = net.links.get_mut(job.tcp_link) {
+        l.sockets.remove(job.tcp);
+    }
+    let left =
+        Lingering { until: Instant::ZERO, dev: job.dev, pd: job.pd, cq: job.cq, qp: job.qp, mr: job.mr, ah: job.ah };
     match linger_until {
         Some(until) => net.pingpong_lingering.push(Lingering { until, ..left }),
         None => release(net, &left),
@@ -196,7 +206,7 @@ fn finish(net: &mut Net, linger_until: Option<Instant>) {
 }
 
 fn release(net: &mut Net, l: &Lingering) {
-    if let Some(t) = net.rdma.transport.as_mut() {
+    if let Some(t) = net.rdma.transport_mut(l.dev) {
         let _ = t.destroy_qp(l.qp);
         if let Some(ah) = l.ah {
             let _ = t.destroy_ah(ah);
@@ -223,14 +233,27 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
     if net.pingpong.is_some() {
         return Err("a pingpong is already running".into());
     }
-    if net.rdma.transport.is_none() {
-        return Err("no RDMA device (rdma link add rxe0 type rxe netdev eth0)".into());
-    }
+    let dev = match args.dev {
+        Some(d) => d,
+        None => net
+            .rdma
+            .core
+            .devices()
+            .next()
+            .map(|d| d.index())
+            .ok_or("no RDMA device (rdma link add rxe0 type rxe netdev eth0)")?,
+    };
+    let dev_link = net
+        .rdma
+        .core
+        .device(dev)
+        .and_then(|d| net.link_of(d.netdev().ifindex))
+        .ok_or("the RDMA device's netdev has no NIC")?;
+    let tcp_link = args.server.map_or(dev_link, |s| net.link_for(s));
     let local_gid = net
         .rdma
         .core
-        .devices()
-        .next()
+        .device(dev)
         .and_then(|d| d.port(1))
         .and_then(|p| p.gid_table().iter().find(|(i, _)| *i == usize::from(args.gid_index)).map(|(_, a)| a.gid))
         .ok_or_else(|| format!("no GID at index {}", args.gid_index))?;
@@ -240,7 +263,7 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
     if args.qp_type == QpType::Ud && args.size > args.mtu.bytes() {
         return Err(format!("requested size larger than port MTU ({})", args.mtu.bytes()));
     }
-    let t = net.rdma.transport.as_mut().ok_or("no RDMA device")?;
+    let t = net.rdma.transport_mut(dev).ok_or("no RDMA device")?;
     let err = |e: &dyn core::fmt::Debug| format!("{e:?}");
     let pd = t.alloc_pd().map_err(|e| err(&e))?;
     let mr = t.reg_mr(pd, LOCAL_BASE, u64::from(args.buffer_len()), AccessFlags::LOCAL_WRITE).map_err(|e| err(&e))?;
@@ -275,18 +298,21 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
         Dest { lid: 0, qpn, psn: (now.as_micros() as u32).wrapping_mul(2_654_435_761) & 0xff_ffff, gid: local_gid };
 
     let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(vec![0; 512]), tcp::SocketBuffer::new(vec![0; 512]));
+    let link = net.links.get_mut(tcp_link).ok_or("no NIC")?;
     match args.server {
         Some(server) => {
             let local_port = 49152 + (now.as_micros() % 16384) as u16;
-            socket.connect(net.iface.context(), (server, args.port), local_port).map_err(|e| err(&e))?;
+            socket.connect(link.iface.context(), (server, args.port), local_port).map_err(|e| err(&e))?;
         }
         None => socket.listen(args.port).map_err(|e| err(&e))?,
     }
-    let tcp = net.sockets.add(socket);
+    let tcp = link.sockets.add(socket);
     println!("  local address:  {}", describe(&local));
     ready.set(false);
     net.pingpong = Some(Job {
         args,
+        dev,
+        tcp_link,
         tcp,
         pd,
         cq,
@@ -316,12 +342,14 @@ fn job_pd(net: &Net) -> Result<PdHandle, String> {
 /// Moves the QP to RTR and RTS towards `remote` (rdma-core's `pp_connect_ctx`).
 fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
     let Some(job) = net.pingpong.as_ref() else { return Ok(false) };
-    let (args, qp, local_psn) = (job.args, job.qp, job.local.psn);
+    let (args, qp, local_psn, dev) = (job.args, job.qp, job.local.psn, job.dev);
     let dmac = match mac_of_link_local(&remote.gid) {
         Some(mac) => mac,
         None => {
             let ip = remote.gid.to_ipv4_mapped().ok_or("the remote GID is neither IPv4-mapped nor link-local")?;
-            match net.neigh.lookup_or_request(ip, now) {
+            let link = net.rdma.core.device(dev).and_then(|d| net.link_of(d.netdev().ifindex));
+            let link = net.links.get_mut(link.ok_or("the RDMA device's netdev has no NIC")?).ok_or("no NIC")?;
+            match link.neigh.lookup_or_request(ip, now) {
                 Resolution::Known(mac) => EthernetAddress(mac.0),
                 Resolution::Pending => return Ok(false),
                 Resolution::Failed => return Err(format!("no ARP reply from {ip}")),
@@ -329,7 +357,7 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
         }
     };
     let pd = job_pd(net)?;
-    let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+    let t = net.rdma.transport_mut(dev).ok_or("the RDMA device went away")?;
     let ah_attr = AhAttr { dgid: remote.gid, sgid_index: args.gid_index, hop_limit: 1, dmac, ..AhAttr::default() };
     let mut ah = None;
     let (rtr, rtr_mask, rts, rts_mask) = match args.qp_type {
@@ -370,7 +398,7 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
             (rtr, rtr_mask, rts, rts_mask)
         }
     };
-    let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+    let t = net.rdma.transport_mut(dev).ok_or("the RDMA device went away")?;
     t.modify_qp(qp, &rtr, rtr_mask).map_err(|e| format!("modify QP to RTR: {e:?}"))?;
     t.modify_qp(qp, &rts, rts_mask).map_err(|e| format!("modify QP to RTS: {e:?}"))?;
     if let Some(job) = net.pingpong.as_mut() {
@@ -383,7 +411,7 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
 
 fn post_send(net: &mut Net) -> Result<(), String> {
     let job = net.pingpong.as_ref().ok_or("no job")?;
-    let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+    let t = net.rdma.transport_mut(job.dev).ok_or("the RDMA device went away")?;
     let grh = u64::from(job.args.grh());
     let sge = [Sge { addr: LOCAL_BASE + grh, length: job.args.size, lkey: job.mr.raw() }];
     let mut wr = SendWr { flags: SendFlags(SendFlags::SIGNALED), ..SendWr::new(SEND_WRID, WrOpcode::Send, &sge) };
@@ -424,7 +452,8 @@ fn exchange(net: &mut Net, now: Instant) -> Result<bool, String> {
     let is_client = job.args.server.is_some();
     let local_msg = message(&job.local);
     let Phase::Exchange { sent, got, remote, connected } = &mut job.phase else { return Ok(false) };
-    let socket = net.sockets.get_mut::<tcp::Socket>(job.tcp);
+    let Some(link) = net.links.get_mut(job.tcp_link) else { return Err("the NIC went away".into()) };
+    let socket = link.sockets.get_mut::<tcp::Socket>(job.tcp);
     let mut progress = false;
     // Client: send first. Server: send once connected to the client's QP.
     if !*sent && socket.can_send() && (is_client || *connected) {
@@ -464,7 +493,8 @@ fn exchange(net: &mut Net, now: Instant) -> Result<bool, String> {
         return Ok(progress);
     }
     // Both addresses are known: the client says "done"; either side closes.
-    let socket = net.sockets.get_mut::<tcp::Socket>(job.tcp);
+    let Some(link) = net.links.get_mut(job.tcp_link) else { return Err("the NIC went away".into()) };
+    let socket = link.sockets.get_mut::<tcp::Socket>(job.tcp);
     if is_client {
         let _ = socket.send_slice(b"done\0");
     }
@@ -483,7 +513,7 @@ fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
     let mut progress = false;
     loop {
         let Some(job) = net.pingpong.as_mut() else { return Ok(progress) };
-        let t = net.rdma.transport.as_mut().ok_or("the RDMA device went away")?;
+        let t = net.rdma.transport_mut(job.dev).ok_or("the RDMA device went away")?;
         let Ok(Some(wc)) = t.poll_one(job.cq) else { break };
         progress = true;
         if wc.status != WcStatus::Success {

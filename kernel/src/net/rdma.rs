@@ -1,6 +1,7 @@
 //! The RDMA core on the appliance: one `RdmaCore` with the rxe link type, fed
 //! by the netdev notifier chain (the GID cache follows addresses, ports follow
-//! the link), and the receive hook that RoCE v2 frames are steered to.
+//! the link). Each rxe device's driver owns its transport; the network pass
+//! reaches a device's transport here to hand it frames and time.
 
 use super::memory::ApplianceMemory;
 use alloc::rc::Rc;
@@ -9,32 +10,26 @@ use core::cell::RefCell;
 use drivers::ivshmem::IvshmemRegion;
 use drivers::nic::Nic;
 use knet::events::{DevSnapshot, NetdevEvent as NetEvent, NetdevEventKind as NetKind};
-use knet::netdev::Netdevs;
+use knet::netdev::{IfIndex, Netdevs};
 use knet::steer::LinkStats;
-use rdma::core::{Gid, RxeCounter};
 use rdma::core::{MacAddr, NetdevEvent, NetdevEventKind as Kind, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
-use rdma::rxe::ah::LocalPort;
 use rdma::rxe::device::Config;
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
-use rdma::wire::EthernetAddress;
 use rdma::wire::frame::{DropCounters, parse};
 
-/// The transport of the appliance's rxe device.
+/// The transport of an rxe device.
 pub type Transport = RxeTransport<ApplianceMemory>;
+type Driver = RxeDriver<ApplianceMemory>;
 
-/// The core, the transport of its rxe device, and the events the netdev chain
-/// handed over since the last pass.
+/// The core (its devices own their drivers and transports) and the events
+/// the netdev chain handed over since the last pass.
 pub struct Rdma {
     pub core: RdmaCore,
     pending: Rc<RefCell<Vec<NetdevEvent>>>,
-    /// RoCE frames that arrived while no rxe device existed.
+    /// RoCE frames that arrived on a netdev with no rxe device.
     pub rx: RoceRx,
-    /// Present while an rxe device exists (from `rdma link add` to delete).
-    pub transport: Option<Transport>,
-    /// The tunables the next transport starts with.
-    pub config: Config,
     shared: Option<Rc<IvshmemRegion>>,
 }
 
@@ -63,20 +58,12 @@ pub fn config_from_cmdline(cmdline: &str) -> Config {
 }
 
 impl Rdma {
-    pub fn new() -> Self {
-        Rdma {
-            core: RdmaCore::with_rxe(RxeDriver::factory()),
-            pending: Rc::default(),
-            rx: RoceRx::default(),
-            transport: None,
-            config: Config::default(),
-            shared: None,
-        }
-    }
-
-    /// Gives the transport the host-shared region for registered memory.
-    pub fn set_shared_memory(&mut self, region: Rc<IvshmemRegion>) {
-        self.shared = Some(region);
+    /// A core whose rxe devices get transports with `config`, over the
+    /// host-shared region (where host programs register memory) when there is one.
+    pub fn new(config: Config, shared: Option<Rc<IvshmemRegion>>) -> Self {
+        let region = shared.clone();
+        let factory = RxeDriver::factory(move || ApplianceMemory::new(region.clone()), config);
+        Rdma { core: RdmaCore::with_rxe(factory), pending: Rc::default(), rx: RoceRx::default(), shared }
     }
 
     /// The host-shared region, when there is one (`cost shm`).
@@ -84,44 +71,25 @@ impl Rdma {
         self.shared.as_deref()
     }
 
-    /// Copies the transport's counters into the core's, which `rdma statistic
-    /// show` and the ring's QUERY_COUNTERS read.
-    pub fn sync_counters(&mut self) {
-        let Some(t) = self.transport.as_ref() else { return };
-        let Some(index) = self.core.devices().next().map(|d| d.index()) else { return };
-        if let Some(counters) = self.core.counters_mut(index) {
-            for c in RxeCounter::ALL {
-                counters.set(c, t.stats().get(c));
-            }
-        }
+    /// The transport of device `index`.
+    pub fn transport_mut(&mut self, index: u32) -> Option<&mut Transport> {
+        Some(Driver::of_mut(self.core.device_mut(index)?)?.transport_mut())
     }
 
-    /// Creates or drops the transport as the rxe device comes and goes, and
-    /// keeps its port (MAC, GID table) in step with the core.
-    fn sync_transport(&mut self) {
-        let Some(dev) = self.core.devices().next() else {
-            self.transport = None;
-            return;
-        };
-        let mac = EthernetAddress(dev.netdev().mac.0);
-        let mut gids: Vec<Gid> = Vec::new();
-        if let Some(port) = dev.port(1) {
-            for (i, attr) in port.gid_table().iter() {
-                if gids.len() <= i {
-                    gids.resize(i + 1, Gid([0; 16]));
-                }
-                gids[i] = attr.gid;
-            }
-        }
-        let port = LocalPort { mac, gids };
-        match self.transport.as_mut() {
-            Some(t) => *t.port_mut() = port,
-            None => {
-                let memory = ApplianceMemory::new(self.shared.clone());
-                self.transport = Some(RxeTransport::new(memory, port, self.config));
-                log::debug!("rxe: transport up on {}", dev.name());
-            }
-        }
+    /// The rxe device bound to netdev `ifindex` (rxe: at most one per netdev).
+    pub fn device_on(&self, ifindex: IfIndex) -> Option<u32> {
+        self.core.devices().find(|d| d.netdev().ifindex == ifindex).map(|d| d.index())
+    }
+
+    /// The transport of the rxe device on netdev `ifindex`.
+    pub fn transport_on(&mut self, ifindex: IfIndex) -> Option<&mut Transport> {
+        let index = self.device_on(ifindex)?;
+        self.transport_mut(index)
+    }
+
+    /// Every device's index, netdev and transport, in index order.
+    pub fn transports(&self) -> impl Iterator<Item = (u32, IfIndex, &Transport)> {
+        self.core.devices().filter_map(|d| Some((d.index(), d.netdev().ifindex, Driver::of(d)?.transport())))
     }
 
     /// A netdev-chain subscriber that forwards every event to the core's queue.
@@ -139,11 +107,7 @@ impl Rdma {
                 log::warn!("rdma: netdev event refused: {e}");
             }
         }
-        let any = any | (self.core.process_events() > 0);
-        if any || self.transport.is_some() != self.core.devices().next().is_some() {
-            self.sync_transport();
-        }
-        any
+        any | (self.core.process_events() > 0)
     }
 }
 
@@ -189,7 +153,7 @@ impl NetdevProvider for Provider<'_> {
 /// What happened to the RoCE v2 frames steered to the RDMA path.
 #[derive(Default)]
 pub struct RoceRx {
-    /// Well-formed frames (ICRC good) with no transport to take them yet.
+    /// Well-formed frames (ICRC good) with no rxe device to take them.
     pub no_transport: u64,
     pub drops: DropCounters,
 }

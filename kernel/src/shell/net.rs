@@ -54,7 +54,12 @@ pub fn ip(ctx: &mut Context, args: &[&str]) -> CommandResult {
             }
             IpCommand::NeighShow { dev } => {
                 dev_filter(&dev)?;
-                print!("{}", NeighShow(&net.neigh));
+                for l in net.links.iter().filter(|l| {
+                    dev.is_none()
+                        || net.netdevs.dev(dev.as_deref().unwrap_or("")).is_ok_and(|d| d.ifindex() == l.ifindex)
+                }) {
+                    print!("{}", NeighShow(&l.neigh));
+                }
             }
             IpCommand::LinkSet { dev, up, mtu } => {
                 if let Some(mtu) = mtu {
@@ -66,11 +71,11 @@ pub fn ip(ctx: &mut Context, args: &[&str]) -> CommandResult {
             }
             IpCommand::AddrAdd { dev, addr } => {
                 net.netdevs.add_addr(&dev, addr).map_err(fail)?;
-                net.sync_addresses();
+                net.sync_all_addresses();
             }
             IpCommand::AddrDel { dev, addr } => {
                 net.netdevs.del_addr(&dev, addr).map_err(fail)?;
-                net.sync_addresses();
+                net.sync_all_addresses();
             }
         }
         // Deliver the events now, so their log lines come before the prompt.
@@ -92,9 +97,10 @@ pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
         if net.ping.is_some() {
             return Err(fail("a ping is already running"));
         }
-        let src = net.dev().and_then(|d| d.ipv4().first().map(|c| c.address()));
+        let link = net.link_for(dst);
+        let src = net.dev(link).and_then(|d| d.ipv4().first().map(|c| c.address()));
         let Some(src) = src else {
-            return Err(fail(format!("connect: Network is unreachable ({} has no IPv4 address)", net.name())));
+            return Err(fail(format!("connect: Network is unreachable ({} has no IPv4 address)", net.name(link))));
         };
         let count = args.count.unwrap_or(ping::DEFAULT_COUNT);
         ping::start(net, src, dst, count, args.interval, args.size, time::now(), ctx.ready.clone());
@@ -106,7 +112,8 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
     with_net(ctx, |net, ctx| match args {
         ["send", dst, len, ms] => {
             let dst = dst.parse().map_err(|_| fail(format!("'{dst}' is not an IPv4 address")))?;
-            let max = drivers::nic::Nic::max_frame_len(&net.nic);
+            let link = net.link_for(dst);
+            let max = net.links.get(link).map_or(0, |l| drivers::nic::Nic::max_frame_len(&l.nic));
             let len: usize = len
                 .parse()
                 .ok()
@@ -120,7 +127,7 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
             if net.bench.running() {
                 return Err(fail("a send is already running"));
             }
-            net.bench.start(dst, len, time::Duration::from_millis(ms), time::now(), ctx.ready.clone());
+            net.bench.start(link, dst, len, time::Duration::from_millis(ms), time::now(), ctx.ready.clone());
             Ok(())
         }
         ["rx"] => {
@@ -144,7 +151,6 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
 /// `rdma ...`, `ibv_devinfo`, `ibv_devices`, `show_gids`: the RDMA core's tools.
 pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
     with_net(ctx, |net, _| {
-        net.rdma.sync_counters();
         let mut out = String::new();
         let provider = crate::net::rdma::Provider(&net.netdevs);
         let result = rdma::core::console::run(&mut net.rdma.core, &provider, words, &mut out);
@@ -186,13 +192,8 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
         mtu: IbMtu::Mtu1024,
         gid_index: 1,
         qp_type,
+        dev: None,
     };
-    if ud {
-        // ud_pingpong takes the port's active MTU: the link decides.
-        let mtu =
-            with_net(ctx, |net, _| Ok(net.rdma.core.devices().next().and_then(|d| d.port(1)).map(|p| p.active_mtu())))?;
-        a.mtu = mtu.unwrap_or(IbMtu::Mtu1024);
-    }
     let mut rest = args;
     while let Some((&word, tail)) = rest.split_first() {
         rest = tail;
@@ -233,10 +234,8 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
             "-d" => {
                 let (&dev, tail) = rest.split_first().ok_or(CommandError::Usage)?;
                 rest = tail;
-                let exists = with_net(ctx, |net, _| Ok(net.rdma.core.device_by_name(dev).is_some()))?;
-                if !exists {
-                    return Err(fail(format!("IB device {dev} not found")));
-                }
+                let index = with_net(ctx, |net, _| Ok(net.rdma.core.device_by_name(dev).map(|d| d.index())))?;
+                a.dev = Some(index.ok_or_else(|| fail(format!("IB device {dev} not found")))?);
             }
             "-c" | "-e" => {} // we always check the data; completions are polled
             w if w.starts_with('-') => return Err(CommandError::Usage),
@@ -244,6 +243,14 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
                 a.server = Some(server.parse().map_err(|_| fail(format!("'{server}' is not an IPv4 address")))?);
             }
         }
+    }
+    if ud {
+        // ud_pingpong takes the port's active MTU: the link decides.
+        let mtu = with_net(ctx, |net, _| {
+            let dev = a.dev.and_then(|i| net.rdma.core.device(i)).or_else(|| net.rdma.core.devices().next());
+            Ok(dev.and_then(|d| d.port(1)).map(|p| p.active_mtu()))
+        })?;
+        a.mtu = mtu.unwrap_or(IbMtu::Mtu1024);
     }
     with_net(ctx, |net, ctx| start(net, a, time::now(), ctx.ready.clone()).map_err(fail))
 }

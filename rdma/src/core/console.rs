@@ -212,7 +212,7 @@ fn rdma_stat(core: &RdmaCore, args: &[&str], out: &mut dyn Write) -> Result<(), 
                     if dev.port(p).is_none() {
                         return Err(Error::NoSuchPort { device: String::from(name), port: p });
                     }
-                    show::rdma_stat_show(out, dev.name(), p, dev.counters())?
+                    show::rdma_stat_show(out, dev.name(), p, &dev.counters())?
                 }
             }
         }

@@ -14,9 +14,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::any::Any;
 
-use super::counters::Counters;
+use super::counters::{Counters, RxeCounter};
 use super::error::Error;
 use super::gid::Guid;
+use super::gid_cache::GidAttr;
 use super::netdev::NetdevInfo;
 use super::port::{Port, PortAttr, PortImmutable};
 
@@ -400,7 +401,30 @@ pub trait Driver {
     /// path MTU and must stop sending on a down port).
     fn port_changed(&mut self, _port: u32, _attr: &PortAttr) {}
 
-    /// Downcast hook for the code that created this driver.
+    /// `add_gid`: the GID cache wrote `attr` into slot `index` of `port`'s
+    /// table (a new entry, or a changed one in that slot).
+    fn add_gid(&mut self, _port: u32, _index: usize, _attr: &GidAttr) {}
+
+    /// `del_gid`: slot `index` of `port`'s table was emptied.
+    fn del_gid(&mut self, _port: u32, _index: usize) {}
+
+    /// The device's own netdev changed (its MAC, MTU or state): rxe builds
+    /// its frames from the netdev's MAC.
+    fn netdev_changed(&mut self, _ndev: &NetdevInfo) {}
+
+    /// `get_hw_stats`: the driver's counters as they are now. The core
+    /// counts `link_downed` itself (it runs the port state machine) and
+    /// overrides that one.
+    fn hw_stats(&self) -> Counters {
+        Counters::new()
+    }
+
+    /// Downcast hooks for the code that created this driver (the verbs
+    /// server reaches rxe's transport through them).
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
+
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
         None
     }
@@ -418,7 +442,8 @@ pub struct Device {
     pub(crate) fw_str: String,
     pub(crate) ports: Vec<Port>,
     pub(crate) netdev: NetdevInfo,
-    pub(crate) counters: Counters,
+    /// Port transitions to down (`link_downed`), counted by the core.
+    pub(crate) link_downed: u64,
     pub(crate) created_by_link: bool,
 }
 
@@ -483,12 +508,12 @@ impl Device {
         &self.netdev
     }
 
-    pub fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    pub fn counters_mut(&mut self) -> &mut Counters {
-        &mut self.counters
+    /// The device's counters: the driver's (`get_hw_stats`) with the
+    /// core's own `link_downed`.
+    pub fn counters(&self) -> Counters {
+        let mut c = self.driver.hw_stats();
+        c.set(RxeCounter::LinkDowned, self.link_downed);
+        c
     }
 
     /// Was the device created with `rdma link add` (and so may be deleted)?

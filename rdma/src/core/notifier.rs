@@ -21,8 +21,7 @@
 
 use alloc::vec::Vec;
 
-use super::counters::{Counters, RxeCounter};
-use super::device::Device;
+use super::device::{Device, Driver};
 use super::error::Error;
 use super::event::{IbEvent, IbEventType};
 use super::gid::Gid;
@@ -72,13 +71,13 @@ pub(crate) fn note_transition(
     index: u32,
     port: &Port,
     t: PortTransition,
-    counters: &mut Counters,
+    link_downed: &mut u64,
     events: &mut Vec<IbEvent>,
 ) {
     let kind = match t {
         PortTransition::Up => IbEventType::PortActive,
         PortTransition::Down => {
-            counters.inc(RxeCounter::LinkDowned);
+            *link_downed = link_downed.saturating_add(1);
             IbEventType::PortErr
         }
     };
@@ -161,10 +160,28 @@ pub(crate) fn rescan_device(dev: &mut Device, net: &dyn NetdevProvider, full: &m
     let index = dev.index;
     let mut events = Vec::new();
     for port in dev.ports.iter_mut() {
+        let before = port.gid_table().clone();
         add_default_gids(index, port, &own, &mut events, full);
         add_netdev_ips(index, port, &own, &mut events, full);
         for up in &uppers {
             add_netdev_ips(index, port, up, &mut events, full);
+        }
+        push_gid_changes(dev.driver.as_mut(), port, &before);
+    }
+}
+
+/// Tells the driver which slots of `port`'s GID table changed since
+/// `before` (`add_gid` / `del_gid`), in slot order. Comparing the table's
+/// few valid entries is cheaper to get right than threading the driver
+/// through every table operation above.
+pub(crate) fn push_gid_changes(driver: &mut dyn Driver, port: &Port, before: &GidTable) {
+    let after = port.gid_table();
+    for index in 0..after.len() {
+        let (was, is) = (before.query(index).ok().flatten(), after.query(index).ok().flatten());
+        match (was, is) {
+            (_, Some(a)) if was != Some(a) => driver.add_gid(port.num(), index, a),
+            (Some(_), None) => driver.del_gid(port.num(), index),
+            _ => {}
         }
     }
 }
@@ -177,9 +194,11 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
     let nd = &ev.dev;
     if own {
         dev.netdev = nd.clone();
+        dev.driver.netdev_changed(nd);
     }
     for port in dev.ports.iter_mut() {
         let before = *port.attr();
+        let gids_before = port.gid_table().clone();
         match ev.kind {
             K::Register => {
                 if own {
@@ -190,7 +209,7 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
             K::Up => {
                 if own {
                     let t = port.port_up();
-                    note_transition(index, port, t, &mut dev.counters, events);
+                    note_transition(index, port, t, &mut dev.link_downed, events);
                     add_default_gids(index, port, nd, events, full);
                 }
                 add_netdev_ips(index, port, nd, events, full);
@@ -198,13 +217,13 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
             K::Down => {
                 if own {
                     let t = port.port_down(nd.up);
-                    note_transition(index, port, t, &mut dev.counters, events);
+                    note_transition(index, port, t, &mut dev.link_downed, events);
                 }
             }
             K::Change => {
                 if own {
                     let t = port.follow_netdev(nd);
-                    note_transition(index, port, t, &mut dev.counters, events);
+                    note_transition(index, port, t, &mut dev.link_downed, events);
                 }
             }
             K::ChangeAddr => {
@@ -236,12 +255,14 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
         if *port.attr() != before {
             dev.driver.port_changed(port.num(), port.attr());
         }
+        push_gid_changes(dev.driver.as_mut(), port, &gids_before);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::RxeCounter;
     use crate::core::gid::GidType;
     use crate::core::netdev::MacAddr;
     use crate::core::port::{IbMtu, PhysState, PortState};

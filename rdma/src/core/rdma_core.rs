@@ -160,7 +160,7 @@ impl RdmaCore {
             attr,
             ports,
             netdev: ndev.clone(),
-            counters: Counters::new(),
+            link_downed: 0,
             created_by_link,
             driver,
         };
@@ -172,7 +172,7 @@ impl RdmaCore {
         let mut events = Vec::new();
         for port in dev.ports.iter_mut() {
             let t = port.follow_netdev(ndev);
-            note_transition(index, port, t, &mut dev.counters, &mut events);
+            note_transition(index, port, t, &mut dev.link_downed, &mut events);
             dev.driver.port_changed(port.num(), port.attr());
         }
         self.devices.insert(dev);
@@ -297,12 +297,9 @@ impl RdmaCore {
         })
     }
 
-    pub fn counters(&self, index: u32) -> Option<&Counters> {
+    /// The device's counters, read from its driver (`get_hw_stats`).
+    pub fn counters(&self, index: u32) -> Option<Counters> {
         self.devices.get(index).map(|d| d.counters())
-    }
-
-    pub fn counters_mut(&mut self, index: u32) -> Option<&mut Counters> {
-        self.devices.get_mut(index).map(|d| d.counters_mut())
     }
 
     pub fn stats(&self) -> CoreStats {
@@ -579,14 +576,41 @@ mod tests {
     }
 
     #[test]
-    fn counters_are_reachable_for_the_transport() {
+    fn counters_are_read_from_the_driver() {
+        use crate::core::counters::RxeCounter;
         let mut core = RdmaCore::new();
-        let i = register(&mut core, fake(), "rxe0").unwrap();
-        if let Some(c) = core.counters_mut(i) {
-            c.inc(crate::core::counters::RxeCounter::SentPkts);
-        }
-        assert_eq!(core.counters(i).map(|c| c.get(crate::core::counters::RxeCounter::SentPkts)), Some(1));
+        let mut driver = FakeDriver::rxe(ETH0_MAC);
+        driver.counters.add(RxeCounter::SentPkts, 7);
+        // The driver's link_downed gives way to the core's own count.
+        driver.counters.add(RxeCounter::LinkDowned, 99);
+        let i = register(&mut core, driver, "rxe0").unwrap();
+        let c = core.counters(i).unwrap();
+        assert_eq!(c.get(RxeCounter::SentPkts), 7);
+        assert_eq!(c.get(RxeCounter::LinkDowned), 0);
         assert!(core.counters(99).is_none());
+    }
+
+    #[test]
+    fn gid_changes_reach_the_driver_as_add_gid_and_del_gid() {
+        use crate::core::netdev::NetdevEventKind;
+        let mut core = RdmaCore::new();
+        let driver = fake();
+        let ops = driver.gid_ops.clone();
+        let i = register(&mut core, driver, "rxe0").unwrap();
+        // Registration fills slot 0 (the MAC's default GID) and one per address.
+        assert_eq!(ops.borrow().len(), core.device(i).unwrap().port(1).unwrap().gid_table().valid_count());
+        assert!(ops.borrow()[0].starts_with("+1/0 fe80:"), "{:?}", ops.borrow());
+        ops.borrow_mut().clear();
+        let a = Ipv4Addr::new(10, 0, 0, 9);
+        let with = eth0().with_ipv4(a);
+        core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(a), with)).unwrap();
+        core.process_events();
+        let slot = core.find_gid_by_port(i, 1, Gid::from_ipv4(a), GidType::RoceV2, None).unwrap();
+        assert_eq!(*ops.borrow(), vec![alloc::format!("+1/{slot} {}", Gid::from_ipv4(a))]);
+        ops.borrow_mut().clear();
+        core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrDel(a), eth0())).unwrap();
+        core.process_events();
+        assert_eq!(*ops.borrow(), vec![alloc::format!("-1/{slot}")]);
     }
 
     #[test]

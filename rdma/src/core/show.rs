@@ -109,7 +109,7 @@ pub fn rdma_stat_show(out: &mut dyn Write, dev_name: &str, port: u32, counters: 
 pub fn rdma_stat_show_all<'a>(out: &mut dyn Write, devices: impl IntoIterator<Item = &'a Device>) -> fmt::Result {
     for dev in devices {
         for port in dev.ports() {
-            rdma_stat_show(out, dev.name(), port.num(), dev.counters())?;
+            rdma_stat_show(out, dev.name(), port.num(), &dev.counters())?;
         }
     }
     Ok(())

@@ -14,6 +14,7 @@ use super::counters::Counters;
 use super::device::{Device, DeviceAttr, Driver, DriverId, NodeType, OpSet};
 use super::error::Error;
 use super::event::{EventHandler, IbEvent};
+use super::gid_cache::GidAttr;
 use super::netdev::{MacAddr, NetdevInfo};
 use super::port::{PortAttr, PortImmutable};
 use super::rdma_core::RdmaCore;
@@ -37,6 +38,10 @@ pub struct FakeDriver {
     pub immutable: PortImmutable,
     pub fail_enable: bool,
     pub port_changes: Rc<RefCell<Vec<(u32, PortAttr)>>>,
+    /// `add_gid`/`del_gid` calls as `+port/index gid` and `-port/index`.
+    pub gid_ops: Rc<RefCell<Vec<String>>>,
+    /// What `hw_stats` answers.
+    pub counters: Counters,
 }
 
 impl FakeDriver {
@@ -48,6 +53,8 @@ impl FakeDriver {
             immutable: rxe_params::port_immutable(),
             fail_enable: false,
             port_changes: Rc::default(),
+            gid_ops: Rc::default(),
+            counters: Counters::new(),
         }
     }
 }
@@ -94,6 +101,18 @@ impl Driver for FakeDriver {
     fn port_changed(&mut self, port: u32, attr: &PortAttr) {
         self.port_changes.borrow_mut().push((port, *attr));
     }
+
+    fn add_gid(&mut self, port: u32, index: usize, attr: &GidAttr) {
+        self.gid_ops.borrow_mut().push(format!("+{port}/{index} {}", attr.gid));
+    }
+
+    fn del_gid(&mut self, port: u32, index: usize) {
+        self.gid_ops.borrow_mut().push(format!("-{port}/{index}"));
+    }
+
+    fn hw_stats(&self) -> Counters {
+        self.counters.clone()
+    }
 }
 
 /// A core with the rxe link type building [`FakeDriver`]s.
@@ -116,7 +135,7 @@ pub fn fake_device(index: u32, name: &str, ifindex: u32) -> Device {
         fw_str: String::new(),
         ports: alloc::vec![port],
         netdev: NetdevInfo::new(ifindex, "eth", ETH0_MAC),
-        counters: Counters::new(),
+        link_downed: 0,
         created_by_link: false,
     }
 }

@@ -151,7 +151,12 @@ impl<M: Memory> RxeTransport<M> {
         &self.dev.config
     }
 
-    /// The port's MAC and GIDs, for the caller to update on GID changes.
+    /// The port's MAC and GIDs.
+    pub fn port(&self) -> &LocalPort {
+        &self.dev.port
+    }
+
+    /// The port's MAC and GIDs, for the driver to update on GID changes.
     pub fn port_mut(&mut self) -> &mut LocalPort {
         &mut self.dev.port
     }

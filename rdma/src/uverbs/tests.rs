@@ -8,7 +8,6 @@
 use super::*;
 use crate::core::{Gid, MacAddr, NetdevInfo};
 use crate::rxe::RxeDriver;
-use crate::rxe::ah::LocalPort;
 use crate::rxe::device::Config;
 use crate::rxe::sink::{FrameSink, VecSink};
 use crate::rxe::transport::RxeTransport;
@@ -35,22 +34,20 @@ use verbs_ring::{Firmware, HostContext, Layout, LayoutParams};
 
 type Mem = ShmMemory<Rc<HeapShm>>;
 
-/// One appliance: the core, its netdev, the transport over the region, the
-/// frames it sent, and an ARP table that answers after `arp_delay` asks.
+/// One appliance: the core (its rxe device owns the transport over the
+/// region), its netdev, the frames it sent, and an ARP table that answers
+/// after `arp_delay` asks.
 struct Node {
     core: RefCell<RdmaCore>,
     net: Vec<NetdevInfo>,
     shm: Rc<HeapShm>,
-    transport: RefCell<Option<RxeTransport<Mem>>>,
     sent: RefCell<VecSink>,
     arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
 }
 
 impl CoreAccess for &'static Node {
     fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
-        let r = f(&mut self.core.borrow_mut(), &self.net);
-        self.sync_transport();
-        r
+        f(&mut self.core.borrow_mut(), &self.net)
     }
 }
 
@@ -63,11 +60,9 @@ impl TransportAccess for &'static Node {
         dev: u32,
         f: impl FnOnce(&mut RxeTransport<Mem>, &mut dyn FrameSink, &HeapShm) -> Result<R, Status>,
     ) -> Result<R, Status> {
-        if self.core.borrow().devices().next().map(|d| d.index()) != Some(dev) {
-            return Err(Status::ENODEV);
-        }
-        let mut t = self.transport.borrow_mut();
-        let t = t.as_mut().ok_or(Status::ENODEV)?;
+        let mut core = self.core.borrow_mut();
+        let d = core.device_mut(dev).ok_or(Status::ENODEV)?;
+        let t = RxeDriver::<Mem>::of_mut(d).ok_or(Status::ENODEV)?.transport_mut();
         f(t, &mut *self.sent.borrow_mut(), &self.shm)
     }
 
@@ -87,38 +82,23 @@ impl Node {
     fn new(n: u8, region: usize) -> &'static Node {
         let mac = MacAddr([0x52, 0x54, 0, 0, 0, n]);
         let net = vec![NetdevInfo::new(2, "eth0", mac).with_ipv4(Ipv4Addr::new(10, 0, 0, n))];
+        let shm = Rc::new(HeapShm::new(region));
+        let mem = shm.clone();
+        let factory = RxeDriver::factory(move || ShmMemory(mem.clone()), Config::default());
         alloc::boxed::Box::leak(alloc::boxed::Box::new(Node {
-            core: RefCell::new(RdmaCore::with_rxe(RxeDriver::factory())),
+            core: RefCell::new(RdmaCore::with_rxe(factory)),
             net,
-            shm: Rc::new(HeapShm::new(region)),
-            transport: RefCell::new(None),
+            shm,
             sent: RefCell::default(),
             arp: RefCell::default(),
         }))
     }
 
-    /// The transport follows the core's rxe device, as the kernel's does.
-    fn sync_transport(&self) {
-        let core = self.core.borrow();
-        let mut t = self.transport.borrow_mut();
-        let Some(dev) = core.devices().next() else {
-            *t = None;
-            return;
-        };
-        let mut gids = Vec::new();
-        if let Some(port) = dev.port(1) {
-            for (i, attr) in port.gid_table().iter() {
-                if gids.len() <= i {
-                    gids.resize(i + 1, Gid([0; 16]));
-                }
-                gids[i] = attr.gid;
-            }
-        }
-        let port = LocalPort { mac: EthernetAddress(dev.netdev().mac.0), gids };
-        match t.as_mut() {
-            Some(t) => *t.port_mut() = port,
-            None => *t = Some(RxeTransport::new(ShmMemory(self.shm.clone()), port, Config::default())),
-        }
+    /// Runs `f` on the transport of the node's first device, if there is one.
+    fn with_first_transport<R>(&self, f: impl FnOnce(&mut RxeTransport<Mem>) -> R) -> Option<R> {
+        let mut core = self.core.borrow_mut();
+        let index = core.devices().next()?.index();
+        Some(f(RxeDriver::<Mem>::of_mut(core.device_mut(index)?)?.transport_mut()))
     }
 
     fn mac(&self) -> EthernetAddress {
@@ -169,9 +149,8 @@ impl Appliance {
         let mut fw = self.fw.borrow_mut();
         let ok = fw.tick(&*self.node.shm).is_ok();
         pump(fw.dispatcher_mut(), Instant::from_micros(now));
-        if let Some(t) = self.node.transport.borrow_mut().as_mut() {
-            t.poll(Instant::from_micros(now), &mut *self.node.sent.borrow_mut());
-        }
+        let sent = &self.node.sent;
+        self.node.with_first_transport(|t| t.poll(Instant::from_micros(now), &mut *sent.borrow_mut()));
         ok
     }
 
@@ -188,9 +167,8 @@ fn exchange(a: &Appliance, b: &Appliance) -> usize {
         moved += frames.len();
         let now = Instant::from_micros(*to.now.borrow());
         for f in frames {
-            if let Some(t) = to.node.transport.borrow_mut().as_mut() {
-                t.receive(&f, now, &mut *to.node.sent.borrow_mut());
-            }
+            let sent = &to.node.sent;
+            to.node.with_first_transport(|t| t.receive(&f, now, &mut *sent.borrow_mut()));
         }
     }
     moved
@@ -434,7 +412,7 @@ fn rc_send_write_read_through_the_rings() {
     a.step();
     b.step();
     assert_eq!((live(&a), live(&b)), ([0; 6], [0; 6]));
-    assert!(a.node.transport.borrow().as_ref().unwrap().qp_handles().is_empty());
+    assert_eq!(a.node.with_first_transport(|t| t.qp_handles().is_empty()), Some(true));
 }
 
 #[test]
@@ -602,5 +580,5 @@ fn link_add_and_queries_through_the_ring() {
     let _: Empty = host.call(&*mem, nr::DEALLOC_PD, &HandleReq { handle: pd.handle, reserved: 0 }, tick).unwrap();
     let _: Empty = host.call(&*mem, nr::LINK_DEL, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
     assert!(node.core.borrow().device_by_name("rxe0").is_none());
-    assert!(node.transport.borrow().is_none());
+    assert!(node.with_first_transport(|_| ()).is_none());
 }

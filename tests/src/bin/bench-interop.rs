@@ -9,10 +9,10 @@
 
 #![deny(unsafe_code)]
 
-use tests::report::{bar_chart, median, usec_per_iter, write_tables};
-use tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
+use tests::report::{bar_chart, median, usec_per_iter, write_tables};
+use tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
 
 const SIZES: [u32; 3] = [2, 4096, 65536];
 const LONG: Duration = Duration::from_secs(300);

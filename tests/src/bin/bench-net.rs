@@ -6,10 +6,10 @@
 
 #![deny(unsafe_code)]
 
-use tests::report::{median, number_after, write_tables};
-use tests::{Appliance, Nic, Options, free_udp_port};
 use std::fmt::Write as _;
 use std::time::Duration;
+use tests::report::{median, number_after, write_tables};
+use tests::{Appliance, Nic, Options, free_udp_port};
 
 const SIZES: [usize; 5] = [64, 1024, 1514, 4200, 9014];
 

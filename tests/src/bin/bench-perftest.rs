@@ -158,9 +158,7 @@ fn linux(nic: Nic, ip: &str, gp: Option<u16>) -> Res<LinuxPeer> {
     if let Some(gp) = gp {
         let relay = std::env::current_exe()?.with_file_name("tcp-stdio");
         if !relay.exists() {
-            return Err(
-                format!("{} is missing: cargo build --release -p tests --bins", relay.display()).into()
-            );
+            return Err(format!("{} is missing: cargo build --release -p tests --bins", relay.display()).into());
         }
         o.guest_fwd_cmd = Some(format!("{} {gp}", relay.display()));
     }

@@ -6,9 +6,9 @@
 
 #![deny(unsafe_code)]
 
+use std::fmt::Write as _;
 use tests::report::{median, number_before, write_tables};
 use tests::{Appliance, Nic, Options, free_udp_port};
-use std::fmt::Write as _;
 
 const SIZES: [u32; 4] = [2, 1024, 4096, 65536];
 

@@ -12,11 +12,11 @@
 
 #![deny(unsafe_code)]
 
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 use tests::rc::connect;
 use tests::report::{median, write_tables};
 use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
-use std::fmt::Write as _;
-use std::time::{Duration, Instant};
 use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -4,8 +4,8 @@
 
 #![deny(unsafe_code)]
 
-use tests::{Accel, Appliance, Ivshmem, Nic, Options, free_udp_port};
 use std::time::Instant;
+use tests::{Accel, Appliance, Ivshmem, Nic, Options, free_udp_port};
 
 fn main() {
     let runs: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(5).max(1);

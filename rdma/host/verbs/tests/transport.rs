@@ -16,9 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rdma::core::{Gid, MacAddr, NetdevInfo, NetdevProvider, RdmaCore};
+use rdma::core::{MacAddr, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
-use rdma::rxe::ah::LocalPort;
 use rdma::rxe::device::Config;
 use rdma::rxe::sink::{FrameSink, VecSink};
 use rdma::rxe::time::Instant as RxeInstant;
@@ -38,7 +37,6 @@ struct Node {
     core: RefCell<RdmaCore>,
     net: Vec<NetdevInfo>,
     shm: Arc<ShmFile>,
-    transport: RefCell<Option<RxeTransport<Mem>>>,
     sent: RefCell<VecSink>,
     /// ip -> (asks still answered "pending", MAC)
     arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
@@ -62,11 +60,9 @@ impl TransportAccess for Access {
         dev: u32,
         f: impl FnOnce(&mut RxeTransport<Mem>, &mut dyn FrameSink, &ShmFile) -> Result<R, Status>,
     ) -> Result<R, Status> {
-        if self.0.core.borrow().devices().next().map(|d| d.index()) != Some(dev) {
-            return Err(Status::ENODEV);
-        }
-        let mut t = self.0.transport.borrow_mut();
-        let t = t.as_mut().ok_or(Status::ENODEV)?;
+        let mut core = self.0.core.borrow_mut();
+        let d = core.device_mut(dev).ok_or(Status::ENODEV)?;
+        let t = RxeDriver::<Mem>::of_mut(d).ok_or(Status::ENODEV)?.transport_mut();
         f(t, &mut *self.0.sent.borrow_mut(), &self.0.shm)
     }
 
@@ -82,6 +78,16 @@ impl TransportAccess for Access {
     }
 }
 
+impl Node {
+    /// Runs `f` on the transport of rxe0 (device 0), which its driver owns.
+    fn with_transport(&self, f: impl FnOnce(&mut RxeTransport<Mem>)) {
+        let mut core = self.core.borrow_mut();
+        if let Some(t) = core.device_mut(0).and_then(RxeDriver::<Mem>::of_mut) {
+            f(t.transport_mut());
+        }
+    }
+}
+
 fn mac(n: u8) -> [u8; 6] {
     [0x52, 0x54, 0, 0, 0, n]
 }
@@ -90,29 +96,14 @@ fn mac(n: u8) -> [u8; 6] {
 /// sets it up after `rdma link add`.
 fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
     let net = vec![NetdevInfo::new(2, "eth0", MacAddr(mac(n))).with_ipv4(Ipv4Addr::new(10, 0, 0, n))];
-    let mut core = RdmaCore::with_rxe(RxeDriver::factory());
+    let mem = shm.clone();
+    let mut core = RdmaCore::with_rxe(RxeDriver::factory(move || ShmMemory(mem.clone()), Config::default()));
     core.link_add(&net, "rxe0", "rxe", "eth0").unwrap();
     core.process_events();
-    let mut gids = Vec::new();
-    for (i, attr) in core.devices().next().unwrap().port(1).unwrap().gid_table().iter() {
-        if gids.len() <= i {
-            gids.resize(i + 1, Gid([0; 16]));
-        }
-        gids[i] = attr.gid;
-    }
-    let port = LocalPort { mac: EthernetAddress(mac(n)), gids };
-    let transport = RxeTransport::new(ShmMemory(shm.clone()), port, Config::default());
     let mut arp = BTreeMap::new();
     // One "pending" answer first, so hosts go through their EAGAIN retry.
     arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, EthernetAddress(mac(peer))));
-    Rc::new(Node {
-        core: RefCell::new(core),
-        net,
-        shm,
-        transport: RefCell::new(Some(transport)),
-        sent: RefCell::default(),
-        arp: RefCell::new(arp),
-    })
+    Rc::new(Node { core: RefCell::new(core), net, shm, sent: RefCell::default(), arp: RefCell::new(arp) })
 }
 
 /// Small, fast layout: 2 contexts, 100 µs beats, a 0.2 s lease.
@@ -164,17 +155,14 @@ impl Pair {
                     for (fw, n) in fws.iter_mut().zip(&nodes) {
                         fw.tick(&*n.shm).unwrap();
                         moved |= pump(fw.dispatcher_mut(), now).moved();
-                        if let Some(t) = n.transport.borrow_mut().as_mut() {
-                            t.poll(now, &mut *n.sent.borrow_mut());
-                        }
+                        n.with_transport(|t| t.poll(now, &mut *n.sent.borrow_mut()));
                     }
                     for (from, to) in [(0, 1), (1, 0)] {
                         let frames = std::mem::take(&mut nodes[from].sent.borrow_mut().frames);
                         moved |= !frames.is_empty();
                         for f in frames {
-                            if let Some(t) = nodes[to].transport.borrow_mut().as_mut() {
-                                t.receive(&f, now, &mut *nodes[to].sent.borrow_mut());
-                            }
+                            let n = &nodes[to];
+                            n.with_transport(|t| t.receive(&f, now, &mut *n.sent.borrow_mut()));
                         }
                     }
                     if !moved {
