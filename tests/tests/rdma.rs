@@ -123,3 +123,89 @@ fn rc_pingpong_under_loss_reordering_duplication_and_corruption() {
     println!("relay: {}\nb: {}", relay.summary(), stats.trim());
     assert!(relay.counts.dropped.load(std::sync::atomic::Ordering::Relaxed) > 0, "{}", relay.summary());
 }
+
+/// Fails on an `error:` line; log lines (events) may come with a command.
+fn no_error(out: &str) {
+    assert!(!out.lines().any(|l| l.starts_with("error:")), "{out}");
+}
+
+/// One appliance with two NICs on two wires, to two other appliances: one
+/// rxe device per NIC (rxe0 on eth0 to `b`, rxe1 on eth1 to `c`), each with
+/// its own GID table, QPN space and counters. Traffic on either device,
+/// data checked by the pingpong; eth1 going down leaves rxe0 ACTIVE and
+/// carrying traffic; `rdma link delete rxe1` leaves rxe0 working.
+#[test]
+fn two_nics_carry_two_rdma_devices() {
+    let (p1, p2, p3, p4) = (free_udp_port(), free_udp_port(), free_udp_port(), free_udp_port());
+    let second_nic = vec![
+        "-netdev".to_string(),
+        format!("socket,id=n1,udp=127.0.0.1:{p4},localaddr=127.0.0.1:{p3}"),
+        "-device".to_string(),
+        "virtio-net-pci,netdev=n1,mac=52:54:00:00:01:01".to_string(),
+    ];
+    let mut a = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        extra: second_nic,
+        append: "ip=10.0.0.1/24".into(),
+        ..Options::default()
+    })
+    .unwrap();
+    let node = |mac: &str, local, peer, ip: &str| Options {
+        nic: Some(Nic::new(mac, local, peer)),
+        append: format!("ip={ip}"),
+        ..Options::default()
+    };
+    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24")).unwrap();
+    let mut c = Appliance::boot(node("52:54:00:00:01:03", p4, p3, "10.0.1.3/24")).unwrap();
+
+    let links = a.cmd("ip link show").unwrap();
+    assert!(links.contains("eth0:") && links.contains("eth1:"), "{links}");
+    no_error(&a.cmd("ip addr add 10.0.1.1/24 dev eth1").unwrap());
+    no_error(&a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap());
+    no_error(&a.cmd("rdma link add rxe1 type rxe netdev eth1").unwrap());
+    for x in [&mut b, &mut c] {
+        no_error(&x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap());
+    }
+    let shown = a.cmd("rdma link show").unwrap();
+    assert!(shown.contains("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0"), "{shown}");
+    assert!(shown.contains("link rxe1/1 state ACTIVE physical_state LINK_UP netdev eth1"), "{shown}");
+    // Each device's GID table holds its own netdev's addresses.
+    let gids = a.cmd("show_gids").unwrap();
+    assert!(gids.lines().any(|l| l.starts_with("rxe1") && l.contains("10.0.1.1")), "{gids}");
+    assert!(!gids.lines().any(|l| l.starts_with("rxe1") && l.contains("10.0.0.1")), "{gids}");
+
+    // rxe1 to c, then rxe0 to b: a is the server, the peers check the data too.
+    let server = a.start_cmd("ibv_rc_pingpong -d rxe1 -n 200 -s 4096", "local address:").unwrap();
+    let client = c.cmd("ibv_rc_pingpong -n 200 -s 4096 10.0.1.1").unwrap();
+    let served = a.finish_cmd(server).unwrap();
+    assert!(iters_line(&served).starts_with("200 iters"), "{served}");
+    assert!(iters_line(&client).starts_with("200 iters"), "{client}");
+    let rc_pingpong_with_b = |a: &mut Appliance, b: &mut Appliance| {
+        let server = a.start_cmd("ibv_rc_pingpong -d rxe0 -n 200 -s 4096", "local address:").unwrap();
+        let client = b.cmd("ibv_rc_pingpong -n 200 -s 4096 10.0.0.1").unwrap();
+        let served = a.finish_cmd(server).unwrap();
+        assert!(iters_line(&served).starts_with("200 iters"), "{served}");
+        assert!(iters_line(&client).starts_with("200 iters"), "{client}");
+    };
+    rc_pingpong_with_b(&mut a, &mut b);
+    // The counters are per device: both moved 200 round trips of one frame each way.
+    let stats = a.cmd("rdma statistic show").unwrap();
+    for dev in ["rxe0", "rxe1"] {
+        let line = stats.lines().find(|l| l.starts_with(&format!("link {dev}/1"))).unwrap_or_else(|| panic!("{stats}"));
+        let sent: u64 = line.split_whitespace().skip_while(|w| *w != "sent_pkts").nth(1).unwrap().parse().unwrap();
+        assert!(sent >= 200, "{line}");
+    }
+
+    // eth1 down: rxe1 goes DOWN, rxe0 stays ACTIVE and works.
+    no_error(&a.cmd("ip link set eth1 down").unwrap());
+    let shown = a.cmd("rdma link show").unwrap();
+    assert!(shown.contains("link rxe1/1 state DOWN"), "{shown}");
+    assert!(shown.contains("link rxe0/1 state ACTIVE"), "{shown}");
+    rc_pingpong_with_b(&mut a, &mut b);
+
+    // rxe1 deleted: rxe0 carries on.
+    no_error(&a.cmd("rdma link delete rxe1").unwrap());
+    let shown = a.cmd("rdma link show").unwrap();
+    assert!(!shown.contains("rxe1") && shown.contains("link rxe0/1 state ACTIVE"), "{shown}");
+    rc_pingpong_with_b(&mut a, &mut b);
+}

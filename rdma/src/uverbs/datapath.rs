@@ -83,7 +83,7 @@ pub fn pump<A: CoreAccess + TransportAccess>(d: &mut Dispatcher<CoreVerbs<A>>, n
     let CoreVerbs { access, objs, .. } = p;
     for dev in objs.active_devs() {
         let r = access.with_transport(dev, |t, sink, shm| {
-            Ok(pump_dev(&mut Pump { t, sink, shm, objs, handles: &handles, events: &mut events, now }, dev))
+            Ok(pump_dev(&mut Pump { t, sink, shm, objs, handles: &handles, events: &mut events, now, dev }, dev))
         });
         if let Ok(r) = r {
             report.sends += r.sends;
@@ -107,6 +107,8 @@ struct Pump<'a, 'h, M: Memory, S: SharedMem + ?Sized> {
     handles: &'a Handles<'h>,
     events: &'a mut Vec<(EventSource, u32)>,
     now: Instant,
+    /// The device whose transport `t` is.
+    dev: u32,
 }
 
 fn pump_dev<M: Memory, S: SharedMem + ?Sized>(p: &mut Pump<'_, '_, M, S>, dev: u32) -> PumpReport {
@@ -222,7 +224,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
             q.failed = true;
         }
         let attr = QpAttr { qp_state: QpState::Err, ..QpAttr::default() };
-        let _ = self.t.modify_qp(QpHandle::from_raw(id), &attr, AttrMask::STATE);
+        let _ = self.t.modify_qp(QpHandle::from_raw(super::objects::raw(id)), &attr, AttrMask::STATE);
         self.events.push((EventSource::Object(ObjKind::Qp, id), event_type::QP_FATAL));
     }
 
@@ -262,7 +264,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
                         *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
                     }
                     let wr = RecvWr { wr_id: wqe.wr_id, sg_list: &sges[..list.as_slice().len()] };
-                    match self.t.post_recv(QpHandle::from_raw(id), &wr) {
+                    match self.t.post_recv(QpHandle::from_raw(super::objects::raw(id)), &wr) {
                         Ok(()) => Take::Release,
                         Err(VerbsError::Post(PostError::Full)) => Take::Hold,
                         Err(e) => {
@@ -342,7 +344,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
             // same owner check a command gets.
             match self.handles.resolve((ObjKind::Qp, id), wqe.ud_ah, ObjKind::Ah) {
                 Some(ah) => Some(UdDest {
-                    ah: AhHandle::from_raw(ah),
+                    ah: AhHandle::from_raw(super::objects::raw(ah)),
                     remote_qpn: wqe.ud_remote_qpn,
                     remote_qkey: wqe.ud_remote_qkey,
                 }),
@@ -376,7 +378,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
             ud,
             inline_data: inline,
         };
-        match self.t.post_send(QpHandle::from_raw(id), &wr) {
+        match self.t.post_send(QpHandle::from_raw(super::objects::raw(id)), &wr) {
             Ok(()) => Take::Release,
             // Not yet RTS, or the transport's queue still holds WQEs in
             // flight: the entry waits in the ring.
@@ -425,7 +427,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
                             *d = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
                         }
                         let wr = RecvWr { wr_id: wqe.wr_id, sg_list: &sges[..list.as_slice().len()] };
-                        match self.t.post_srq_recv(SrqHandle::from_raw(id), &wr) {
+                        match self.t.post_srq_recv(SrqHandle::from_raw(super::objects::raw(id)), &wr) {
                             Ok(()) => Some(Take::Release),
                             Err(VerbsError::Post(PostError::Full)) => Some(Take::Hold),
                             Err(_) => {
@@ -458,10 +460,14 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
     /// any context's).
     fn forward_events(&mut self) {
         while let Some(ev) = self.t.poll_event() {
-            let by_qpn = |objs: &Objects, qpn: u32| objs.qps.iter().find(|(_, q)| q.qpn == qpn).map(|(id, _)| *id);
+            let dev = self.dev;
+            let by_qpn = |objs: &Objects, qpn: u32| {
+                objs.qps.iter().find(|(_, q)| q.dev == dev && q.qpn == qpn).map(|(id, _)| *id)
+            };
+            let tagged = |raw: u32| super::objects::obj_id(dev, raw).ok();
             let (kind, id, ty) = match ev {
-                AsyncEvent::CqErr(h) => (ObjKind::Cq, Some(h.raw()), event_type::CQ_ERR),
-                AsyncEvent::SrqLimitReached(h) => (ObjKind::Srq, Some(h.raw()), event_type::SRQ_LIMIT_REACHED),
+                AsyncEvent::CqErr(h) => (ObjKind::Cq, tagged(h.raw()), event_type::CQ_ERR),
+                AsyncEvent::SrqLimitReached(h) => (ObjKind::Srq, tagged(h.raw()), event_type::SRQ_LIMIT_REACHED),
                 AsyncEvent::QpFatal { qpn } => (ObjKind::Qp, by_qpn(self.objs, qpn), event_type::QP_FATAL),
                 AsyncEvent::QpReqErr { qpn } => (ObjKind::Qp, by_qpn(self.objs, qpn), event_type::QP_REQ_ERR),
                 AsyncEvent::QpAccessErr { qpn } => (ObjKind::Qp, by_qpn(self.objs, qpn), event_type::QP_ACCESS_ERR),
@@ -484,7 +490,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
         let Some(c) = self.objs.cqs.get_mut(&id) else { return (0, 0) };
         // Nothing to write: leave the ring alone (a broken consumer index is
         // found when there is something to write).
-        if c.local.is_empty() && self.t.cq(CqHandle::from_raw(id)).is_none_or(|q| q.is_empty()) {
+        if c.local.is_empty() && self.t.cq(CqHandle::from_raw(super::objects::raw(id))).is_none_or(|q| q.is_empty()) {
             return (0, 0);
         }
         let CqObj { ring, local, overruns, dead, .. } = c;
@@ -502,7 +508,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
         };
         let (mut written, mut lost) = (0u32, 0u32);
         let mut b = [0u8; Cqe::SIZE];
-        let cq = CqHandle::from_raw(id);
+        let cq = CqHandle::from_raw(super::objects::raw(id));
         loop {
             let cqe = match self.t.poll_one(cq) {
                 Ok(Some(wc)) => cqe_of(&wc),

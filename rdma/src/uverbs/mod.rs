@@ -265,14 +265,16 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
 
     fn alloc_pd(&mut self, dev: u32) -> Result<ObjId, Status> {
         let pd = self.access.with_transport(dev, |t, _, _| t.alloc_pd().map_err(|e| verbs_status(&e)))?;
-        self.objs.pds.insert(pd.raw(), dev);
-        Ok(pd.raw())
+        let id = objects::obj_id(dev, pd.raw())?;
+        self.objs.pds.insert(id, dev);
+        Ok(id)
     }
 
     fn dealloc_pd(&mut self, pd: ObjId) -> Result<(), Status> {
         let dev = self.objs.dev_of_pd(pd)?;
-        self.access
-            .with_transport(dev, |t, _, _| t.dealloc_pd(PdHandle::from_raw(pd)).map_err(|e| verbs_status(&e)))?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.dealloc_pd(PdHandle::from_raw(objects::raw(pd))).map_err(|e| verbs_status(&e))
+        })?;
         self.objs.pds.remove(&pd);
         Ok(())
     }
@@ -283,16 +285,22 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
         // The MR's iova is its region offset: SGE addresses and remote
         // addresses are offsets, and the transport's memory maps them there.
         let (key, rkey) = self.access.with_transport(dev, |t, _, _| {
-            let h = t.reg_mr(PdHandle::from_raw(pd), mr.start, mr.length, access).map_err(|e| verbs_status(&e))?;
+            let h = t
+                .reg_mr(PdHandle::from_raw(objects::raw(pd)), mr.start, mr.length, access)
+                .map_err(|e| verbs_status(&e))?;
             Ok((h.raw(), t.mr(h).and_then(|m| m.rkey()).unwrap_or(0)))
         })?;
-        self.objs.mrs.insert(key, dev);
-        Ok(MrKeys { id: key, lkey: key, rkey })
+        // The lkey stays the transport's own: SGEs carry it to the transport as is.
+        let id = objects::obj_id(dev, key)?;
+        self.objs.mrs.insert(id, dev);
+        Ok(MrKeys { id, lkey: key, rkey })
     }
 
     fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
         let dev = self.objs.mrs.get(&mr).copied().ok_or(Status::ENOENT)?;
-        self.access.with_transport(dev, |t, _, _| t.dereg_mr(MrHandle::from_raw(mr)).map_err(|e| verbs_status(&e)))?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.dereg_mr(MrHandle::from_raw(objects::raw(mr))).map_err(|e| verbs_status(&e))
+        })?;
         self.objs.mrs.remove(&mr);
         Ok(())
     }
@@ -307,26 +315,33 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
         })?;
         let obj =
             CqObj { dev: cq.dev_index, ring: Producer::new(ring), local: Default::default(), overruns: 0, dead: false };
-        self.objs.cqs.insert(h.raw(), obj);
-        Ok(h.raw())
+        let id = objects::obj_id(cq.dev_index, h.raw())?;
+        self.objs.cqs.insert(id, obj);
+        Ok(id)
     }
 
     fn destroy_cq(&mut self, cq: ObjId) -> Result<(), Status> {
         let dev = self.objs.cqs.get(&cq).map(|c| c.dev).ok_or(Status::ENOENT)?;
-        self.access
-            .with_transport(dev, |t, _, _| t.destroy_cq(CqHandle::from_raw(cq)).map_err(|e| verbs_status(&e)))?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.destroy_cq(CqHandle::from_raw(objects::raw(cq))).map_err(|e| verbs_status(&e))
+        })?;
         self.objs.cqs.remove(&cq);
         Ok(())
     }
 
     fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
         let qp_type = objects::qp_type_of(qp.qp_type)?;
+        // A QP's PD, CQs and SRQ live on its own device.
+        let others = [Some(qp.pd), Some(qp.send_cq), Some(qp.recv_cq), qp.srq];
+        if others.into_iter().flatten().any(|id| objects::dev_of(id) != qp.dev_index) {
+            return Err(Status::EINVAL);
+        }
         let init = QpInitAttr {
             qp_type,
-            pd: PdHandle::from_raw(qp.pd),
-            send_cq: CqHandle::from_raw(qp.send_cq),
-            recv_cq: CqHandle::from_raw(qp.recv_cq),
-            srq: qp.srq.map(SrqHandle::from_raw),
+            pd: PdHandle::from_raw(objects::raw(qp.pd)),
+            send_cq: CqHandle::from_raw(objects::raw(qp.send_cq)),
+            recv_cq: CqHandle::from_raw(objects::raw(qp.recv_cq)),
+            srq: qp.srq.map(|s| SrqHandle::from_raw(objects::raw(s))),
             cap: objects::qp_cap(&qp.cap),
             sq_sig_all: qp.sq_sig_all,
         };
@@ -348,31 +363,33 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
             rq: rq.map(Consumer::new),
             failed: false,
         };
-        self.objs.qps.insert(h.raw(), obj);
-        Ok(Created { id: h.raw(), num: qpn })
+        let id = objects::obj_id(qp.dev_index, h.raw())?;
+        self.objs.qps.insert(id, obj);
+        Ok(Created { id, num: qpn })
     }
 
     fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr) -> Result<(), Status> {
         let dev = self.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
         let (attr, mask) = objects::qp_attr(&self.access, attr_mask, attr, self.now)?;
         self.access.with_transport(dev, |t, _, _| {
-            t.modify_qp(QpHandle::from_raw(qp), &attr, mask.0).map_err(|e| verbs_status(&e))
+            t.modify_qp(QpHandle::from_raw(objects::raw(qp)), &attr, mask.0).map_err(|e| verbs_status(&e))
         })
     }
 
     fn query_qp(&mut self, qp: ObjId, _attr_mask: u32) -> Result<cmd::QueryQpResp, Status> {
         let q = self.objs.qps.get(&qp).ok_or(Status::ENOENT)?;
         // Every attribute is answered, whatever the mask asks (as rxe does).
-        let attr = self
-            .access
-            .with_transport(q.dev, |t, _, _| t.query_qp(QpHandle::from_raw(qp)).map_err(|e| verbs_status(&e)))?;
+        let attr = self.access.with_transport(q.dev, |t, _, _| {
+            t.query_qp(QpHandle::from_raw(objects::raw(qp))).map_err(|e| verbs_status(&e))
+        })?;
         Ok(objects::query_resp(&attr, q))
     }
 
     fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
         let dev = self.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
-        self.access
-            .with_transport(dev, |t, _, _| t.destroy_qp(QpHandle::from_raw(qp)).map_err(|e| verbs_status(&e)))?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.destroy_qp(QpHandle::from_raw(objects::raw(qp))).map_err(|e| verbs_status(&e))
+        })?;
         self.objs.qps.remove(&qp);
         Ok(())
     }
@@ -383,7 +400,7 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
             // The transport wants at least one SGE per WQE; an entry with
             // none still fits.
             let h = t
-                .create_srq(PdHandle::from_raw(srq.pd), srq.max_wr, srq.max_sge.max(1))
+                .create_srq(PdHandle::from_raw(objects::raw(srq.pd)), srq.max_wr, srq.max_sge.max(1))
                 .map_err(|e| verbs_status(&e))?;
             if srq.srq_limit > 0
                 && let Err(e) = t.modify_srq_limit(h, srq.srq_limit)
@@ -394,8 +411,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
             Ok((h, ring))
         })?;
         let obj = SrqObj { dev: srq.dev_index, ring: Consumer::new(ring), max_sge: srq.max_sge, failed: false };
-        self.objs.srqs.insert(h.raw(), obj);
-        Ok(Created { id: h.raw(), num: h.raw() })
+        let id = objects::obj_id(srq.dev_index, h.raw())?;
+        self.objs.srqs.insert(id, obj);
+        Ok(Created { id, num: h.raw() })
     }
 
     fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, _max_wr: u32, srq_limit: u32) -> Result<(), Status> {
@@ -409,31 +427,34 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
             return Ok(());
         }
         self.access.with_transport(dev, |t, _, _| {
-            t.modify_srq_limit(SrqHandle::from_raw(srq), srq_limit).map_err(|e| verbs_status(&e))
+            t.modify_srq_limit(SrqHandle::from_raw(objects::raw(srq)), srq_limit).map_err(|e| verbs_status(&e))
         })
     }
 
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
         let dev = self.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
-        self.access
-            .with_transport(dev, |t, _, _| t.destroy_srq(SrqHandle::from_raw(srq)).map_err(|e| verbs_status(&e)))?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.destroy_srq(SrqHandle::from_raw(objects::raw(srq))).map_err(|e| verbs_status(&e))
+        })?;
         self.objs.srqs.remove(&srq);
         Ok(())
     }
 
     fn create_ah(&mut self, dev: u32, pd: ObjId, attr: &cmd::AhAttr) -> Result<ObjId, Status> {
         let attr = objects::ah_attr(&self.access, attr, self.now)?;
-        let h = self
-            .access
-            .with_transport(dev, |t, _, _| t.create_ah(PdHandle::from_raw(pd), &attr).map_err(|e| verbs_status(&e)))?;
-        self.objs.ahs.insert(h.raw(), dev);
-        Ok(h.raw())
+        let h = self.access.with_transport(dev, |t, _, _| {
+            t.create_ah(PdHandle::from_raw(objects::raw(pd)), &attr).map_err(|e| verbs_status(&e))
+        })?;
+        let id = objects::obj_id(dev, h.raw())?;
+        self.objs.ahs.insert(id, dev);
+        Ok(id)
     }
 
     fn destroy_ah(&mut self, ah: ObjId) -> Result<(), Status> {
         let dev = self.objs.ahs.get(&ah).copied().ok_or(Status::ENOENT)?;
-        self.access
-            .with_transport(dev, |t, _, _| t.destroy_ah(AhHandle::from_raw(ah)).map_err(|e| verbs_status(&e)))?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.destroy_ah(AhHandle::from_raw(objects::raw(ah))).map_err(|e| verbs_status(&e))
+        })?;
         self.objs.ahs.remove(&ah);
         Ok(())
     }

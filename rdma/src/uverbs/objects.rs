@@ -62,6 +62,31 @@ pub trait TransportAccess {
     fn resolve_ipv4(&self, ip: Ipv4Addr, now: Instant) -> MacResolution;
 }
 
+/// Bits of an object id that hold the transport's handle (pool index and
+/// key byte: the largest pools, PDs and MRs, need 16 + 8).
+const RAW_BITS: u32 = 24;
+
+/// The id the ring knows an object by: the transport's raw handle under
+/// the device index, so handles of two devices' transports (each numbering
+/// its own pools) never collide in the dispatcher's tables. A device index
+/// past 255 cannot be tagged and its objects are refused (`ENOMEM`).
+pub fn obj_id(dev: u32, raw: u32) -> Result<ObjId, Status> {
+    if dev >= 1 << (32 - RAW_BITS) || raw >= 1 << RAW_BITS {
+        return Err(Status::ENOMEM);
+    }
+    Ok(dev << RAW_BITS | raw)
+}
+
+/// The transport's handle inside an object id.
+pub fn raw(id: ObjId) -> u32 {
+    id & ((1 << RAW_BITS) - 1)
+}
+
+/// The device an object id belongs to.
+pub fn dev_of(id: ObjId) -> u32 {
+    id >> RAW_BITS
+}
+
 /// A CQ: the completion ring the provider produces into, and completions
 /// the provider itself generated (WQEs refused before the transport saw
 /// them), written after the transport's.
