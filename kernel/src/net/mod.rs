@@ -51,9 +51,6 @@ pub struct Net {
     pub irq: u8,
     /// The NIC's interrupt count when the last pass acknowledged it.
     irq_seen: u64,
-    /// virtio-net's `status` field (bit 0: link up) in the device's config
-    /// structure, mapped with its BAR; `None` when the device has none.
-    link_status: Option<u64>,
     pub ifindex: IfIndex,
     pub netdevs: Netdevs,
     pub neigh: NeighTable,
@@ -87,7 +84,6 @@ pub fn probe(functions: &[Function], now: Instant) -> Option<Net> {
         .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok())?;
     match Net::new(nic, f.interrupt_line, now) {
         Ok(mut net) => {
-            net.link_status = link_status_address(f);
             net.refresh_carrier();
             Some(net)
         }
@@ -98,36 +94,11 @@ pub fn probe(functions: &[Function], now: Instant) -> Option<Net> {
     }
 }
 
-/// Where virtio-net's `status` field is: the vendor capability of type 4
-/// (device configuration) names a BAR and an offset; `status` follows the MAC.
-fn link_status_address(f: &Function) -> Option<u64> {
-    use kbase::pci::{Bar, Capability, ConfigAccess};
-    const DEVICE_CFG: u8 = 4;
-    const STATUS_OFFSET: u64 = 6;
-    let offset = f.capabilities.iter().find_map(|c| match *c {
-        Capability::Vendor { offset, cfg_type: DEVICE_CFG } => Some(offset),
-        _ => None,
-    })?;
-    let bar = usize::from(crate::pci::CONFIG.read8(f.bdf, offset.wrapping_add(4)));
-    let within = u64::from(crate::pci::CONFIG.read32(f.bdf, offset.wrapping_add(8)));
-    match f.bars.get(bar).copied().flatten() {
-        Some(Bar::Memory { addr, size, .. }) if within + STATUS_OFFSET + 2 <= size => {
-            Some(addr + within + STATUS_OFFSET)
-        }
-        _ => None,
-    }
-}
-
 impl Net {
     /// Reads the device's link status and tells the netdev layer (NETDEV_CHANGE
     /// when it changed; the RDMA port follows).
     fn refresh_carrier(&mut self) {
-        let Some(addr) = self.link_status else { return };
-        // SAFETY: `addr` lies in the device's memory BAR (checked against its
-        // size), identity-mapped when the bus was scanned; reading the status
-        // field has no side effect.
-        let status = unsafe { core::ptr::read_volatile(addr as *const u16) };
-        let up = status & 1 != 0;
+        let up = self.nic.link_up();
         let name = String::from(self.name());
         if let Err(e) = self.netdevs.set_carrier(&name, up) {
             log::warn!("{name}: carrier: {e}");
@@ -163,7 +134,6 @@ impl Net {
             nic,
             irq,
             irq_seen: 0,
-            link_status: None,
             ifindex,
             netdevs,
             neigh,
