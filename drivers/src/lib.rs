@@ -4,7 +4,11 @@
 
 extern crate alloc;
 
+pub mod dma;
+#[cfg(test)]
+mod fake;
 pub mod ivshmem;
 pub mod nic;
 pub mod serial;
 pub mod virtio_net;
+pub mod virtqueue;

@@ -37,6 +37,8 @@ pub trait Nic {
         self.mtu() + 14
     }
 
-    /// Carrier state.
+    /// Carrier state, as the device reports it now. May be a read of the
+    /// device (a trap under emulation): ask when the device signalled a
+    /// change, not on every pass.
     fn link_up(&self) -> bool;
 }

@@ -1,41 +1,35 @@
-//! virtio-net over PCI, on the `virtio-drivers` split-virtqueue layer
-//! (`VirtQueue`), with our own buffer pools: 256-entry queues kept full of
-//! receive buffers, transmit buffers recycled.
+//! virtio-net over any virtio transport (virtio 1.2 §5.1), on our own split
+//! virtqueues ([`crate::virtqueue`]) with our own buffer pools: 256-entry
+//! queues kept full of receive buffers, transmit buffers recycled.
 //!
 //! The device is told about new buffers (a "kick": a write to its notify
 //! register) once per batch, not per buffer, and only when it asked to be:
 //! [`Nic::service`] ends a batch, and kicks a queue if the device's
-//! `avail_event` (EVENT_IDX, virtio 2.7.10) lies among the buffers added since
-//! the last kick, i.e. the device had caught up and stopped looking; a device
+//! `avail_event` (EVENT_IDX, §2.7.10) lies among the buffers added since the
+//! last kick, i.e. the device had caught up and stopped looking; a device
 //! still working through the queue finds them itself. Under emulation a kick
 //! is a trap into the device model that waits for the lock its I/O thread
 //! holds while it sends or receives a burst: kicking per frame cost more than
 //! building the frame, and kicking the receive queue per recycled buffer as
-//! much again. (The queue layer's own `VirtIONetRaw` kicks on every buffer
-//! while `avail_event` lags behind, which it does all through a burst.)
+//! much again.
+//!
+//! Interrupts (§2.7.7): none for transmit completions, since sent buffers are
+//! reclaimed on every pass anyway; one for received frames only once the
+//! driver has caught up with the receive queue.
+//!
+//! The link status is the `status` field of the device's configuration
+//! (VIRTIO_NET_F_STATUS), read through the transport.
 
 use crate::nic::Nic;
+use crate::virtqueue::{Faults, VirtQueue};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU16, Ordering, fence};
-use virtio_drivers::queue::VirtQueue;
-use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
-use virtio_drivers::{Hal, PhysAddr};
-use zerocopy::{FromBytes, Immutable, IntoBytes};
+use virtio_drivers::transport::{DeviceStatus, InterruptStatus, Transport};
+use virtio_drivers::{BufferDirection, Error, Hal};
 
-/// A HAL whose DMA memory is identity-mapped: the physical address the device
-/// is given is also where the CPU reads it. The driver reads the device's
-/// `avail_event` in the used ring by the address the queue layer gave it.
-///
-/// # Safety
-///
-/// Every buffer from `Hal::dma_alloc` must be readable at its physical address
-/// for as long as it is allocated.
-pub unsafe trait IdentityDma: Hal {}
-
-/// Descriptors per queue.
-pub const QUEUE_SIZE: usize = 256;
+/// Descriptors per queue (fewer if the device cannot take that many).
+pub const QUEUE_SIZE: u16 = 256;
 /// The MTU when the device does not advertise one.
 pub const DEFAULT_MTU: usize = 1500;
 /// virtio-net header in front of every frame: 12 bytes with `num_buffers`
@@ -44,33 +38,41 @@ const HEADER_LEN: usize = 12;
 const LEGACY_HEADER_LEN: usize = 10;
 /// Ethernet header plus one VLAN tag: room around the MTU in a buffer.
 const L2_OVERHEAD: usize = 18;
-/// The queues' indices (virtio 5.1.2).
+/// The queues' indices (§5.1.2).
 const RECEIVE_QUEUE: u16 = 0;
 const TRANSMIT_QUEUE: u16 = 1;
 
-/// Feature bits (virtio 5.1.3, 6): the MTU and MAC in config space, the link
-/// status, EVENT_IDX (the device interrupts only when asked), virtio 1.0.
+/// Feature bits (§5.1.3, 6): the MTU and MAC in config space, the link
+/// status, EVENT_IDX (notifications only when asked), virtio 1.0.
 const F_MTU: u64 = 1 << 3;
 const F_MAC: u64 = 1 << 5;
 const F_STATUS: u64 = 1 << 16;
 const F_EVENT_IDX: u64 = 1 << 29;
 const F_VERSION_1: u64 = 1 << 32;
 const FEATURES: u64 = F_MTU | F_MAC | F_STATUS | F_EVENT_IDX | F_VERSION_1;
-/// Offset of `mtu` in virtio-net's config space (after mac, status, max_virtqueue_pairs).
+/// virtio-net's config space (§5.1.4): `mac[6]`, `status`, `max_virtqueue_pairs`, `mtu`.
+const CONFIG_MAC: usize = 0;
+const CONFIG_STATUS: usize = 6;
 const CONFIG_MTU: usize = 10;
+/// `status` bit: the link is up.
+const S_LINK_UP: u16 = 1;
 
 /// Frame counters kept by the driver.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
     pub rx_frames: u64,
     pub tx_frames: u64,
-    /// Receive completions the device reported as errors.
+    /// Receive completions dropped: shorter than the virtio-net header, or
+    /// longer than the buffer (a device fault, also in `rx_faults`).
     pub rx_errors: u64,
     /// Transmit attempts refused because the queue was full.
     pub tx_queue_full: u64,
     /// Notifications of the device about new transmit / receive buffers.
     pub tx_kicks: u64,
     pub rx_kicks: u64,
+    /// What each queue caught the device getting wrong.
+    pub rx_faults: Faults,
+    pub tx_faults: Faults,
 }
 
 /// A received frame in its receive buffer (after the virtio-net header).
@@ -88,185 +90,36 @@ impl AsRef<[u8]> for RxFrame {
 
 pub struct VirtioNet<H: Hal, T: Transport> {
     transport: T,
+    /// The features negotiated.
+    features: u64,
     mac: [u8; 6],
-    header_len: usize,
-    rxq: VirtQueue<H, QUEUE_SIZE>,
-    txq: VirtQueue<H, QUEUE_SIZE>,
-    rx_bell: Doorbell,
-    tx_bell: Doorbell,
-    /// Receive buffers the device holds, by descriptor token.
-    rx: Vec<Option<Box<[u8]>>>,
-    /// Transmit buffers in flight, by token, with the length given to the device.
-    tx_in_flight: Vec<Option<(Box<[u8]>, usize)>>,
-    tx_free: Vec<Box<[u8]>>,
-    buf_len: usize,
     mtu: usize,
-    link_up: bool,
+    header_len: usize,
+    /// Bytes in each buffer: header, MTU, L2 header.
+    buf_len: usize,
+    rxq: VirtQueue<H>,
+    txq: VirtQueue<H>,
+    /// Sent buffers, for the next frames.
+    tx_free: Vec<Box<[u8]>>,
     stats: Stats,
 }
 
-/// When to tell the device about a queue's new buffers.
-struct Doorbell {
-    queue: u16,
-    /// Buffers added so far (wrapping): the queue's `avail.idx`.
-    added: u16,
-    /// `added` at the last kick decision.
-    told: u16,
-    /// The device's `avail_event` in the used ring, when EVENT_IDX was
-    /// negotiated.
-    avail_event: Option<*const AtomicU16>,
-    /// Our `used_event` in the available ring (EVENT_IDX), and the used
-    /// buffers taken so far (wrapping: the queue's last used index).
-    used_event: Option<*mut AtomicU16>,
-    used: u16,
-}
-
-impl Doorbell {
-    /// Asks the device not to interrupt for the next used buffers: the
-    /// driver looks at this queue on every pass anyway. (The queue layer
-    /// re-arms `used_event` at every buffer it takes back; this undoes it.)
-    fn mute(&self) {
-        if let Some(event) = self.used_event {
-            // SAFETY: `event` points into the available ring, which the queue
-            // owned by the same driver keeps allocated; identity-mapped
-            // (`IdentityDma`), 2-byte aligned; the device reads it
-            // concurrently, hence the atomic store. Half the index space
-            // ahead: `vring_need_event` stays false for any real batch.
-            unsafe { (*event).store(self.used.wrapping_add(0x8000), Ordering::Release) };
-        }
-    }
-
-    /// Whether the device must be kicked for the buffers added since the last
-    /// call (`vring_need_event`: its `avail_event` is one of them).
-    fn ring(&mut self, should_notify: impl FnOnce() -> bool) -> bool {
-        let (old, new) = (self.told, self.added);
-        if old == new {
-            return false;
-        }
-        self.told = new;
-        match self.avail_event {
-            Some(event) => {
-                // The device writes `avail_event` after reading `avail.idx`;
-                // the idx store must be visible before this read (virtio_mb).
-                fence(Ordering::SeqCst);
-                // SAFETY: `event` points into the used ring, which the queue
-                // owned by the same driver keeps allocated; the memory is
-                // identity-mapped (`IdentityDma`) and the field 2-byte aligned.
-                // The device writes it concurrently, hence the atomic load.
-                let event = unsafe { (*event).load(Ordering::Acquire) };
-                new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
-            }
-            None => should_notify(),
-        }
-    }
-}
-
-/// The transport as `VirtQueue::new` sees it, noting where the queue's used
-/// ring (the device area) went.
-struct Recorder<'a, T> {
-    inner: &'a mut T,
-    driver_area: PhysAddr,
-    device_area: PhysAddr,
-}
-
-impl<T: Transport> Transport for Recorder<'_, T> {
-    fn device_type(&self) -> DeviceType {
-        self.inner.device_type()
-    }
-
-    fn read_device_features(&mut self) -> u64 {
-        self.inner.read_device_features()
-    }
-
-    fn write_driver_features(&mut self, driver_features: u64) {
-        self.inner.write_driver_features(driver_features)
-    }
-
-    fn max_queue_size(&mut self, queue: u16) -> u32 {
-        self.inner.max_queue_size(queue)
-    }
-
-    fn notify(&mut self, queue: u16) {
-        self.inner.notify(queue)
-    }
-
-    fn get_status(&self) -> DeviceStatus {
-        self.inner.get_status()
-    }
-
-    fn set_status(&mut self, status: DeviceStatus) {
-        self.inner.set_status(status)
-    }
-
-    fn set_guest_page_size(&mut self, guest_page_size: u32) {
-        self.inner.set_guest_page_size(guest_page_size)
-    }
-
-    fn requires_legacy_layout(&self) -> bool {
-        self.inner.requires_legacy_layout()
-    }
-
-    fn queue_set(&mut self, queue: u16, size: u32, descriptors: PhysAddr, driver_area: PhysAddr, device: PhysAddr) {
-        self.driver_area = driver_area;
-        self.device_area = device;
-        self.inner.queue_set(queue, size, descriptors, driver_area, device)
-    }
-
-    fn queue_unset(&mut self, queue: u16) {
-        self.inner.queue_unset(queue)
-    }
-
-    fn queue_used(&mut self, queue: u16) -> bool {
-        self.inner.queue_used(queue)
-    }
-
-    fn ack_interrupt(&mut self) -> InterruptStatus {
-        self.inner.ack_interrupt()
-    }
-
-    fn read_config_generation(&self) -> u32 {
-        self.inner.read_config_generation()
-    }
-
-    fn read_config_space<V: FromBytes + IntoBytes>(&self, offset: usize) -> virtio_drivers::Result<V> {
-        self.inner.read_config_space(offset)
-    }
-
-    fn write_config_space<V: IntoBytes + Immutable>(&mut self, offset: usize, value: V) -> virtio_drivers::Result<()> {
-        self.inner.write_config_space(offset, value)
-    }
-}
-
-/// Sets up queue `queue` and its doorbell.
-fn new_queue<H: IdentityDma, T: Transport>(
-    transport: &mut T,
-    queue: u16,
-    event_idx: bool,
-) -> Result<(VirtQueue<H, QUEUE_SIZE>, Doorbell), virtio_drivers::Error> {
-    let mut rec = Recorder { inner: transport, driver_area: 0, device_area: 0 };
-    let q = VirtQueue::new(&mut rec, queue, false, event_idx)?;
-    // The used ring: flags, idx, QUEUE_SIZE elements of 8 bytes, then
-    // avail_event; the available ring: flags, idx, QUEUE_SIZE entries of 2
-    // bytes, then used_event (virtio 2.7.6, 2.7.8).
-    let field = |area: PhysAddr, offset: usize| {
-        let at = usize::try_from(area).ok().and_then(|a| a.checked_add(offset));
-        at.filter(|&a| event_idx && a != 0).map(|a| a as *mut AtomicU16)
-    };
-    let avail_event = field(rec.device_area, 4 + 8 * QUEUE_SIZE).map(|p| p.cast_const());
-    let used_event = field(rec.driver_area, 4 + 2 * QUEUE_SIZE);
-    Ok((q, Doorbell { queue, added: 0, told: 0, avail_event, used_event, used: 0 }))
-}
-
-impl<H: IdentityDma, T: Transport> VirtioNet<H, T> {
-    /// Initialises the device (virtio 3.1.1) and fills the receive queue. The
-    /// MTU is the device's own (VIRTIO_NET_F_MTU, e.g. QEMU's `host_mtu=9000`)
-    /// when it offers one, else 1500.
-    pub fn new(mut transport: T) -> Result<Self, virtio_drivers::Error> {
+impl<H: Hal, T: Transport> VirtioNet<H, T> {
+    /// Initialises the device (§3.1.1) and fills the receive queue. The MTU
+    /// is the device's own (VIRTIO_NET_F_MTU, e.g. QEMU's `host_mtu=9000`)
+    /// when it offers one, else 1500; the MAC the device's (VIRTIO_NET_F_MAC),
+    /// else zero.
+    pub fn new(mut transport: T) -> Result<Self, Error> {
         transport.set_status(DeviceStatus::empty());
         transport.set_status(DeviceStatus::ACKNOWLEDGE | DeviceStatus::DRIVER);
         let features = transport.read_device_features() & FEATURES;
         transport.write_driver_features(features);
         transport.set_status(DeviceStatus::ACKNOWLEDGE | DeviceStatus::DRIVER | DeviceStatus::FEATURES_OK);
+        // A modern device may refuse the subset by clearing FEATURES_OK.
+        if features & F_VERSION_1 != 0 && !transport.get_status().contains(DeviceStatus::FEATURES_OK) {
+            transport.set_status(DeviceStatus::FAILED);
+            return Err(Error::Unsupported);
+        }
         transport.set_guest_page_size(4096);
         let mtu = if features & F_MTU != 0 {
             transport.read_config_space::<u16>(CONFIG_MTU).ok().filter(|&m| m >= 68).map_or(DEFAULT_MTU, usize::from)
@@ -276,117 +129,116 @@ impl<H: IdentityDma, T: Transport> VirtioNet<H, T> {
         let mut mac = [0u8; 6];
         if features & F_MAC != 0 {
             for (i, b) in mac.iter_mut().enumerate() {
-                *b = transport.read_config_space::<u8>(i)?;
+                *b = transport.read_config_space::<u8>(CONFIG_MAC + i)?;
             }
         }
         let event_idx = features & F_EVENT_IDX != 0;
-        let (rxq, rx_bell) = new_queue(&mut transport, RECEIVE_QUEUE, event_idx)?;
-        let (txq, tx_bell) = new_queue(&mut transport, TRANSMIT_QUEUE, event_idx)?;
+        let (rx_size, tx_size) = (queue_size(&mut transport, RECEIVE_QUEUE), queue_size(&mut transport, TRANSMIT_QUEUE));
+        let rxq = VirtQueue::new(&mut transport, RECEIVE_QUEUE, rx_size, event_idx)?;
+        let txq = VirtQueue::new(&mut transport, TRANSMIT_QUEUE, tx_size, event_idx)?;
         transport.finish_init();
         let header_len = if features & F_VERSION_1 != 0 { HEADER_LEN } else { LEGACY_HEADER_LEN };
         let buf_len = header_len + mtu + L2_OVERHEAD;
         let mut nic = Self {
             transport,
+            features,
             mac,
+            mtu,
             header_len,
+            buf_len,
             rxq,
             txq,
-            rx_bell,
-            tx_bell,
-            rx: (0..QUEUE_SIZE).map(|_| None).collect(),
-            tx_in_flight: (0..QUEUE_SIZE).map(|_| None).collect(),
             tx_free: Vec::new(),
-            buf_len,
-            mtu,
-            link_up: true,
             stats: Stats::default(),
         };
-        for _ in 0..QUEUE_SIZE {
+        for _ in 0..nic.rxq.size() {
             nic.repost(vec![0u8; buf_len].into_boxed_slice());
         }
+        // Sent buffers are reclaimed on every pass: a transmit completion
+        // needs no interrupt.
+        nic.txq.disable_interrupts();
         nic.kick();
-        nic.tx_bell.mute();
         Ok(nic)
     }
 
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats { rx_faults: self.rxq.faults(), tx_faults: self.txq.faults(), ..self.stats }
     }
 
     /// Acknowledges the device's interrupt (INTx is level-triggered: it stays
     /// asserted until this read); whether its configuration changed (the link
     /// status, for one).
     pub fn ack_interrupt(&mut self) -> bool {
-        self.transport
-            .ack_interrupt()
-            .contains(virtio_drivers::transport::InterruptStatus::DEVICE_CONFIGURATION_INTERRUPT)
+        self.transport.ack_interrupt().contains(InterruptStatus::DEVICE_CONFIGURATION_INTERRUPT)
     }
 
     /// Gives a receive buffer back to the device so the queue stays full.
-    fn repost(&mut self, mut buf: Box<[u8]>) {
-        // SAFETY: the buffer is heap memory that moves into `rx` below and is
-        // not touched until the device returns its token through the used ring.
-        match unsafe { self.rxq.add(&[], &mut [&mut buf[..]]) } {
-            Ok(t) => {
-                if let Some(slot) = self.rx.get_mut(usize::from(t)) {
-                    *slot = Some(buf);
-                }
-                self.rx_bell.added = self.rx_bell.added.wrapping_add(1);
-            }
-            Err(_) => self.stats.rx_errors += 1,
+    fn repost(&mut self, buf: Box<[u8]>) {
+        let len = buf.len();
+        if self.rxq.push(buf, len, BufferDirection::DeviceToDriver).is_err() {
+            self.stats.rx_errors += 1;
         }
     }
 
     /// Tells the device about the buffers added since the last kick, if it
     /// stopped looking (see the module's doc).
     fn kick(&mut self) {
-        let txq = &self.txq;
-        if self.tx_bell.ring(|| txq.should_notify()) {
-            self.transport.notify(self.tx_bell.queue);
+        if self.txq.kick(&mut self.transport) {
             self.stats.tx_kicks += 1;
         }
-        let rxq = &self.rxq;
-        if self.rx_bell.ring(|| rxq.should_notify()) {
-            self.transport.notify(self.rx_bell.queue);
+        if self.rxq.kick(&mut self.transport) {
             self.stats.rx_kicks += 1;
         }
     }
 
     fn reclaim_tx(&mut self) {
-        while let Some(token) = self.txq.peek_used() {
-            let Some((buf, len)) = self.tx_in_flight.get_mut(usize::from(token)).and_then(Option::take) else {
-                break; // a token we never issued: the device is confused; stop here
-            };
-            // SAFETY: the same buffer and length that `add` got for this token.
-            if unsafe { self.txq.pop_used(token, &[&buf[..len]], &mut []) }.is_ok() {
-                self.tx_bell.used = self.tx_bell.used.wrapping_add(1);
-            }
-            self.tx_free.push(buf);
+        while let Some(used) = self.txq.pop() {
+            self.tx_free.push(used.buf);
         }
-        // Sent buffers are reclaimed on every pass: a transmit completion
-        // needs no interrupt.
-        self.tx_bell.mute();
+        // Keep `used_event` half the index space ahead of what was taken.
+        self.txq.disable_interrupts();
     }
 }
 
-impl<H: IdentityDma, T: Transport> Nic for VirtioNet<H, T> {
+/// The entries for queue `queue`: [`QUEUE_SIZE`], or the largest power of two
+/// the device takes if that is fewer.
+fn queue_size<T: Transport>(transport: &mut T, queue: u16) -> u16 {
+    let max = u16::try_from(transport.max_queue_size(queue)).unwrap_or(u16::MAX);
+    match max.checked_ilog2() {
+        Some(log) if max < QUEUE_SIZE => 1 << log,
+        _ => QUEUE_SIZE,
+    }
+}
+
+impl<H: Hal, T: Transport> Drop for VirtioNet<H, T> {
+    fn drop(&mut self) {
+        // A reset stops the device using the rings and buffers, which are
+        // freed next.
+        self.transport.set_status(DeviceStatus::empty());
+    }
+}
+
+impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     type Rx = RxFrame;
 
     fn receive(&mut self) -> Option<RxFrame> {
         loop {
-            let token = self.rxq.peek_used()?;
-            let mut buf = self.rx.get_mut(usize::from(token)).and_then(Option::take)?;
-            // SAFETY: `buf` is the buffer given to `add` for this token.
-            let used = unsafe { self.rxq.pop_used(token, &[], &mut [&mut buf[..]]) };
-            let hdr = self.header_len;
-            match used.map(|n| n as usize) {
-                Ok(len) if len > hdr && len <= buf.len() => {
+            let Some(used) = self.rxq.pop() else {
+                // Caught up: an interrupt for the next frame. One that came
+                // before the device saw the request raised none: look again.
+                if self.rxq.enable_interrupts() {
+                    continue;
+                }
+                return None;
+            };
+            match used.written {
+                Some(end) if end > self.header_len => {
                     self.stats.rx_frames += 1;
-                    return Some(RxFrame { buf, start: hdr, end: len });
+                    return Some(RxFrame { buf: used.buf, start: self.header_len, end });
                 }
                 _ => {
                     self.stats.rx_errors += 1;
-                    self.repost(buf);
+                    self.repost(used.buf);
                 }
             }
         }
@@ -400,9 +252,9 @@ impl<H: IdentityDma, T: Transport> Nic for VirtioNet<H, T> {
         if len > self.max_frame_len() {
             return None;
         }
-        if self.txq.available_desc() == 0 {
+        if self.txq.free() == 0 {
             self.reclaim_tx();
-            if self.txq.available_desc() == 0 {
+            if self.txq.free() == 0 {
                 // The device has a whole queue to send: make sure it knows.
                 self.kick();
                 self.stats.tx_queue_full += 1;
@@ -410,24 +262,18 @@ impl<H: IdentityDma, T: Transport> Nic for VirtioNet<H, T> {
             }
         }
         let mut buf = self.tx_free.pop().unwrap_or_else(|| vec![0u8; self.buf_len].into_boxed_slice());
-        let hdr = self.header_len;
-        let total = hdr + len;
+        let total = self.header_len + len;
+        let (header, frame) = buf.get_mut(..total)?.split_at_mut(self.header_len);
         // No offloads: flags, GSO type and the rest of the header are zero
         // (and a recycled buffer may hold an old frame's bytes there).
-        buf.get_mut(..hdr)?.fill(0);
-        let result = f(buf.get_mut(hdr..total)?);
-        // SAFETY: `buf` moves into `tx_in_flight` and is not touched until the
-        // device hands the token back in `reclaim_tx`.
-        match unsafe { self.txq.add(&[&buf[..total]], &mut []) } {
-            Ok(token) => {
-                if let Some(slot) = self.tx_in_flight.get_mut(usize::from(token)) {
-                    *slot = Some((buf, total));
-                }
-                self.tx_bell.added = self.tx_bell.added.wrapping_add(1);
+        header.fill(0);
+        let result = f(frame);
+        match self.txq.push(buf, total, BufferDirection::DriverToDevice) {
+            Ok(()) => {
                 self.stats.tx_frames += 1;
                 Some(result)
             }
-            Err(_) => {
+            Err(buf) => {
                 self.tx_free.push(buf);
                 self.stats.tx_queue_full += 1;
                 None
@@ -448,7 +294,322 @@ impl<H: IdentityDma, T: Transport> Nic for VirtioNet<H, T> {
         self.mtu
     }
 
+    /// The device's `status` (VIRTIO_NET_F_STATUS); a device without it has
+    /// its link always up (§5.1.4). A read of the device's configuration: under
+    /// emulation a trap, so for after a configuration interrupt, not per pass.
     fn link_up(&self) -> bool {
-        self.link_up
+        if self.features & F_STATUS == 0 {
+            return true;
+        }
+        // An unreadable field tells nothing, as if there were none.
+        self.transport.read_config_space::<u16>(CONFIG_STATUS).map_or(true, |s| s & S_LINK_UP != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::{DeviceQueue, FakeHal, FakeTransport, State};
+    use alloc::rc::Rc;
+    use core::cell::RefCell;
+
+    const MAC: [u8; 6] = [0x52, 0x54, 0, 0, 0, 7];
+
+    struct Rig {
+        nic: VirtioNet<FakeHal, FakeTransport>,
+        state: Rc<RefCell<State>>,
+        rx: DeviceQueue,
+        tx: DeviceQueue,
+    }
+
+    /// A device offering `features` (plus ones we do not take), with `status`
+    /// and `mtu` in its config space.
+    fn rig_with(features: u64, status: u16, mtu: u16) -> Rig {
+        let mut config = MAC.to_vec();
+        config.extend_from_slice(&status.to_le_bytes());
+        config.extend_from_slice(&1u16.to_le_bytes());
+        config.extend_from_slice(&mtu.to_le_bytes());
+        let state = Rc::new(RefCell::new(State {
+            device_features: features | 1 << 0 | 1 << 11, // CSUM, HOST_TSO4: not taken
+            max_queue_size: 1024,
+            config,
+            ..State::default()
+        }));
+        let nic = VirtioNet::new(FakeTransport { state: state.clone() }).expect("device");
+        let q = |i: usize| DeviceQueue::new(state.borrow().queues[i].expect("queue set"));
+        let (rx, tx) = (q(0), q(1));
+        Rig { nic, state, rx, tx }
+    }
+
+    fn rig() -> Rig {
+        rig_with(FEATURES, S_LINK_UP, 9000)
+    }
+
+    impl Rig {
+        fn notified(&self) -> [u32; 2] {
+            self.state.borrow().notified
+        }
+
+        /// The device receives `frame` into the next receive buffer.
+        fn deliver(&mut self, frame: &[u8]) {
+            let d = self.rx.take().expect("a receive buffer");
+            let mut bytes = vec![0u8; HEADER_LEN];
+            bytes.extend_from_slice(frame);
+            self.rx.write(&d, &bytes);
+            self.rx.complete(u32::from(d.id), bytes.len() as u32, true);
+        }
+
+        /// The device sends everything queued; the frames, headers stripped.
+        fn send_all(&mut self) -> Vec<Vec<u8>> {
+            let mut sent = Vec::new();
+            while let Some(d) = self.tx.take() {
+                let bytes = self.tx.read(&d);
+                assert_eq!(&bytes[..HEADER_LEN], &[0; HEADER_LEN], "no offloads");
+                sent.push(bytes[HEADER_LEN..].to_vec());
+                self.tx.complete(u32::from(d.id), 0, true);
+            }
+            sent
+        }
+
+        /// Receive buffers the device holds.
+        fn rx_posted(&self) -> u16 {
+            self.rx.avail_idx().wrapping_sub(self.rx.last_avail)
+        }
+    }
+
+    #[test]
+    fn init_negotiates_and_fills_the_receive_queue() {
+        let r = rig();
+        let s = r.state.borrow();
+        assert_eq!(s.driver_features, FEATURES, "only what we drive");
+        assert!(s.status.contains(DeviceStatus::DRIVER_OK));
+        assert_eq!(s.queues.map(|q| q.map(|q| q.size)), [Some(QUEUE_SIZE); 2]);
+        drop(s);
+        assert_eq!((r.nic.mac(), r.nic.mtu(), r.nic.max_frame_len()), (MAC, 9000, 9014));
+        assert_eq!(r.rx_posted(), QUEUE_SIZE);
+        assert_eq!(r.notified(), [1, 0], "one doorbell for the whole receive queue");
+        assert_eq!(r.tx.used_event(), 0x8000, "no transmit interrupts");
+        assert_eq!(r.rx.used_event(), 0, "an interrupt for the first frame");
+    }
+
+    #[test]
+    fn mtu_and_mac_only_when_offered_and_sane() {
+        assert_eq!(rig_with(FEATURES & !F_MTU, 1, 9000).nic.mtu(), DEFAULT_MTU);
+        assert_eq!(rig_with(FEATURES, 1, 60).nic.mtu(), DEFAULT_MTU, "below IPv4's minimum");
+        assert_eq!(rig_with(FEATURES & !F_MAC, 1, 9000).nic.mac(), [0; 6]);
+    }
+
+    #[test]
+    fn smaller_device_queues_are_taken() {
+        let state = Rc::new(RefCell::new(State {
+            device_features: FEATURES,
+            max_queue_size: 200,
+            config: vec![0; 12],
+            ..State::default()
+        }));
+        let nic = VirtioNet::<FakeHal, _>::new(FakeTransport { state: state.clone() }).expect("device");
+        assert_eq!(state.borrow().queues[0].map(|q| q.size), Some(128));
+        drop(nic);
+        assert_eq!(state.borrow().status, DeviceStatus::empty(), "reset when dropped");
+    }
+
+    #[test]
+    fn refused_features_fail_init() {
+        let state = Rc::new(RefCell::new(State {
+            device_features: FEATURES,
+            max_queue_size: 256,
+            config: vec![0; 12],
+            refuse_features: true,
+            ..State::default()
+        }));
+        let r = VirtioNet::<FakeHal, _>::new(FakeTransport { state: state.clone() });
+        assert_eq!(r.err(), Some(Error::Unsupported));
+        assert!(state.borrow().status.contains(DeviceStatus::FAILED));
+    }
+
+    #[test]
+    fn received_frames_are_lent_and_refilled() {
+        let mut r = rig();
+        // Twice round the ring: buffers come back as frames are recycled.
+        for i in 0..600u32 {
+            let frame = vec![i as u8; 60 + (i as usize % 1400)];
+            r.deliver(&frame);
+            let rx = r.nic.receive().expect("a frame");
+            assert_eq!(rx.as_ref(), &frame[..]);
+            assert_eq!(r.rx_posted(), QUEUE_SIZE - 1, "lent out");
+            r.nic.recycle(rx);
+            assert_eq!(r.rx_posted(), QUEUE_SIZE, "refilled");
+            assert!(r.nic.receive().is_none());
+        }
+        assert_eq!(r.nic.stats().rx_frames, 600);
+        assert_eq!(r.nic.stats().rx_errors, 0);
+    }
+
+    #[test]
+    fn receive_doorbell_only_when_the_device_ran_dry() {
+        let mut r = rig();
+        // The device has a full ring and wants to hear at entry 256 + 256:
+        // refills before that need no doorbell.
+        r.rx.set_avail_event(QUEUE_SIZE.wrapping_mul(2));
+        for _ in 0..10 {
+            r.deliver(&[1; 64]);
+        }
+        while let Some(rx) = r.nic.receive() {
+            r.nic.recycle(rx);
+        }
+        r.nic.service();
+        assert_eq!(r.notified()[0], 1);
+        // A device that took the last buffer waits for the next one.
+        r.rx.set_avail_event(r.rx.avail_idx());
+        r.deliver(&[1; 64]);
+        let rx = r.nic.receive().expect("a frame");
+        r.nic.recycle(rx);
+        r.nic.service();
+        r.nic.service();
+        assert_eq!(r.notified()[0], 2, "once");
+    }
+
+    #[test]
+    fn receive_interrupt_only_after_catching_up() {
+        let mut r = rig();
+        r.deliver(&[1; 64]);
+        assert_eq!(r.rx.interrupts, 1, "idle driver: interrupt");
+        r.deliver(&[2; 64]);
+        r.deliver(&[3; 64]);
+        assert_eq!(r.rx.interrupts, 1, "driver behind: no more");
+        let a = r.nic.receive().expect("frame");
+        let b = r.nic.receive().expect("frame");
+        r.deliver(&[4; 64]);
+        assert_eq!(r.rx.interrupts, 1, "still behind");
+        let c = r.nic.receive().expect("frame");
+        let d = r.nic.receive().expect("frame");
+        assert!(r.nic.receive().is_none());
+        for f in [a, b, c, d] {
+            r.nic.recycle(f);
+        }
+        r.deliver(&[5; 64]);
+        assert_eq!(r.rx.interrupts, 2, "caught up: interrupt again");
+    }
+
+    #[test]
+    fn a_burst_rings_the_transmit_doorbell_once() {
+        let mut r = rig();
+        for i in 0..10u8 {
+            assert_eq!(r.nic.transmit(60, |b| b.fill(i)), Some(()));
+        }
+        assert_eq!(r.notified()[1], 0, "nothing before the burst ends");
+        r.nic.service();
+        assert_eq!(r.notified()[1], 1);
+        let sent = r.send_all();
+        assert_eq!(sent, (0..10u8).map(|i| vec![i; 60]).collect::<Vec<_>>());
+        // The device waits at entry 10: the next burst rings once more.
+        r.tx.set_avail_event(10);
+        for _ in 0..5 {
+            r.nic.transmit(60, |b| b.fill(0));
+        }
+        r.nic.service();
+        assert_eq!(r.notified()[1], 2);
+        // Still working (avail_event not yet reached): no doorbell.
+        r.tx.set_avail_event(40);
+        for _ in 0..5 {
+            r.nic.transmit(60, |b| b.fill(0));
+        }
+        r.nic.service();
+        assert_eq!(r.notified()[1], 2);
+        assert_eq!(r.nic.stats().tx_kicks, 2);
+    }
+
+    #[test]
+    fn sent_buffers_come_back_without_interrupts() {
+        let mut r = rig();
+        // Many times round the ring, reclaimed by `service` each pass.
+        for pass in 0..300u32 {
+            for _ in 0..200 {
+                assert!(r.nic.transmit(100, |b| b.fill(pass as u8)).is_some(), "pass {pass}");
+            }
+            r.nic.service();
+            assert_eq!(r.send_all().len(), 200);
+            r.nic.service();
+        }
+        assert_eq!(r.tx.interrupts, 0);
+        assert_eq!(r.nic.stats().tx_frames, 60_000);
+        assert!(r.nic.tx_free.len() <= usize::from(QUEUE_SIZE), "buffers recycled, not piling up");
+    }
+
+    #[test]
+    fn a_full_transmit_queue_refuses_and_kicks() {
+        let mut r = rig();
+        for _ in 0..QUEUE_SIZE {
+            assert!(r.nic.transmit(60, |_| ()).is_some());
+        }
+        assert_eq!(r.nic.transmit(60, |_| ()), None);
+        assert_eq!(r.nic.stats().tx_queue_full, 1);
+        assert_eq!(r.notified()[1], 1, "the device told about the full queue");
+        assert_eq!(r.send_all().len(), usize::from(QUEUE_SIZE));
+        assert_eq!(r.nic.transmit(60, |_| ()), Some(()), "reclaimed when needed");
+    }
+
+    #[test]
+    fn oversized_frames_are_refused() {
+        let mut r = rig();
+        assert_eq!(r.nic.transmit(9015, |_| ()), None);
+        assert_eq!(r.nic.transmit(9014, |b| b.len()), Some(9014));
+    }
+
+    #[test]
+    fn link_status_is_read_from_the_device() {
+        let r = rig();
+        assert!(r.nic.link_up());
+        r.state.borrow_mut().config[CONFIG_STATUS] = 0;
+        assert!(!r.nic.link_up());
+        r.state.borrow_mut().config[CONFIG_STATUS] = 3; // up, and an announce
+        assert!(r.nic.link_up());
+        // No status feature: always up, whatever the field says.
+        let r = rig_with(FEATURES & !F_STATUS, 0, 1500);
+        assert!(r.nic.link_up());
+    }
+
+    #[test]
+    fn configuration_interrupts_are_told_apart() {
+        let mut r = rig();
+        r.state.borrow_mut().isr = InterruptStatus::QUEUE_INTERRUPT;
+        assert!(!r.nic.ack_interrupt());
+        r.state.borrow_mut().isr = InterruptStatus::DEVICE_CONFIGURATION_INTERRUPT;
+        assert!(r.nic.ack_interrupt());
+    }
+
+    #[test]
+    fn lying_receive_completions_are_dropped_and_the_queue_stays_full() {
+        let mut r = rig();
+        let buf_len = r.nic.buf_len as u32;
+        let d = r.rx.take().expect("buffer");
+        r.rx.complete(u32::from(d.id), buf_len + 1, true); // longer than the buffer
+        let d = r.rx.take().expect("buffer");
+        r.rx.complete(u32::from(d.id), HEADER_LEN as u32, true); // a header, no frame
+        r.rx.complete(4000, 64, true); // no such descriptor
+        r.deliver(&[9; 64]);
+        let rx = r.nic.receive().expect("the good frame");
+        assert_eq!(rx.as_ref(), &[9; 64]);
+        r.nic.recycle(rx);
+        assert!(r.nic.receive().is_none());
+        let s = r.nic.stats();
+        assert_eq!((s.rx_frames, s.rx_errors), (1, 2));
+        assert_eq!((s.rx_faults.bad_len, s.rx_faults.bad_id), (1, 1));
+        assert_eq!(r.rx_posted(), QUEUE_SIZE, "dropped buffers went back");
+    }
+
+    #[test]
+    fn lying_transmit_completions_do_not_lose_buffers() {
+        let mut r = rig();
+        r.nic.transmit(60, |_| ());
+        r.nic.service();
+        let d = r.tx.take().expect("frame");
+        r.tx.complete(u32::from(QUEUE_SIZE), 0, true);
+        r.tx.complete(u32::from(d.id), u32::MAX, true);
+        r.nic.service();
+        let s = r.nic.stats();
+        assert_eq!((s.tx_faults.bad_id, s.tx_faults.bad_len), (1, 1));
+        assert_eq!(r.nic.txq.free(), usize::from(QUEUE_SIZE));
+        assert_eq!(r.nic.tx_free.len(), 1);
     }
 }

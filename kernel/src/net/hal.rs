@@ -43,10 +43,6 @@ unsafe impl Hal for KernelHal {
     unsafe fn unshare(_paddr: PhysAddr, _buffer: NonNull<[u8]>, _direction: BufferDirection) {}
 }
 
-// SAFETY: as above, every frame is identity-mapped for as long as it is
-// allocated, so a DMA buffer is readable at its physical address.
-unsafe impl drivers::virtio_net::IdentityDma for KernelHal {}
-
 /// Our port-I/O configuration access in the shape `virtio-drivers` asks for.
 pub struct PciConfig;
 

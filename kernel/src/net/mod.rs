@@ -59,9 +59,6 @@ pub struct Link {
     pub sockets: SocketSet<'static>,
     stack_queue: VecDeque<Vec<u8>>,
     scratch: Vec<u8>,
-    /// virtio-net's `status` field (bit 0: link up) in the device's config
-    /// structure, mapped with its BAR; `None` when the device has none.
-    link_status: Option<u64>,
 }
 
 /// The appliance's network: every NIC, the netdevs on them, the RDMA core
@@ -103,35 +100,12 @@ pub fn probe(
             .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok());
         let Some(nic) = nic else { continue };
         match net.add_link(nic, f.interrupt_line, now) {
-            Ok(i) => {
-                net.links[i].link_status = link_status_address(f);
-                net.refresh_carrier(i);
-            }
+            Ok(i) => net.refresh_carrier(i),
             Err(e) => log::error!("{}: {e}", f.bdf),
         }
     }
     (!net.links.is_empty()).then_some(net)
 }
-/// Where virtio-net's `status` field is: the vendor capability of type 4
-/// (device configuration) names a BAR and an offset; `status` follows the MAC.
-fn link_status_address(f: &Function) -> Option<u64> {
-    use kbase::pci::{Bar, Capability, ConfigAccess};
-    const DEVICE_CFG: u8 = 4;
-    const STATUS_OFFSET: u64 = 6;
-    let offset = f.capabilities.iter().find_map(|c| match *c {
-        Capability::Vendor { offset, cfg_type: DEVICE_CFG } => Some(offset),
-        _ => None,
-    })?;
-    let bar = usize::from(crate::pci::CONFIG.read8(f.bdf, offset.wrapping_add(4)));
-    let within = u64::from(crate::pci::CONFIG.read32(f.bdf, offset.wrapping_add(8)));
-    match f.bars.get(bar).copied().flatten() {
-        Some(Bar::Memory { addr, size, .. }) if within + STATUS_OFFSET + 2 <= size => {
-            Some(addr + within + STATUS_OFFSET)
-        }
-        _ => None,
-    }
-}
-
 impl Net {
     fn new(rdma: rdma::Rdma) -> Self {
         let mut netdevs = Netdevs::new();
@@ -182,7 +156,6 @@ impl Net {
             sockets: SocketSet::new(Vec::new()),
             stack_queue: queue,
             scratch,
-            link_status: None,
         });
         let i = self.links.len() - 1;
         self.sync_addresses(i);
@@ -192,12 +165,7 @@ impl Net {
     /// Reads link `i`'s status and tells the netdev layer (NETDEV_CHANGE
     /// when it changed; the RDMA port follows).
     fn refresh_carrier(&mut self, i: usize) {
-        let Some(addr) = self.links.get(i).and_then(|l| l.link_status) else { return };
-        // SAFETY: `addr` lies in the device's memory BAR (checked against its
-        // size), identity-mapped when the bus was scanned; reading the status
-        // field has no side effect.
-        let status = unsafe { core::ptr::read_volatile(addr as *const u16) };
-        let up = status & 1 != 0;
+        let Some(up) = self.links.get(i).map(|l| l.nic.link_up()) else { return };
         let name = String::from(self.name(i));
         if let Err(e) = self.netdevs.set_carrier(&name, up) {
             log::warn!("{name}: carrier: {e}");
