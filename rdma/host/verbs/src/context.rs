@@ -472,10 +472,13 @@ impl Context {
 
     /// `rdma link add NAME type TYPE netdev NETDEV`; the new device's index.
     pub fn link_add(&self, name: &str, link_type: &str, netdev: &str) -> Result<u32> {
+        fn field<const N: usize>(what: &'static str, name: &str) -> Result<[u8; N]> {
+            name_field(name).map_err(|error| Error::Name { what, name: name.to_string(), error })
+        }
         let req = cmd::LinkAddReq {
-            dev_name: name_field(name).ok_or(Error::InvalidArgument("device name too long or contains NUL"))?,
-            link_type: name_field(link_type).ok_or(Error::InvalidArgument("link type too long or contains NUL"))?,
-            netdev: name_field(netdev).ok_or(Error::InvalidArgument("netdev name too long or contains NUL"))?,
+            dev_name: field("device name", name)?,
+            link_type: field("link type", link_type)?,
+            netdev: field("netdev name", netdev)?,
         };
         let r: cmd::HandleResp = self.inner.call(nr::LINK_ADD, &req)?;
         Ok(r.handle)
