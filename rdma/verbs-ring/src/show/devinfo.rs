@@ -10,7 +10,7 @@ use super::{DeviceView, PortView};
 use crate::cmd::{DeviceAttr, GidEntry, gid_type};
 
 /// `ibv_devinfo -l`: how many devices, then their names.
-pub fn list<'a>(out: &mut dyn Write, names: &[&'a str]) -> fmt::Result {
+pub fn list(out: &mut dyn Write, names: &[&str]) -> fmt::Result {
     let n = names.len();
     writeln!(out, "{n} HCA{} found:", if n == 1 { "" } else { "s" })?;
     for name in names {
