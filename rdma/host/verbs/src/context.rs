@@ -277,13 +277,15 @@ pub struct Link {
     pub netdev_index: u32,
     pub node_guid: u64,
     pub sys_image_guid: u64,
+    /// The LINK_SHOW answer itself, what `verbs_ring::show` formats.
+    pub info: cmd::LinkInfo,
 }
 
 impl Link {
     fn from_info(i: &cmd::LinkInfo) -> Link {
         Link {
             dev_index: i.dev_index,
-            name: verbs_ring::wire::name_str(&i.dev_name).unwrap_or("?").to_string(),
+            name: verbs_ring::show::words::name(&i.dev_name).to_string(),
             port: i.port_num,
             port_state: i.port_state,
             phys_state: i.phys_state,
@@ -291,6 +293,7 @@ impl Link {
             netdev_index: i.netdev_index,
             node_guid: i.node_guid,
             sys_image_guid: i.sys_image_guid,
+            info: *i,
         }
     }
 }
