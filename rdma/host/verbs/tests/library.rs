@@ -279,7 +279,10 @@ fn errors_are_typed() {
     assert_eq!(e.to_string(), "CREATE_CQ refused by the firmware: EINVAL (invalid argument)");
     assert_eq!(dev.query_port(2).err().unwrap().status(), Some(Status::EINVAL));
     assert_eq!(ctx.link_add("rxe0", "rxe", "eth0").err().unwrap().status(), Some(Status::EEXIST));
-    assert!(matches!(ctx.link_add(&"x".repeat(40), "rxe", "eth0"), Err(Error::InvalidArgument(_))));
+    let e = ctx.link_add(&"x".repeat(40), "rxe", "eth0").err().unwrap();
+    assert!(matches!(e, Error::Name { what: "device name", .. }), "{e:?}");
+    assert_eq!(e.errno().0, "ENAMETOOLONG");
+    assert!(e.to_string().ends_with(": name of 40 bytes is too long (the ring's name field holds at most 31)"), "{e}");
 
     let pd = dev.alloc_pd().unwrap();
     assert!(matches!(pd.reg_mr(0, AccessFlags::LOCAL_WRITE), Err(Error::InvalidArgument(_))));
