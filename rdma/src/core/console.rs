@@ -78,11 +78,7 @@ pub fn view(core: &RdmaCore, dev: &Device) -> Result<DeviceView, Error> {
             gids: p.gid_table().iter().map(|(i, g)| uverbs::gid_entry(i as u32, Some(g))).collect(),
         })
         .collect();
-    Ok(DeviceView {
-        link: link(core, dev, 1)?,
-        attr: uverbs::device_attr(dev.attr(), dev.phys_port_cnt()),
-        ports,
-    })
+    Ok(DeviceView { link: link(core, dev, 1)?, attr: uverbs::device_attr(dev.attr(), dev.phys_port_cnt()), ports })
 }
 
 /// iproute2's `matches()`: `arg` is a non-empty prefix of `word`.

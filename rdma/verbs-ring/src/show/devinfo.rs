@@ -27,7 +27,13 @@ pub fn write(out: &mut dyn Write, dev: &DeviceView, verbose: bool) -> fmt::Resul
     // (IBV_TRANSPORT_IB) over an Ethernet link.
     writeln!(out, "\ttransport:\t\t\tInfiniBand (0)")?;
     // libibverbs makes the string from the number, so rxe (fw_ver 0) shows 0.0.0.
-    writeln!(out, "\tfw_ver:\t\t\t\t{}.{}.{}", (a.fw_ver >> 32) & 0xffff, (a.fw_ver >> 16) & 0xffff, a.fw_ver & 0xffff)?;
+    writeln!(
+        out,
+        "\tfw_ver:\t\t\t\t{}.{}.{}",
+        (a.fw_ver >> 32) & 0xffff,
+        (a.fw_ver >> 16) & 0xffff,
+        a.fw_ver & 0xffff
+    )?;
     writeln!(out, "\tnode_guid:\t\t\t{}", Guid(a.node_guid))?;
     writeln!(out, "\tsys_image_guid:\t\t\t{}", Guid(a.sys_image_guid))?;
     writeln!(out, "\tvendor_id:\t\t\t0x{:04x}", a.vendor_id)?;

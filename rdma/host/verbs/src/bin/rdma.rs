@@ -4,8 +4,8 @@
 //! iproute2 (`rdma l s`, `rdma res`).
 
 use clap::Parser;
-use verbs::cli::{RingArgs, fail};
 use verbs::Context;
+use verbs::cli::{RingArgs, fail};
 use verbs_ring::show;
 
 #[derive(Parser)]
