@@ -69,7 +69,7 @@ fn linux_6_1_observation_is_reproduced() {
     assert_eq!(sh(&mut core, &net, "rdma link add rxe0 type rxe netdev eth0").as_deref(), Ok(""));
     assert_eq!(
         sh(&mut core, &net, "rdma link show").as_deref(),
-        Ok("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0\n")
+        Ok("link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0 \n")
     );
 
     // GID[0] and GID[1] as Linux shows them; the other 1022 slots empty.
@@ -122,7 +122,7 @@ fn console_session_like_the_qemu_test() {
     let mut core = core();
     sh(&mut core, &net, "rdma link add rxe0 type rxe netdev eth0").unwrap();
     let gids = sh(&mut core, &net, "show_gids").unwrap();
-    assert!(gids.contains("rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1 \tv2\teth0\n"));
+    assert!(gids.contains("rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1  \tv2\teth0\n"));
     assert!(gids.ends_with("n_gids_found=2\n"));
 
     // ip addr add 10.0.0.2/24 dev eth0
@@ -131,7 +131,7 @@ fn console_session_like_the_qemu_test() {
     core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(added), net[0].clone())).unwrap();
     core.process_events();
     let gids = sh(&mut core, &net, "show_gids rxe0").unwrap();
-    assert!(gids.contains("rxe0\t1\t2\t0000:0000:0000:0000:0000:ffff:0a00:0002\t10.0.0.2 \tv2\teth0\n"));
+    assert!(gids.contains("rxe0\t1\t2\t0000:0000:0000:0000:0000:ffff:0a00:0002\t10.0.0.2  \tv2\teth0\n"));
     assert!(gids.ends_with("n_gids_found=3\n"));
 
     // ip addr del 10.0.0.1/24 dev eth0
@@ -149,7 +149,7 @@ fn console_session_like_the_qemu_test() {
     core.process_events();
     assert_eq!(
         sh(&mut core, &net, "rdma link").as_deref(),
-        Ok("link rxe0/1 state DOWN physical_state DISABLED netdev eth0\n")
+        Ok("link rxe0/1 state DOWN physical_state DISABLED netdev eth0 \n")
     );
     assert_eq!(core.query_port(0, 1).map(|a| a.state), Ok(PortState::Down));
     assert!(sh(&mut core, &net, "rdma statistic").unwrap().contains(" link_downed 1 "));

@@ -223,6 +223,39 @@ fn a_killed_host_client_has_its_objects_reclaimed() {
     assert!(a.cmd("rdma link").is_ok());
 }
 
+/// The console and the host tools format the same ring command types with
+/// the same code (`verbs_ring::show`): for one appliance, each tool prints
+/// the same text on the console as on the host.
+#[test]
+fn the_console_and_the_host_tools_print_the_same_text() {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let shm = Ivshmem::temp("same-text", REGION);
+    let mut a = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    assert_eq!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    for (console, tool, args) in [
+        ("ibv_devinfo", "ibv_devinfo", ""),
+        ("ibv_devinfo -v", "ibv_devinfo", "-v"),
+        ("ibv_devinfo -v -d rxe0", "ibv_devinfo", "-v -d rxe0"),
+        ("ibv_devices", "ibv_devices", ""),
+        ("show_gids", "show_gids", ""),
+        ("rdma link show", "rdma", "link show"),
+        ("rdma dev show", "rdma", "dev show"),
+    ] {
+        let on_console = a.cmd(console).unwrap();
+        let child = tests::tool::spawn(tool, &shm.path, args).unwrap();
+        let (ok, on_host) = tests::tool::finish(child, WAIT).unwrap();
+        assert!(ok, "host `{tool} {args}` failed:\n{on_host}");
+        assert_eq!(on_console, on_host, "`{console}` on the console and on the host");
+        assert!(on_host.contains("rxe0"), "`{console}`:\n{on_host}");
+    }
+}
+
 /// Runs the host tool `rc_pingpong` on both appliances' rings: `server_ring`
 /// serves on TCP `port` (on the host), the other connects; returns both outputs.
 fn rc_pingpong_tool(

@@ -1,5 +1,9 @@
 //! The console's RDMA commands: argument parsing in iproute2 / rdma-core style,
-//! executed through the NLDEV control API and printed by [`show`].
+//! changes executed through the NLDEV control API. What the tools print
+//! comes from [`verbs_ring::show`], the formatters the host tools use too,
+//! fed with the core's state converted to the ring's command types by the
+//! uverbs provider's own conversions ([`view`]): the console and a host
+//! tool print the same text for the same appliance.
 //!
 //! Supported (words may be abbreviated to a prefix, as iproute2 allows):
 //! - `rdma link add NAME type TYPE netdev NETDEV`
@@ -16,12 +20,66 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
+use verbs_ring::cmd::{DEV_NAME_LEN, LinkInfo, Status};
+use verbs_ring::show::{self as tools, DeviceView, PortView};
+use verbs_ring::wire::name_field;
+
 use super::device::Device;
 use super::error::Error;
 use super::netdev::NetdevProvider;
 use super::nldev::NldevMsg;
 use super::rdma_core::RdmaCore;
 use super::show;
+use crate::uverbs;
+
+/// Devices in index order, as a LINK_SHOW dump reports them.
+fn by_index(core: &RdmaCore) -> Vec<&Device> {
+    let mut devs: Vec<&Device> = core.devices().collect();
+    devs.sort_by_key(|d| d.index());
+    devs
+}
+
+/// The device by name, or the console's error for it.
+fn named<'a>(core: &'a RdmaCore, name: &str) -> Result<&'a Device, Error> {
+    core.device_by_name(name).ok_or_else(|| Error::NoSuchDevice(String::from(name)))
+}
+
+/// Refuses a device name the ring could not carry: every device the console
+/// makes must be one host tools can see.
+fn fits_the_ring(name: &str) -> Result<(), Error> {
+    name_field::<DEV_NAME_LEN>(name)
+        .map(|_| ())
+        .map_err(|_| Error::InvalidName { name: String::from(name), reason: "longer than the ring's 31-byte names" })
+}
+
+/// Port `port` of `dev` as the ring's LINK_SHOW answer.
+fn link(core: &RdmaCore, dev: &Device, port: u32) -> Result<LinkInfo, Error> {
+    if dev.port(port).is_none() {
+        return Err(Error::NoSuchPort { device: String::from(dev.name()), port });
+    }
+    uverbs::link_info(core, dev.index(), port).map_err(|s| match s {
+        Status::ENAMETOOLONG => {
+            Error::InvalidName { name: String::from(dev.name()), reason: "does not fit the ring's name fields" }
+        }
+        _ => Error::NoSuchDevice(String::from(dev.name())),
+    })
+}
+
+/// `dev` as the ring describes it: LINK_SHOW, QUERY_DEVICE, QUERY_PORT and
+/// the GID table, each through the conversion the uverbs provider answers
+/// the ring with.
+pub fn view(core: &RdmaCore, dev: &Device) -> Result<DeviceView, Error> {
+    let ports = dev
+        .ports()
+        .iter()
+        .map(|p| PortView {
+            num: p.num(),
+            attr: uverbs::port_attr(p.attr()),
+            gids: p.gid_table().iter().map(|(i, g)| uverbs::gid_entry(i as u32, Some(g))).collect(),
+        })
+        .collect();
+    Ok(DeviceView { link: link(core, dev, 1)?, attr: uverbs::device_attr(dev.attr(), dev.phys_port_cnt()), ports })
+}
 
 /// iproute2's `matches()`: `arg` is a non-empty prefix of `word`.
 fn matches(arg: &str, word: &str) -> bool {
@@ -64,28 +122,22 @@ pub fn run(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &m
         "ibv_devinfo" => ibv_devinfo(core, rest, out),
         "ibv_devices" => {
             extra(rest)?;
-            writeln!(out, "    device          \t   node GUID")?;
-            writeln!(out, "    ------          \t----------------")?;
-            for dev in core.devices() {
-                writeln!(out, "    {:<16}\t{:016x}", dev.name(), dev.attr().node_guid.0)?;
-            }
+            let links = by_index(core).into_iter().map(|d| link(core, d, 1)).collect::<Result<Vec<_>, _>>()?;
+            tools::devices::write(out, &links)?;
             Ok(())
         }
         "show_gids" => {
             let devs: Vec<&Device> = match rest {
-                [] => core.devices().collect(),
-                [name] => vec_of(core.device_by_name(name), name)?,
+                [] => by_index(core),
+                [name] => alloc::vec![named(core, name)?],
                 [_, more, ..] => return extra(&[more]),
             };
-            show::show_gids(out, devs)?;
+            let views = devs.into_iter().map(|d| view(core, d)).collect::<Result<Vec<_>, _>>()?;
+            tools::gids::write(out, &views)?;
             Ok(())
         }
         other => Err(unknown(other)),
     }
-}
-
-fn vec_of<'a>(dev: Option<&'a Device>, name: &str) -> Result<Vec<&'a Device>, Error> {
-    dev.map(|d| alloc::vec![d]).ok_or_else(|| Error::NoSuchDevice(String::from(name)))
 }
 
 fn rdma(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
@@ -105,16 +157,17 @@ fn rdma(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut 
 
 fn rdma_link(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
     match args.split_first() {
-        None => link_show(core, net, None, out),
+        None => link_show(core, None, out),
         Some((cmd, rest)) if matches(cmd, "show") || matches(cmd, "list") => match rest {
-            [] => link_show(core, net, None, out),
-            [target] => link_show(core, net, Some(target), out),
+            [] => link_show(core, None, out),
+            [target] => link_show(core, Some(target), out),
             [_, more, ..] => extra(&[more]),
         },
         Some((cmd, rest)) if matches(cmd, "add") => {
             let Some((name, kv)) = rest.split_first() else {
                 return Err(Error::BadArgument(String::from("usage: rdma link add NAME type TYPE netdev NETDEV")));
             };
+            fits_the_ring(name)?;
             let (mut link_type, mut netdev) = (None, None);
             let mut it = kv.iter();
             while let Some(key) = it.next() {
@@ -142,37 +195,36 @@ fn rdma_link(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: 
     }
 }
 
-fn link_show(
-    core: &mut RdmaCore,
-    net: &dyn NetdevProvider,
-    target: Option<&str>,
-    out: &mut dyn Write,
-) -> Result<(), Error> {
-    let replies = match target {
-        None => core.nldev(net, &NldevMsg::port_dump(None))?,
+fn link_show(core: &RdmaCore, target: Option<&str>, out: &mut dyn Write) -> Result<(), Error> {
+    let (devs, only_port) = match target {
+        None => (by_index(core), None),
         Some(t) => {
             let (name, port) = dev_port(t)?;
-            let index = core.registry().index_of(name)?;
-            match port {
-                Some(p) => core.nldev(net, &NldevMsg::port_get(index, p))?,
-                None => core.nldev(net, &NldevMsg::port_dump(Some(index)))?,
-            }
+            (alloc::vec![named(core, name)?], port)
         }
     };
-    show::rdma_link_show(out, &replies)?;
+    for dev in devs {
+        match only_port {
+            Some(p) => tools::rdma_link::write(out, &link(core, dev, p)?)?,
+            None => {
+                for port in dev.ports() {
+                    tools::rdma_link::write(out, &link(core, dev, port.num())?)?;
+                }
+            }
+        }
+    }
     Ok(())
 }
 
 fn rdma_dev(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
     let show_target = |core: &mut RdmaCore, target: Option<&str>, out: &mut dyn Write| {
-        let replies = match target {
-            None => core.nldev(net, &NldevMsg::get_dump())?,
-            Some(name) => {
-                let index = core.registry().index_of(name)?;
-                core.nldev(net, &NldevMsg::get(index))?
-            }
+        let devs = match target {
+            None => by_index(core),
+            Some(name) => alloc::vec![named(core, name)?],
         };
-        show::rdma_dev_show(out, &replies)?;
+        for dev in devs {
+            tools::rdma_dev::write(out, &link(core, dev, 1)?)?;
+        }
         Ok(())
     };
     match args.split_first() {
@@ -184,6 +236,7 @@ fn rdma_dev(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &
         },
         Some((cmd, rest)) if matches(cmd, "set") => match rest {
             [dev, key, new] if matches(key, "name") => {
+                fits_the_ring(new)?;
                 let index = core.registry().index_of(dev)?;
                 core.nldev(net, &NldevMsg::set_name(index, new))?;
                 Ok(())
@@ -235,14 +288,14 @@ fn ibv_devinfo(core: &RdmaCore, args: &[&str], out: &mut dyn Write) -> Result<()
         }
     }
     let devs: Vec<&Device> = match only {
-        Some(name) => vec_of(core.device_by_name(name), name)?,
-        None => core.devices().collect(),
+        Some(name) => alloc::vec![named(core, name)?],
+        None => by_index(core),
     };
     if devs.is_empty() {
         return Err(Error::NoSuchDevice(String::from("no IB devices found")));
     }
     for dev in devs {
-        show::ibv_devinfo(out, dev, verbose)?;
+        tools::devinfo::write(out, &view(core, dev)?, verbose)?;
     }
     Ok(())
 }
@@ -264,7 +317,8 @@ mod tests {
         let net = vec![eth0()];
         let mut core = rxe_core();
         assert_eq!(sh(&mut core, &net, "rdma link add rxe0 type rxe netdev eth0"), Ok(String::new()));
-        let expect = "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0\n";
+        // iproute2 ends every field with a blank, the last one too.
+        let expect = "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0 \n";
         assert_eq!(sh(&mut core, &net, "rdma link show").as_deref(), Ok(expect));
         assert_eq!(sh(&mut core, &net, "rdma link").as_deref(), Ok(expect));
         assert_eq!(sh(&mut core, &net, "rdma l s rxe0/1").as_deref(), Ok(expect));
@@ -292,6 +346,12 @@ mod tests {
         assert_eq!(err(&mut core, "rdma link delete rxe9").as_deref(), Some("no such RDMA device: rxe9"));
         assert_eq!(err(&mut core, "rdma bogus").as_deref(), Some("command \"bogus\" is unknown"));
         assert_eq!(err(&mut core, "ibv_devinfo").as_deref(), Some("no such RDMA device: no IB devices found"));
+        // Every device must fit the ring's name fields, or host tools could not name it.
+        let long = "rxe_0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            err(&mut core, &alloc::format!("rdma link add {long} type rxe netdev eth0")),
+            Some(alloc::format!("invalid device name \"{long}\": longer than the ring's 31-byte names"))
+        );
     }
 
     #[test]
@@ -301,7 +361,7 @@ mod tests {
         sh(&mut core, &net, "rdma link add rxe0 type rxe netdev eth0").unwrap();
         assert_eq!(
             sh(&mut core, &net, "rdma dev").as_deref(),
-            Ok("0: rxe0: node_type ca fw 6.1.0 node_guid 5054:00ff:fe00:0001 sys_image_guid 5054:00ff:fe00:0001\n")
+            Ok("0: rxe0: node_type ca node_guid 5054:00ff:fe00:0001 sys_image_guid 5054:00ff:fe00:0001 \n")
         );
         sh(&mut core, &net, "rdma dev set rxe0 name lan0").unwrap();
         assert!(sh(&mut core, &net, "rdma dev show lan0").unwrap().starts_with("0: lan0: "));
@@ -317,9 +377,46 @@ mod tests {
         assert!(stat.starts_with("link rxe0/1 sent_pkts 0 "));
         assert_eq!(sh(&mut core, &net, "rdma stat show link rxe0/1").unwrap(), stat);
         assert_eq!(sh(&mut core, &net, "rdma stat link rxe0").unwrap(), stat);
-        assert!(sh(&mut core, &net, "ibv_devinfo -d rxe0").unwrap().starts_with("hca_id:\trxe0\n"));
-        assert!(sh(&mut core, &net, "ibv_devinfo -v").unwrap().contains("GID[  1]:"));
-        assert!(sh(&mut core, &net, "show_gids rxe0").unwrap().ends_with("n_gids_found=2\n"));
+        assert_eq!(
+            sh(&mut core, &net, "ibv_devinfo -d rxe0").unwrap(),
+            "hca_id:\trxe0\n\
+             \ttransport:\t\t\tInfiniBand (0)\n\
+             \tfw_ver:\t\t\t\t0.0.0\n\
+             \tnode_guid:\t\t\t5054:00ff:fe00:0001\n\
+             \tsys_image_guid:\t\t\t5054:00ff:fe00:0001\n\
+             \tvendor_id:\t\t\t0xffffff\n\
+             \tvendor_part_id:\t\t\t0\n\
+             \thw_ver:\t\t\t\t0x0\n\
+             \tphys_port_cnt:\t\t\t1\n\
+             \t\tport:\t1\n\
+             \t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\
+             \t\t\tmax_mtu:\t\t4096 (5)\n\
+             \t\t\tactive_mtu:\t\t1024 (3)\n\
+             \t\t\tsm_lid:\t\t\t0\n\
+             \t\t\tport_lid:\t\t0\n\
+             \t\t\tport_lmc:\t\t0x00\n\
+             \t\t\tlink_layer:\t\tEthernet\n\n"
+        );
+        let verbose = sh(&mut core, &net, "ibv_devinfo -v").unwrap();
+        for line in [
+            "\tmax_qp:\t\t\t\t1048560\n",
+            "\tdevice_cap_flags:\t\t0x01223c76\n",
+            "\tatomic_cap:\t\t\tATOMIC_HCA (1)\n",
+            "\tnum_comp_vectors:\t\t1\n",
+            "\t\t\tphys_state:\t\tLINK_UP (5)\n",
+            "\t\t\tGID[  0]:\t\tfe80::5054:ff:fe00:1, RoCE v2\n",
+            "\t\t\tGID[  1]:\t\t::ffff:10.0.0.1, RoCE v2\n",
+        ] {
+            assert!(verbose.contains(line), "no {line:?} in\n{verbose}");
+        }
+        assert_eq!(
+            sh(&mut core, &net, "show_gids rxe0").unwrap(),
+            "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n\
+             ---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n\
+             rxe0\t1\t0\tfe80:0000:0000:0000:5054:00ff:fe00:0001\t\t\tv2\teth0\n\
+             rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0001\t10.0.0.1  \tv2\teth0\n\
+             n_gids_found=2\n"
+        );
         assert!(sh(&mut core, &net, "show_gids rxe9").is_err());
         assert_eq!(
             sh(&mut core, &net, "ibv_devices").unwrap(),

@@ -68,12 +68,6 @@ impl Gid {
         b.copy_from_slice(&self.0[8..]);
         u64::from_be_bytes(b)
     }
-
-    /// The compressed RFC 5952 form (`fe80::5054:ff:fe00:1`, `::ffff:10.0.0.1`),
-    /// what `inet_ntop` prints and newer `ibv_devinfo` shows for RoCE v2 GIDs.
-    pub fn compressed(&self) -> Ipv6Addr {
-        self.as_ipv6()
-    }
 }
 
 /// The full form `fe80:0000:0000:0000:5054:00ff:fe00:0001`: eight groups of
@@ -104,22 +98,6 @@ impl GidType {
     pub fn sysfs_name(&self) -> &'static str {
         match self {
             GidType::RoceV1 => "IB/RoCE v1",
-            GidType::RoceV2 => "RoCE v2",
-        }
-    }
-
-    /// The `VER` column of `show_gids`.
-    pub fn short_name(&self) -> &'static str {
-        match self {
-            GidType::RoceV1 => "v1",
-            GidType::RoceV2 => "v2",
-        }
-    }
-
-    /// How `ibv_devinfo` names the type after a GID.
-    pub fn devinfo_name(&self) -> &'static str {
-        match self {
-            GidType::RoceV1 => "RoCE v1",
             GidType::RoceV2 => "RoCE v2",
         }
     }
@@ -163,7 +141,7 @@ mod tests {
     fn default_gid_matches_linux_for_the_issue_mac() {
         let gid = Gid::default_for_mac(MAC);
         assert_eq!(gid.to_string(), "fe80:0000:0000:0000:5054:00ff:fe00:0001");
-        assert_eq!(gid.compressed().to_string(), "fe80::5054:ff:fe00:1");
+        assert_eq!(gid.as_ipv6().to_string(), "fe80::5054:ff:fe00:1");
         assert_eq!(gid.subnet_prefix(), LINK_LOCAL_PREFIX);
         assert_eq!(gid.interface_id(), 0x5054_00ff_fe00_0001);
     }
@@ -180,7 +158,7 @@ mod tests {
     fn ipv4_mapped_gid_matches_linux() {
         let gid = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(gid.to_string(), "0000:0000:0000:0000:0000:ffff:0a00:0001");
-        assert_eq!(gid.compressed().to_string(), "::ffff:10.0.0.1");
+        assert_eq!(gid.as_ipv6().to_string(), "::ffff:10.0.0.1");
         assert_eq!(gid.to_ipv4_mapped(), Some(Ipv4Addr::new(10, 0, 0, 1)));
         assert_eq!(Gid::default_for_mac(MAC).to_ipv4_mapped(), None);
     }
@@ -201,7 +179,6 @@ mod tests {
     #[test]
     fn gid_type_names() {
         assert_eq!(GidType::RoceV2.sysfs_name(), "RoCE v2");
-        assert_eq!(GidType::RoceV2.short_name(), "v2");
         assert_eq!(GidType::RoceV1.sysfs_name(), "IB/RoCE v1");
     }
 }

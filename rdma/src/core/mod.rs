@@ -14,7 +14,8 @@
 //! - ports (`rxe_port_up/down`, `rxe_set_mtu`, pkeys) in [`port`], rxe's
 //!   parameters in [`rxe_params`], hardware counters in [`counters`];
 //! - the network-stack boundary the kernel implements in [`netdev`];
-//! - console output in [`show`] and console commands in [`console`].
+//! - console commands in [`console`] (printed by `verbs_ring::show`, the
+//!   formatters the host tools share) and `rdma statistic` in [`show`].
 //!
 //! Pure logic: no kernel types, no `unsafe`, no panics on outside input.
 //! The kernel owns one [`RdmaCore`], feeds it [`NetdevEvent`]s and calls

@@ -45,6 +45,7 @@ use verbs_ring::cmd::{
 use verbs_ring::dispatch::{CqSpec, Created, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider};
 use verbs_ring::ring::{Consumer, Producer};
 use verbs_ring::table::CapSet;
+use verbs_ring::wire::name_field;
 
 /// How the provider reaches the core and the netdevs for the length of one
 /// command (the kernel keeps both behind its own cell).
@@ -89,14 +90,9 @@ pub fn status(e: &Error) -> Status {
     u16::try_from(e.errno()).map_or(Status::EIO, Status)
 }
 
-fn name_field<const N: usize>(s: &str) -> [u8; N] {
-    let mut out = [0u8; N];
-    let n = s.len().min(N - 1);
-    out[..n].copy_from_slice(&s.as_bytes()[..n]);
-    out
-}
-
-fn device_attr(d: &crate::core::DeviceAttr, ports: u32) -> cmd::DeviceAttr {
+/// The core's device attributes as the ring's QUERY_DEVICE answer (also
+/// what the console formats, so both print the same values).
+pub fn device_attr(d: &crate::core::DeviceAttr, ports: u32) -> cmd::DeviceAttr {
     cmd::DeviceAttr {
         fw_ver: d.fw_ver,
         node_guid: d.node_guid.0,
@@ -139,11 +135,14 @@ fn device_attr(d: &crate::core::DeviceAttr, ports: u32) -> cmd::DeviceAttr {
         max_pkeys: d.max_pkeys,
         local_ca_ack_delay: d.local_ca_ack_delay,
         phys_port_cnt: u8::try_from(ports).unwrap_or(u8::MAX),
-        reserved: 0,
+        // One: the firmware's poll loop serves every CQ, whatever vector
+        // CREATE_CQ names.
+        num_comp_vectors: 1,
     }
 }
 
-fn port_attr(p: &crate::core::PortAttr) -> cmd::PortAttr {
+/// The core's port attributes as the ring's QUERY_PORT answer.
+pub fn port_attr(p: &crate::core::PortAttr) -> cmd::PortAttr {
     use crate::core::port::LinkLayer;
     cmd::PortAttr {
         state: p.state as u32,
@@ -176,7 +175,28 @@ fn port_attr(p: &crate::core::PortAttr) -> cmd::PortAttr {
     }
 }
 
-fn link_info(core: &RdmaCore, dev: u32, port: u32) -> Result<LinkInfo, Status> {
+/// GID table entry `index` as the ring's QUERY_GID answer (`None`: an
+/// empty slot, all zero).
+pub fn gid_entry(index: u32, g: Option<&crate::core::GidAttr>) -> GidEntry {
+    match g {
+        Some(g) => GidEntry {
+            gid: g.gid.0,
+            index,
+            gid_type: match g.gid_type {
+                GidType::RoceV2 => cmd::gid_type::ROCE_V2,
+                _ => cmd::gid_type::ROCE_V1,
+            },
+            ndev_ifindex: g.ndev.ifindex,
+            valid: 1,
+        },
+        None => GidEntry { gid: [0; 16], index, gid_type: 0, ndev_ifindex: 0, valid: 0 },
+    }
+}
+
+/// The LINK_SHOW answer for the first device at or after index `dev`
+/// (port 0 means 1). A name that does not fit the ring's field is refused
+/// (`ENAMETOOLONG`), not cut.
+pub fn link_info(core: &RdmaCore, dev: u32, port: u32) -> Result<LinkInfo, Status> {
     let mut devices = core.devices().filter(|d| d.index() >= dev).collect::<alloc::vec::Vec<_>>();
     devices.sort_by_key(|d| d.index());
     let d = devices.first().ok_or(Status::ENODEV)?;
@@ -192,8 +212,8 @@ fn link_info(core: &RdmaCore, dev: u32, port: u32) -> Result<LinkInfo, Status> {
         phys_state: p.phys_state() as u32,
         netdev_index: d.netdev().ifindex,
         next: devices.get(1).map_or(NO_MORE, |n| n.index()),
-        dev_name: name_field::<DEV_NAME_LEN>(d.name()),
-        netdev: name_field::<IFNAME_LEN>(&d.netdev().name),
+        dev_name: name_field::<DEV_NAME_LEN>(d.name()).map_err(|_| Status::ENAMETOOLONG)?,
+        netdev: name_field::<IFNAME_LEN>(&d.netdev().name).map_err(|_| Status::ENAMETOOLONG)?,
     })
 }
 
@@ -216,19 +236,7 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
     fn query_gid(&mut self, dev: u32, port: u32, index: u32) -> Result<GidEntry, Status> {
         self.access.with(|core, _| {
             let entry = core.query_gid(dev, port, index as usize).map_err(|e| status(&e))?;
-            Ok(match entry {
-                Some(g) => GidEntry {
-                    gid: g.gid.0,
-                    index,
-                    gid_type: match g.gid_type {
-                        GidType::RoceV2 => cmd::gid_type::ROCE_V2,
-                        _ => cmd::gid_type::ROCE_V1,
-                    },
-                    ndev_ifindex: g.ndev.ifindex,
-                    valid: 1,
-                },
-                None => GidEntry { gid: [0; 16], index, gid_type: 0, ndev_ifindex: 0, valid: 0 },
-            })
+            Ok(gid_entry(index, entry))
         })
     }
 

@@ -46,6 +46,8 @@ impl Status {
     pub const EINVAL: Status = Status(22);
     /// A table is full.
     pub const ENOSPC: Status = Status(28);
+    /// A name does not fit its fixed-size field in the ABI.
+    pub const ENAMETOOLONG: Status = Status(36);
     /// Unknown command number.
     pub const ENOSYS: Status = Status(38);
     /// The request's length is not the command's request size.
@@ -56,7 +58,7 @@ impl Status {
     /// with no way to find its MAC).
     pub const EHOSTUNREACH: Status = Status(113);
 
-    const NAMES: [(Status, &'static str); 17] = [
+    const NAMES: [(Status, &'static str); 18] = [
         (Status::OK, "OK"),
         (Status::EPERM, "EPERM"),
         (Status::ENOENT, "ENOENT"),
@@ -69,6 +71,7 @@ impl Status {
         (Status::ENODEV, "ENODEV"),
         (Status::EINVAL, "EINVAL"),
         (Status::ENOSPC, "ENOSPC"),
+        (Status::ENAMETOOLONG, "ENAMETOOLONG"),
         (Status::ENOSYS, "ENOSYS"),
         (Status::EMSGSIZE, "EMSGSIZE"),
         (Status::EOPNOTSUPP, "EOPNOTSUPP"),
@@ -96,6 +99,7 @@ impl Status {
             Status::ENODEV => "no such device",
             Status::EINVAL => "invalid argument",
             Status::ENOSPC => "no space left in table",
+            Status::ENAMETOOLONG => "name too long for the ring's name field",
             Status::ENOSYS => "unknown command",
             Status::EMSGSIZE => "request size does not match the command",
             Status::EOPNOTSUPP => "operation not supported by the device",
@@ -271,7 +275,9 @@ wire_struct! {
         pub max_pkeys: u16,
         pub local_ca_ack_delay: u8,
         pub phys_port_cnt: u8,
-        pub reserved: u32,
+        /// Completion vectors of the device (`ibv_context.num_comp_vectors`,
+        /// which `ibv_devinfo -v` prints); 0 from firmware older than the field.
+        pub num_comp_vectors: u32,
     }
 }
 

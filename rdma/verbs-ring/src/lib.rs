@@ -50,6 +50,9 @@
 //! - [`wqe`]: encoding (host) and checked decoding (transport) of send and
 //!   receive WQEs;
 //! - [`area`]: the range allocator both sides use for their areas.
+//! - [`show`]: the tools' text (`ibv_devinfo`, `ibv_devices`, `show_gids`,
+//!   `rdma link` / `rdma dev`) over the command types, one formatter each,
+//!   for the firmware console and the host tools alike.
 //!
 //! Trust: the firmware trusts nothing in the region. It keeps the layout
 //! and every ring's geometry and own index privately, copies each entry out
@@ -77,6 +80,7 @@ pub mod firmware;
 pub mod host;
 pub mod ring;
 pub mod shm;
+pub mod show;
 pub mod table;
 pub mod wire;
 pub mod wqe;

@@ -201,7 +201,7 @@ impl VerbsProvider for FakeProvider {
             port_num: 1,
             port_state: 4,
             next,
-            dev_name: crate::wire::name_field(name).unwrap_or_default(),
+            dev_name: crate::wire::name_field(name).map_err(|_| Status::ENAMETOOLONG)?,
             ..Default::default()
         })
     }

@@ -108,16 +108,41 @@ pub fn to_bytes<T: Wire, const N: usize>(v: &T) -> Option<[u8; N]> {
     Some(b)
 }
 
-/// Copy `s` into a NUL-padded fixed-size name field; `None` if it does not fit
-/// with at least one NUL or contains a NUL.
-pub fn name_field<const N: usize>(s: &str) -> Option<[u8; N]> {
+/// Why a name does not go into a fixed-size name field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameError {
+    /// `len` bytes, but the field holds at most `max` (and its NUL).
+    TooLong { len: usize, max: usize },
+    /// A NUL inside the name would end it early on the other side.
+    ContainsNul,
+}
+
+impl core::fmt::Display for NameError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NameError::TooLong { len, max } => {
+                write!(f, "name of {len} bytes is too long (the ring's name field holds at most {max})")
+            }
+            NameError::ContainsNul => f.write_str("name contains a NUL byte"),
+        }
+    }
+}
+
+/// Copy `s` into a NUL-padded fixed-size name field of `N` bytes. The one
+/// rule for every name in the ABI: a name that does not fit with its NUL is
+/// refused, never truncated (a cut name could be another device's name).
+pub fn name_field<const N: usize>(s: &str) -> Result<[u8; N], NameError> {
     let bytes = s.as_bytes();
-    if bytes.len() >= N || bytes.contains(&0) {
-        return None;
+    if bytes.contains(&0) {
+        return Err(NameError::ContainsNul);
+    }
+    let max = N.saturating_sub(1);
+    if bytes.len() > max {
+        return Err(NameError::TooLong { len: bytes.len(), max });
     }
     let mut out = [0u8; N];
     out[..bytes.len()].copy_from_slice(bytes);
-    Some(out)
+    Ok(out)
 }
 
 /// The string in a NUL-padded name field: up to the first NUL, which must
@@ -160,7 +185,13 @@ mod tests {
     fn names_are_nul_padded_and_checked() {
         let f: [u8; 8] = name_field("rxe0").unwrap();
         assert_eq!(name_str(&f), Some("rxe0"));
-        assert_eq!(name_field::<4>("rxe0"), None);
+        assert_eq!(name_field::<5>("rxe0").map(|f| f[3]), Ok(b'0'));
+        assert_eq!(name_field::<4>("rxe0"), Err(NameError::TooLong { len: 4, max: 3 }));
+        assert_eq!(name_field::<8>("rx\0e"), Err(NameError::ContainsNul));
+        assert_eq!(
+            alloc::format!("{}", NameError::TooLong { len: 17, max: 15 }),
+            "name of 17 bytes is too long (the ring's name field holds at most 15)"
+        );
         assert_eq!(name_str(b"no-nul"), None);
         assert_eq!(name_str(&[0xff, 0]), None);
     }

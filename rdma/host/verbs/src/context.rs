@@ -277,13 +277,15 @@ pub struct Link {
     pub netdev_index: u32,
     pub node_guid: u64,
     pub sys_image_guid: u64,
+    /// The LINK_SHOW answer itself, what `verbs_ring::show` formats.
+    pub info: cmd::LinkInfo,
 }
 
 impl Link {
     fn from_info(i: &cmd::LinkInfo) -> Link {
         Link {
             dev_index: i.dev_index,
-            name: verbs_ring::wire::name_str(&i.dev_name).unwrap_or("?").to_string(),
+            name: verbs_ring::show::words::name(&i.dev_name).to_string(),
             port: i.port_num,
             port_state: i.port_state,
             phys_state: i.phys_state,
@@ -291,6 +293,7 @@ impl Link {
             netdev_index: i.netdev_index,
             node_guid: i.node_guid,
             sys_image_guid: i.sys_image_guid,
+            info: *i,
         }
     }
 }
@@ -472,10 +475,13 @@ impl Context {
 
     /// `rdma link add NAME type TYPE netdev NETDEV`; the new device's index.
     pub fn link_add(&self, name: &str, link_type: &str, netdev: &str) -> Result<u32> {
+        fn field<const N: usize>(what: &'static str, name: &str) -> Result<[u8; N]> {
+            name_field(name).map_err(|error| Error::Name { what, name: name.to_string(), error })
+        }
         let req = cmd::LinkAddReq {
-            dev_name: name_field(name).ok_or(Error::InvalidArgument("device name too long or contains NUL"))?,
-            link_type: name_field(link_type).ok_or(Error::InvalidArgument("link type too long or contains NUL"))?,
-            netdev: name_field(netdev).ok_or(Error::InvalidArgument("netdev name too long or contains NUL"))?,
+            dev_name: field("device name", name)?,
+            link_type: field("link type", link_type)?,
+            netdev: field("netdev name", netdev)?,
         };
         let r: cmd::HandleResp = self.inner.call(nr::LINK_ADD, &req)?;
         Ok(r.handle)

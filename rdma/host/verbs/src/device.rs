@@ -4,6 +4,7 @@
 //! protection domains and completion queues.
 
 use verbs_ring::cmd::{self, nr};
+use verbs_ring::show::{DeviceView, PortView};
 
 use crate::context::{Context, Link};
 use crate::error::{Error, Result};
@@ -103,6 +104,20 @@ impl Device {
             index = page.next;
         }
         Err(Error::Protocol("GID table paging did not end".into()))
+    }
+
+    /// What the tools print about this device (`verbs_ring::show`): its
+    /// link, attributes, and every port (or only `only_port`) with its GIDs.
+    pub fn view(&self, only_port: Option<u8>) -> Result<DeviceView> {
+        let attr = self.query_device()?;
+        let mut ports = Vec::new();
+        for num in 1..=attr.phys_port_cnt {
+            if only_port.is_some_and(|p| p != num) {
+                continue;
+            }
+            ports.push(PortView { num: u32::from(num), attr: self.query_port(num)?, gids: self.gid_table(num)? });
+        }
+        Ok(DeviceView { link: self.link.info, attr, ports })
     }
 
     pub fn query_pkey(&self, port: u8, index: u32) -> Result<u16> {

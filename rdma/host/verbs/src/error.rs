@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use verbs_ring::Status;
 use verbs_ring::abi::LayoutError;
+use verbs_ring::wire::NameError;
 
 /// Why a verbs call failed.
 #[derive(Debug)]
@@ -36,6 +37,9 @@ pub enum Error {
     Protocol(String),
     /// A local check refused an argument before anything was sent (`EINVAL`).
     InvalidArgument(&'static str),
+    /// A name does not fit its field in the ring's ABI (`ENAMETOOLONG`):
+    /// `what` names the field ("device name", "netdev name", ...).
+    Name { what: &'static str, name: String, error: NameError },
     /// The send or receive queue is full (`ENOMEM`, as `ibv_post_send`).
     QueueFull,
     /// The context's buffer area has no room for the memory asked (`ENOMEM`).
@@ -61,6 +65,7 @@ impl Error {
             Error::Lost => ("ENOTCONN", 107),
             Error::Protocol(_) => ("EPROTO", 71),
             Error::InvalidArgument(_) => ("EINVAL", 22),
+            Error::Name { .. } => ("ENAMETOOLONG", 36),
             Error::QueueFull | Error::OutOfBufferSpace { .. } => ("ENOMEM", 12),
         }
     }
@@ -91,6 +96,7 @@ impl fmt::Display for Error {
             Error::Lost => f.write_str("the firmware reclaimed this context (lease expired or protocol error)"),
             Error::Protocol(what) => write!(f, "ring protocol error: {what}"),
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::Name { what, name, error } => write!(f, "{what} {name:?}: {error}"),
             Error::QueueFull => f.write_str("work queue full"),
             Error::OutOfBufferSpace { requested, free } => {
                 write!(f, "no room for {requested} bytes in the context's buffer area ({free} free)")

@@ -106,7 +106,7 @@ impl Dest {
             self.lid,
             self.qpn,
             self.psn,
-            names::gid_compact(&self.gid)
+            verbs_ring::show::words::GidText(&self.gid)
         );
     }
 }

@@ -4,8 +4,9 @@
 //! iproute2 (`rdma l s`, `rdma res`).
 
 use clap::Parser;
+use verbs::Context;
 use verbs::cli::{RingArgs, fail};
-use verbs::{Context, names};
+use verbs_ring::show;
 
 #[derive(Parser)]
 #[command(name = "rdma", about = "RDMA tool for the appliance (iproute2 syntax)")]
@@ -93,17 +94,10 @@ fn link(ctx: &Context, cmd: &str, rest: &[String]) -> verbs::Result<()> {
                 continue;
             }
             found = true;
-            let mut line = format!(
-                "link {}/{} state {} physical_state {}",
-                l.name,
-                l.port,
-                names::link_state(l.port_state),
-                names::phys_state(l.phys_state)
-            );
-            if !l.netdev.is_empty() {
-                line += &format!(" netdev {}", l.netdev);
-            }
-            println!("{line}");
+            let mut line = String::new();
+            // Writing into a String cannot fail.
+            let _ = show::rdma_link::write(&mut line, &l.info);
+            print!("{line}");
         }
         if let (Some(d), false) = (dev, found) {
             return Err(verbs::Error::NoDevice(d));
@@ -141,17 +135,12 @@ fn dev_show(ctx: &Context, filter: Option<&String>) -> verbs::Result<()> {
         Some(n) => vec![ctx.device(Some(n))?],
         None => ctx.devices()?,
     };
+    let mut out = String::new();
     for d in devs {
-        let a = d.query_device()?;
-        println!(
-            "{}: {}: node_type ca fw {} node_guid {} sys_image_guid {}",
-            d.index(),
-            d.name(),
-            names::fw_ver(a.fw_ver),
-            names::guid(a.node_guid),
-            names::guid(a.sys_image_guid)
-        );
+        // Writing into a String cannot fail.
+        let _ = show::rdma_dev::write(&mut out, &d.link().info);
     }
+    print!("{out}");
     Ok(())
 }
 

@@ -544,8 +544,8 @@ impl VerbsProvider for Loopback {
             phys_state: 5,
             netdev_index: 2,
             next,
-            dev_name: name_field(name).unwrap_or_default(),
-            netdev: name_field(netdev).unwrap_or_default(),
+            dev_name: name_field(name).map_err(|_| Status::ENAMETOOLONG)?,
+            netdev: name_field(netdev).map_err(|_| Status::ENAMETOOLONG)?,
         })
     }
 }
