@@ -14,7 +14,7 @@
 
 use crate::net::Net;
 use crate::net::memory::ApplianceMemory;
-use crate::net::rdma::{NicSink, rxe_now};
+use crate::net::rdma::NicSink;
 use crate::poll::{Task, Timers};
 use crate::time::{Duration, Instant};
 use alloc::rc::Rc;
@@ -86,10 +86,10 @@ impl TransportAccess for NetAccess {
         result
     }
 
-    fn resolve_ipv4(&self, ip: Ipv4Addr, now: rdma::rxe::time::Instant) -> MacResolution {
+    fn resolve_ipv4(&self, ip: Ipv4Addr, now: Instant) -> MacResolution {
         let mut guard = self.net.borrow_mut();
         let Some(net) = guard.as_mut() else { return MacResolution::Failed };
-        match net.neigh.lookup_or_request(ip, Instant::from_micros(now.micros())) {
+        match net.neigh.lookup_or_request(ip, now) {
             Resolution::Known(mac) => MacResolution::Known(EthernetAddress(mac.0)),
             Resolution::Pending => MacResolution::Pending,
             Resolution::Failed => MacResolution::Failed,
@@ -146,7 +146,7 @@ impl Task for Verbs {
     fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
         // The data path first: completions the network produced this pass go
         // out now, whatever the beat.
-        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now)).moved());
+        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), now).moved());
         let mut commands = false;
         if now >= self.next_tick {
             match crate::prof::TICK.time(|| self.firmware.tick(&*self.mem)) {
@@ -157,7 +157,7 @@ impl Task for Verbs {
                     commands = report.commands > 0;
                     if commands {
                         // A command may have brought a QP to RTS with WQEs waiting.
-                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now));
+                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), now);
                     }
                 }
                 Err(e) => {

@@ -10,7 +10,7 @@ use alloc::string::String;
 use core::fmt::{self, Write};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use kbase::time::Duration;
+use vocab::time::Duration;
 
 use crate::addr::{Mac, is_link_local};
 use crate::neigh::NeighTable;
@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn neigh_show_lines() {
         use crate::neigh::{NeighConfig, NeighTable};
-        use kbase::time::Instant;
+        use vocab::time::Instant;
         let mut t = NeighTable::new(2, crate::netdev::IfName::try_from("eth0").unwrap(), MAC1, NeighConfig::default());
         t.set_local_addrs(&[parse_ipv4_cidr("10.0.0.1/24").unwrap()]);
         t.lookup_or_request(Ipv4Addr::new(10, 0, 0, 3), Instant::ZERO);

@@ -29,7 +29,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use kbase::time::{Duration, Instant};
+use vocab::time::{Duration, Instant};
 use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, Ipv4Cidr};
 
 use crate::events::{NetdevEvent, NetdevEventKind};

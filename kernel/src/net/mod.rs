@@ -269,7 +269,7 @@ impl Net {
                 Steer::Rdma => match rdma.transport.as_mut() {
                     Some(t) => {
                         let sent = stats.tx_packets;
-                        prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }));
+                        prof::RX_ROCE.time(|| t.receive(frame, now, &mut rdma::NicSink { nic, stats }));
                         // ACKs held back for coalescing (when enabled) go
                         // every few frames, not only at the batch's end.
                         roce += 1;
@@ -321,7 +321,7 @@ impl Net {
     fn poll_transport(&mut self, now: Instant) {
         let Self { nic, netdevs, rdma, ifindex, .. } = self;
         let (Some(t), Some(stats)) = (rdma.transport.as_mut(), netdevs.stats_mut(*ifindex)) else { return };
-        t.poll(rdma::rxe_now(now), &mut rdma::NicSink { nic, stats });
+        t.poll(now, &mut rdma::NicSink { nic, stats });
     }
 
     /// Sends what the neighbour table queued (ARP requests and replies).
@@ -352,8 +352,7 @@ impl Net {
             .rdma
             .transport
             .as_ref()
-            .and_then(|t| t.next_deadline(rdma::rxe_now(now)))
-            .map(|t| Instant::from_micros(t.micros()));
+            .and_then(|t| t.next_deadline(now));
         [smol, ping, self.neigh.poll_at(), self.bench.deadline(), rxe, pingpong::deadline(self)]
             .into_iter()
             .flatten()

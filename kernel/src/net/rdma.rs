@@ -232,8 +232,3 @@ impl<N: Nic> FrameSink for NicSink<'_, N> {
         sent
     }
 }
-
-/// The transport's time from the kernel's.
-pub fn rxe_now(now: crate::time::Instant) -> rdma::rxe::time::Instant {
-    rdma::rxe::time::Instant::from_micros(now.as_micros())
-}

@@ -154,7 +154,7 @@ impl Wire {
             }
         };
         self.seq += 1;
-        self.queue.push(Reverse((at.micros(), self.seq, slot)));
+        self.queue.push(Reverse((at.as_micros(), self.seq, slot)));
     }
 
     /// When the next frame arrives.
@@ -165,7 +165,7 @@ impl Wire {
     /// The next frame due by `now`: `(destination node, frame)`.
     fn pop_due(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
         let &Reverse((t, _, slot)) = self.queue.peek()?;
-        if t > now.micros() {
+        if t > now.as_micros() {
             return None;
         }
         self.queue.pop();

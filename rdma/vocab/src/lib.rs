@@ -1,0 +1,23 @@
+//! The vocabulary every layer of the appliance speaks, defined once: the kernel's
+//! base and network crates, the drivers, the RDMA core and transport, and the host
+//! tools all name these types from here, so no layer converts one spelling of a
+//! word into another.
+//!
+//! - [`time`]: [`Instant`] and [`Duration`], microseconds on a monotonic clock the
+//!   caller owns (protocol code takes `now` as an argument).
+//! - [`mac`]: [`MacAddr`], a 48-bit Ethernet address.
+//!
+//! Nothing here knows smoltcp or any hardware; the kernel converts to smoltcp's
+//! own types only where it calls smoltcp.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod mac;
+pub mod time;
+
+pub use mac::MacAddr;
+pub use time::{Duration, Instant};
