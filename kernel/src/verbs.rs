@@ -28,7 +28,6 @@ use rdma::core::{NetdevProvider, RdmaCore};
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
 use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, TransportAccess};
-use rdma::wire::EthernetAddress;
 use verbs_ring::dispatch::Limits;
 use verbs_ring::{Firmware, Layout, LayoutParams, Status};
 
@@ -90,7 +89,7 @@ impl TransportAccess for NetAccess {
         let mut guard = self.net.borrow_mut();
         let Some(net) = guard.as_mut() else { return MacResolution::Failed };
         match net.neigh.lookup_or_request(ip, now) {
-            Resolution::Known(mac) => MacResolution::Known(EthernetAddress(mac.0)),
+            Resolution::Known(mac) => MacResolution::Known(mac),
             Resolution::Pending => MacResolution::Pending,
             Resolution::Failed => MacResolution::Failed,
         }

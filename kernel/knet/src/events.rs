@@ -25,9 +25,9 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::fmt;
 
-use smoltcp::wire::{EthernetAddress, Ipv4Cidr, Ipv6Cidr};
+use smoltcp::wire::{Ipv4Cidr, Ipv6Cidr};
+use vocab::MacAddr;
 
-use crate::addr::Mac;
 use crate::netdev::{IfIndex, IfName};
 
 /// A device as it was right after the change an event reports.
@@ -35,7 +35,7 @@ use crate::netdev::{IfIndex, IfName};
 pub struct DevSnapshot {
     pub ifindex: IfIndex,
     pub name: IfName,
-    pub mac: EthernetAddress,
+    pub mac: MacAddr,
     pub mtu: u32,
     /// Administratively up (`IFF_UP`).
     pub up: bool,
@@ -70,7 +70,7 @@ pub enum NetdevEventKind {
     Change,
     /// `NETDEV_CHANGEADDR`: the MAC changed; `old` is what it was (Linux only
     /// offers that in `NETDEV_PRE_CHANGEADDR`).
-    ChangeAddr { old: EthernetAddress },
+    ChangeAddr { old: MacAddr },
     /// `NETDEV_CHANGEMTU`: the MTU changed from `old`.
     ChangeMtu { old: u32 },
     /// `NETDEV_UNREGISTER`: the device is gone; its addresses were removed (with
@@ -127,7 +127,7 @@ impl fmt::Display for NetdevEvent {
             NetdevEventKind::Change => {
                 write!(f, " carrier {}", if self.dev.carrier { "on" } else { "off" })
             }
-            NetdevEventKind::ChangeAddr { old } => write!(f, " {} (was {})", Mac(self.dev.mac), Mac(old)),
+            NetdevEventKind::ChangeAddr { old } => write!(f, " {} (was {})", self.dev.mac, old),
             NetdevEventKind::ChangeMtu { old } => write!(f, " {} (was {old})", self.dev.mtu),
             NetdevEventKind::InetAddrAdd(c) | NetdevEventKind::InetAddrDel(c) => write!(f, " {c}"),
             NetdevEventKind::Inet6AddrAdd(c) | NetdevEventKind::Inet6AddrDel(c) => write!(f, " {c}"),
@@ -256,7 +256,7 @@ mod tests {
         DevSnapshot {
             ifindex: 2,
             name: IfName::try_from(name).unwrap(),
-            mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+            mac: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
             mtu: 1500,
             up: true,
             carrier: true,
@@ -321,11 +321,11 @@ mod tests {
     #[test]
     fn display_names_every_kind() {
         let c4 = Ipv4Cidr::new(core::net::Ipv4Addr::new(10, 0, 0, 2), 24);
-        let c6 = crate::addr::link_local_from_mac(EthernetAddress([0x52, 0x54, 0, 0, 0, 1]));
+        let c6 = crate::addr::link_local_from_mac(MacAddr([0x52, 0x54, 0, 0, 0, 1]));
         let cases = vec![
             (NetdevEventKind::Change, "eth0: NETDEV_CHANGE carrier on"),
             (
-                NetdevEventKind::ChangeAddr { old: EthernetAddress([0x52, 0x54, 0, 0, 0, 9]) },
+                NetdevEventKind::ChangeAddr { old: MacAddr([0x52, 0x54, 0, 0, 0, 9]) },
                 "eth0: NETDEV_CHANGEADDR 52:54:00:00:00:01 (was 52:54:00:00:00:09)",
             ),
             (NetdevEventKind::ChangeMtu { old: 9000 }, "eth0: NETDEV_CHANGEMTU 1500 (was 9000)"),

@@ -141,7 +141,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
                 else {
                     return finish(net, "no IPv4 address on the device");
                 };
-                job.frame = Some(build_frame(EthernetAddress(net.nic.mac()), mac, src, job.dst, job.frame_len));
+                job.frame = Some(build_frame(EthernetAddress(net.nic.mac()), EthernetAddress(mac.0), src, job.dst, job.frame_len));
                 job.started = now;
                 job.until = now + job.duration;
             }

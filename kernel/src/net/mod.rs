@@ -32,6 +32,7 @@ use knet::netdev::{IfIndex, NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
+use vocab::MacAddr;
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, DeviceFunction, PciRoot};
 
@@ -135,7 +136,7 @@ impl Net {
     }
 
     fn new(mut nic: NetDevice, irq: u8, now: Instant) -> Result<Self, NetdevError> {
-        let mac = EthernetAddress(nic.mac());
+        let mac = MacAddr(nic.mac());
         let mtu = nic.mtu() as u32;
         let mut netdevs = Netdevs::new();
         let rdma = rdma::Rdma::new();
@@ -150,7 +151,7 @@ impl Net {
         let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
         let neigh = NeighTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
 
-        let mut config = Config::new(HardwareAddress::Ethernet(mac));
+        let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
         config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac.0[2], mac.0[3], mac.0[4], mac.0[5]]));
         let (mut queue, mut scratch, mut stats) = (VecDeque::new(), Vec::new(), knet::steer::LinkStats::default());
         let iface = {
@@ -158,7 +159,7 @@ impl Net {
                 StackDevice { queue: &mut queue, nic: &mut nic, stats: &mut stats, scratch: &mut scratch, up: true };
             Interface::new(config, &mut dev, smol_now(now))
         };
-        log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", knet::addr::Mac(mac));
+        log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", mac);
         let mut net = Net {
             nic,
             irq,

@@ -12,13 +12,12 @@ use knet::events::{DevSnapshot, NetdevEvent as NetEvent, NetdevEventKind as NetK
 use knet::netdev::Netdevs;
 use knet::steer::LinkStats;
 use rdma::core::{Gid, RxeCounter};
-use rdma::core::{MacAddr, NetdevEvent, NetdevEventKind as Kind, NetdevInfo, NetdevProvider, RdmaCore};
+use rdma::core::{NetdevEvent, NetdevEventKind as Kind, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
 use rdma::rxe::ah::LocalPort;
 use rdma::rxe::device::Config;
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
-use rdma::wire::EthernetAddress;
 use rdma::wire::frame::{DropCounters, parse};
 
 /// The transport of the appliance's rxe device.
@@ -103,7 +102,7 @@ impl Rdma {
             self.transport = None;
             return;
         };
-        let mac = EthernetAddress(dev.netdev().mac.0);
+        let mac = dev.netdev().mac;
         let mut gids: Vec<Gid> = Vec::new();
         if let Some(port) = dev.port(1) {
             for (i, attr) in port.gid_table().iter() {
@@ -149,7 +148,7 @@ impl Rdma {
 
 /// The core's view of a netdev, from a netdev-layer snapshot.
 pub fn to_info(s: &DevSnapshot) -> NetdevInfo {
-    let mut info = NetdevInfo::new(s.ifindex, &s.name, MacAddr(s.mac.0));
+    let mut info = NetdevInfo::new(s.ifindex, &s.name, s.mac);
     info.mtu = s.mtu;
     info.up = s.up;
     info.carrier = s.carrier;

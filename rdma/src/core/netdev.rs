@@ -16,22 +16,12 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Linux interface index (`dev->ifindex`).
 pub type IfIndex = u32;
 
-/// An Ethernet MAC address.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
-pub struct MacAddr(pub [u8; 6]);
-
-impl fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = &self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
-    }
-}
+pub use vocab::MacAddr;
 
 /// What makes a netdev a VLAN device: the device it sits on and its tag.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -222,14 +212,7 @@ impl NetdevProvider for Vec<NetdevInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::string::ToString;
     use alloc::vec;
-
-    #[test]
-    fn mac_display_is_lowercase_colon_separated() {
-        let mac = MacAddr([0x52, 0x54, 0x00, 0xAB, 0x00, 0x01]);
-        assert_eq!(mac.to_string(), "52:54:00:ab:00:01");
-    }
 
     #[test]
     fn vlan_resolves_to_its_real_device() {

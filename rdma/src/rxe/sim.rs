@@ -14,7 +14,7 @@ use core::cmp::Reverse;
 
 use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
-use crate::wire::EthernetAddress;
+use crate::wire::MacAddr;
 
 use super::ah::{AhAttr, LocalPort};
 use super::cq::CqHandle;
@@ -239,8 +239,8 @@ impl FrameSink for Tx<'_> {
 }
 
 /// Node addresses: node `i` is 10.0.0.(i+1) with MAC 52:54:00:00:00:(i+1).
-pub fn node_mac(i: usize) -> EthernetAddress {
-    EthernetAddress([0x52, 0x54, 0, 0, 0, i as u8 + 1])
+pub fn node_mac(i: usize) -> MacAddr {
+    MacAddr([0x52, 0x54, 0, 0, 0, i as u8 + 1])
 }
 
 pub fn node_gid(i: usize) -> Gid {

@@ -12,7 +12,6 @@ use crate::rxe::ah::LocalPort;
 use crate::rxe::device::Config;
 use crate::rxe::sink::{FrameSink, VecSink};
 use crate::rxe::transport::RxeTransport;
-use crate::wire::EthernetAddress;
 use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::vec;
@@ -43,7 +42,7 @@ struct Node {
     shm: Rc<HeapShm>,
     transport: RefCell<Option<RxeTransport<Mem>>>,
     sent: RefCell<VecSink>,
-    arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
+    arp: RefCell<BTreeMap<Ipv4Addr, (u32, MacAddr)>>,
 }
 
 impl CoreAccess for &'static Node {
@@ -114,15 +113,15 @@ impl Node {
                 gids[i] = attr.gid;
             }
         }
-        let port = LocalPort { mac: EthernetAddress(dev.netdev().mac.0), gids };
+        let port = LocalPort { mac: dev.netdev().mac, gids };
         match t.as_mut() {
             Some(t) => *t.port_mut() = port,
             None => *t = Some(RxeTransport::new(ShmMemory(self.shm.clone()), port, Config::default())),
         }
     }
 
-    fn mac(&self) -> EthernetAddress {
-        EthernetAddress(self.net[0].mac.0)
+    fn mac(&self) -> MacAddr {
+        self.net[0].mac
     }
 }
 
@@ -513,7 +512,7 @@ fn refusals() {
     let mut ll = [0u8; 16];
     ll[..2].copy_from_slice(&[0xfe, 0x80]);
     ll[8..].copy_from_slice(&[0x50, 0x54, 0, 0xff, 0xfe, 0, 0, 2]);
-    assert_eq!(mac_of_link_local(&Gid(ll)), Some(EthernetAddress([0x52, 0x54, 0, 0, 0, 2])));
+    assert_eq!(mac_of_link_local(&Gid(ll)), Some(MacAddr([0x52, 0x54, 0, 0, 0, 2])));
     let q: verbs_ring::cmd::QueryQpResp = a
         .call(&mut x.host, nr::QUERY_QP, &verbs_ring::cmd::QueryQpReq { qp_handle: x.qp.qp_handle, attr_mask: 0 })
         .unwrap();

@@ -18,7 +18,7 @@ use super::opcode_table::OpcodeInfo;
 use super::roce::{self, RoceRepr};
 use super::udp::ROCE_V2_PORT;
 use super::{
-    EtherType, EthernetAddress, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address,
+    EtherType, MacAddr, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address,
     Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
 };
 
@@ -42,8 +42,8 @@ pub enum IpPath {
 /// sender built it (`src_*` are the peer's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Path {
-    pub src_mac: EthernetAddress,
-    pub dst_mac: EthernetAddress,
+    pub src_mac: MacAddr,
+    pub dst_mac: MacAddr,
     pub ip: IpPath,
     /// 6 bits.
     pub dscp: u8,
@@ -446,8 +446,8 @@ fn parse_ipv4(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
     let ip_packet = bytes.get(..total_len).ok_or(DropReason::Truncated)?;
     let udp_bytes = ip_packet.get(header_len..).ok_or(DropReason::Truncated)?;
     let path = Path {
-        src_mac: EthernetAddress::default(),
-        dst_mac: EthernetAddress::default(),
+        src_mac: MacAddr::default(),
+        dst_mac: MacAddr::default(),
         ip: IpPath::V4 { src: packet.src_addr(), dst: packet.dst_addr() },
         dscp: packet.dscp(),
         ecn: packet.ecn(),
@@ -475,8 +475,8 @@ fn parse_ipv6(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
     let ip_packet = bytes.get(..total_len).ok_or(DropReason::Truncated)?;
     let udp_bytes = ip_packet.get(ipv6::HEADER_LEN..).ok_or(DropReason::Truncated)?;
     let path = Path {
-        src_mac: EthernetAddress::default(),
-        dst_mac: EthernetAddress::default(),
+        src_mac: MacAddr::default(),
+        dst_mac: MacAddr::default(),
         ip: IpPath::V6 { src: packet.src_addr(), dst: packet.dst_addr(), flow_label: packet.flow_label() },
         dscp: packet.dscp(),
         ecn: packet.ecn(),
@@ -494,8 +494,8 @@ mod test {
 
     fn path_v4() -> Path {
         Path {
-            src_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
-            dst_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+            src_mac: MacAddr([0x52, 0x54, 0, 0, 0, 2]),
+            dst_mac: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
             ip: IpPath::V4 { src: Ipv4Address([10, 0, 0, 2]), dst: Ipv4Address([10, 0, 0, 1]) },
             dscp: 0,
             ecn: Ecn::NotEct,

@@ -24,7 +24,6 @@ use rdma::rxe::sink::{FrameSink, VecSink};
 use rdma::rxe::time::Instant as RxeInstant;
 use rdma::rxe::transport::RxeTransport;
 use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, ShmMemory, TransportAccess, pump};
-use rdma::wire::EthernetAddress;
 use shm_host::ShmFile;
 use verbs::{AccessFlags, Context, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
 use verbs_ring::abi::{Layout, LayoutParams};
@@ -41,7 +40,7 @@ struct Node {
     transport: RefCell<Option<RxeTransport<Mem>>>,
     sent: RefCell<VecSink>,
     /// ip -> (asks still answered "pending", MAC)
-    arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
+    arp: RefCell<BTreeMap<Ipv4Addr, (u32, MacAddr)>>,
 }
 
 #[derive(Clone)]
@@ -100,11 +99,11 @@ fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
         }
         gids[i] = attr.gid;
     }
-    let port = LocalPort { mac: EthernetAddress(mac(n)), gids };
+    let port = LocalPort { mac: MacAddr(mac(n)), gids };
     let transport = RxeTransport::new(ShmMemory(shm.clone()), port, Config::default());
     let mut arp = BTreeMap::new();
     // One "pending" answer first, so hosts go through their EAGAIN retry.
-    arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, EthernetAddress(mac(peer))));
+    arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, MacAddr(mac(peer))));
     Rc::new(Node {
         core: RefCell::new(core),
         net,
