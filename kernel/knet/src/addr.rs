@@ -9,8 +9,7 @@ use alloc::string::{String, ToString};
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::{Ipv4Cidr, Ipv6Cidr};
-use vocab::MacAddr;
+use vocab::{Ipv4Cidr, Ipv6Cidr, MacAddr};
 
 /// Why an address string was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]

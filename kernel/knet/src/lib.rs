@@ -31,4 +31,4 @@ pub mod neigh;
 pub mod netdev;
 pub mod steer;
 
-pub use smoltcp::wire::{IpCidr, Ipv4Cidr, Ipv6Cidr};
+pub use vocab::{IpCidr, Ipv4Cidr, Ipv6Cidr};

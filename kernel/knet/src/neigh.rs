@@ -30,11 +30,11 @@ use core::fmt;
 use core::net::Ipv4Addr;
 
 use vocab::time::{Duration, Instant};
-use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress as SmolMac, EthernetFrame, EthernetProtocol, Ipv4Cidr};
-use vocab::MacAddr;
+use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress as SmolMac, EthernetFrame, EthernetProtocol};
+use vocab::{IfIndex, Ipv4Cidr, MacAddr};
 
 use crate::events::{NetdevEvent, NetdevEventKind};
-use crate::netdev::{IfIndex, IfName};
+use crate::netdev::IfName;
 
 /// An Ethernet ARP frame without padding: 14 bytes of Ethernet, 28 of ARP.
 pub const ARP_FRAME_LEN: usize = 42;
@@ -215,7 +215,7 @@ impl NeighTable {
         if ev.dev.ifindex != self.ifindex {
             return;
         }
-        self.dev = ev.dev.name.clone();
+        self.dev = IfName::try_from(ev.dev.name.as_str()).unwrap_or_default();
         self.local.clone_from(&ev.dev.ipv4);
         match ev.kind {
             NetdevEventKind::ChangeAddr { .. } => {

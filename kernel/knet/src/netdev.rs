@@ -13,15 +13,11 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::{IpCidr, Ipv4Cidr, Ipv6Cidr};
-use vocab::MacAddr;
+use vocab::{IfIndex, IpCidr, Ipv4Cidr, Ipv6Cidr, MacAddr};
 
 use crate::addr::{self, AddrError, AddrSpec};
-use crate::events::{DevSnapshot, NetdevEventKind, NetdevNotifier, NotifierChain, SubscriberId};
+use crate::events::{NetdevEventKind, NetdevInfo, NetdevNotifier, NotifierChain, SubscriberId};
 use crate::steer::LinkStats;
-
-/// Linux interface index (`dev->ifindex`).
-pub type IfIndex = u32;
 
 /// A device name: at most 15 bytes, Linux's `IFNAMSIZ` less the NUL.
 pub type IfName = heapless::String<15>;
@@ -189,14 +185,15 @@ impl Netdev {
     }
 
     /// The device as an event payload.
-    pub fn snapshot(&self) -> DevSnapshot {
-        DevSnapshot {
+    pub fn snapshot(&self) -> NetdevInfo {
+        NetdevInfo {
             ifindex: self.ifindex,
-            name: self.name.clone(),
+            name: self.name.as_str().into(),
             mac: self.mac,
             mtu: self.mtu,
             up: self.admin_up,
             carrier: self.carrier,
+            vlan: None,
             ipv4: self.ipv4.clone(),
             ipv6: self.ipv6.iter().map(|a| a.cidr).collect(),
         }

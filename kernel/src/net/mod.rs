@@ -28,11 +28,11 @@ use drivers::virtio_net::VirtioNet;
 use hal::{KernelHal, PciConfig};
 use kbase::pci::Function;
 use knet::neigh::{NeighConfig, NeighTable};
-use knet::netdev::{IfIndex, NetdevConfig, NetdevError, Netdevs};
+use knet::netdev::{NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
 use smoltcp::iface::{Config, Interface, SocketSet};
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
-use vocab::MacAddr;
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Cidr, Ipv6Cidr};
+use vocab::{IfIndex, MacAddr};
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, DeviceFunction, PciRoot};
 
@@ -240,7 +240,10 @@ impl Net {
         self.neigh.set_local_addrs(&v4);
         self.iface.update_ip_addrs(|addrs| {
             addrs.clear();
-            for c in v4.iter().map(|c| IpCidr::Ipv4(*c)).chain(v6.iter().map(|c| IpCidr::Ipv6(*c))) {
+            // smoltcp's own cidr types, converted here where smoltcp is configured.
+            let v4 = v4.iter().map(|c| IpCidr::Ipv4(Ipv4Cidr::new(c.address(), c.prefix_len())));
+            let v6 = v6.iter().map(|c| IpCidr::Ipv6(Ipv6Cidr::new(c.address(), c.prefix_len())));
+            for c in v4.chain(v6) {
                 // smoltcp holds 8; the netdev may hold more, which smoltcp then won't answer for.
                 let _ = addrs.push(c);
             }

@@ -8,11 +8,10 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 use drivers::ivshmem::IvshmemRegion;
 use drivers::nic::Nic;
-use knet::events::{DevSnapshot, NetdevEvent as NetEvent, NetdevEventKind as NetKind};
 use knet::netdev::Netdevs;
 use knet::steer::LinkStats;
 use rdma::core::{Gid, RxeCounter};
-use rdma::core::{NetdevEvent, NetdevEventKind as Kind, NetdevInfo, NetdevProvider, RdmaCore};
+use rdma::core::{NetdevEvent, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
 use rdma::rxe::ah::LocalPort;
 use rdma::rxe::device::Config;
@@ -124,9 +123,9 @@ impl Rdma {
     }
 
     /// A netdev-chain subscriber that forwards every event to the core's queue.
-    pub fn notifier(&self) -> impl FnMut(&NetEvent) + 'static {
+    pub fn notifier(&self) -> impl FnMut(&NetdevEvent) + 'static {
         let pending = self.pending.clone();
-        move |ev: &NetEvent| pending.borrow_mut().push(to_core_event(ev))
+        move |ev: &NetdevEvent| pending.borrow_mut().push(ev.clone())
     }
 
     /// Hands queued netdev events to the core and lets it process them in order.
@@ -146,41 +145,13 @@ impl Rdma {
     }
 }
 
-/// The core's view of a netdev, from a netdev-layer snapshot.
-pub fn to_info(s: &DevSnapshot) -> NetdevInfo {
-    let mut info = NetdevInfo::new(s.ifindex, &s.name, s.mac);
-    info.mtu = s.mtu;
-    info.up = s.up;
-    info.carrier = s.carrier;
-    info.ipv4 = s.ipv4.iter().map(|c| c.address()).collect();
-    info.ipv6 = s.ipv6.iter().map(|c| c.address()).collect();
-    info
-}
-
-fn to_core_event(ev: &NetEvent) -> NetdevEvent {
-    let kind = match ev.kind {
-        NetKind::Register => Kind::Register,
-        NetKind::Up => Kind::Up,
-        NetKind::Down => Kind::Down,
-        NetKind::Change => Kind::Change,
-        NetKind::ChangeAddr { .. } => Kind::ChangeAddr,
-        NetKind::ChangeMtu { .. } => Kind::ChangeMtu,
-        NetKind::Unregister => Kind::Unregister,
-        NetKind::InetAddrAdd(c) => Kind::InetAddrAdd(c.address()),
-        NetKind::InetAddrDel(c) => Kind::InetAddrDel(c.address()),
-        NetKind::Inet6AddrAdd(c) => Kind::Inet6AddrAdd(c.address()),
-        NetKind::Inet6AddrDel(c) => Kind::Inet6AddrDel(c.address()),
-    };
-    NetdevEvent::new(kind, to_info(&ev.dev))
-}
-
 /// The netdev table as the core's control path queries it.
 pub struct Provider<'a>(pub &'a Netdevs);
 
 impl NetdevProvider for Provider<'_> {
     fn for_each_netdev(&self, f: &mut dyn FnMut(&NetdevInfo)) {
         for dev in self.0.iter() {
-            f(&to_info(&dev.snapshot()));
+            f(&dev.snapshot());
         }
     }
 }

@@ -6,6 +6,10 @@
 //! - [`time`]: [`Instant`] and [`Duration`], microseconds on a monotonic clock the
 //!   caller owns (protocol code takes `now` as an argument).
 //! - [`mac`]: [`MacAddr`], a 48-bit Ethernet address.
+//! - [`cidr`]: an interface address with its prefix length ([`Ipv4Cidr`],
+//!   [`Ipv6Cidr`], [`IpCidr`]) over `core::net` addresses.
+//! - [`netdev`]: [`IfIndex`], a device snapshot ([`NetdevInfo`]) and the notifier
+//!   event ([`NetdevEvent`], [`NetdevEventKind`]).
 //!
 //! Nothing here knows smoltcp or any hardware; the kernel converts to smoltcp's
 //! own types only where it calls smoltcp.
@@ -16,8 +20,12 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod cidr;
 pub mod mac;
+pub mod netdev;
 pub mod time;
 
+pub use cidr::{IpCidr, Ipv4Cidr, Ipv6Cidr};
 pub use mac::MacAddr;
+pub use netdev::{IfIndex, NetdevEvent, NetdevEventKind, NetdevInfo, VlanInfo};
 pub use time::{Duration, Instant};
