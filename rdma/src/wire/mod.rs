@@ -159,7 +159,7 @@ pub use self::psn::Psn;
 pub use self::reth::{Packet as RethPacket, Repr as RethRepr};
 pub use self::roce::{ExtHeaders, RoceRepr};
 pub use vocab::MacAddr;
-pub use self::udp::{Packet as UdpPacket, ROCE_V2_PORT, Repr as UdpRepr};
+pub use self::udp::{Packet as UdpPacket, ROCE_V2_UDP_PORT, Repr as UdpRepr};
 
 /// A header view or parse failed: the buffer is shorter than the header, or a length
 /// field in it points past the buffer.
