@@ -21,6 +21,14 @@
 //!
 //! Time is an argument ([`Instant`]); nothing here reads a clock.
 //!
+//! Why smoltcp keeps a cache of its own: smoltcp 0.14 gives no way to feed or
+//! read its neighbour cache (`iface::neighbor` is a private module and
+//! `Interface` has no method that fills or looks up an entry), so it cannot
+//! serve the RDMA path, and this table cannot serve smoltcp's ICMP and `ping`.
+//! Both learn from the same ARP frames; the double work is kept to the learning:
+//! smoltcp alone answers requests (the kernel sets
+//! [`NeighConfig::answer_requests`] off), so each request gets one reply.
+//!
 //! IPv6 neighbour discovery is not done yet: RoCE over IPv6 GIDs cannot resolve
 //! a peer's MAC through this table.
 

@@ -40,12 +40,6 @@ pub type NetDevice = VirtioNet<KernelHal, PciTransport>;
 
 /// Frames taken from the NIC per pass, so other tasks get their turn.
 const RX_BUDGET: usize = 256;
-/// RoCE frames received between two flushes of the ACKs the transport held
-/// back: few enough that a requester waiting on one is not held up long
-/// (under TCG a frame takes ~20 us), enough to fold a burst of small
-/// messages' ACKs into one.
-const ACK_BATCH: usize = 4;
-
 /// The appliance's network: one NIC, its netdev and the stacks above it.
 pub struct Net {
     pub nic: NetDevice,
@@ -257,7 +251,6 @@ impl Net {
         let Self { nic, netdevs, neigh, rdma, bench, stack_queue, ifindex, .. } = self;
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         let mut n = 0;
-        let mut roce = 0;
         while n < RX_BUDGET {
             let t = prof::start();
             let Some(rx) = nic.receive() else { break };
@@ -270,28 +263,16 @@ impl Net {
                 continue;
             }
             match steer(frame, mac, stats) {
+                // The transport decides when its ACKs go and when to kick the NIC.
                 Steer::Rdma => match rdma.transport.as_mut() {
-                    Some(t) => {
-                        let sent = stats.tx_packets;
-                        prof::RX_ROCE.time(|| t.receive(frame, now, &mut rdma::NicSink { nic, stats }));
-                        // ACKs held back for coalescing (when enabled) go
-                        // every few frames, not only at the batch's end.
-                        roce += 1;
-                        if roce % ACK_BATCH == 0 {
-                            t.flush_acks(&mut rdma::NicSink { nic, stats });
-                        }
-                        // An ACK, or the packets an ACK let out, go now: the
-                        // peer waits for them, and the rest of this batch
-                        // may take a while.
-                        if stats.tx_packets != sent {
-                            prof::KICK.time(|| nic.service());
-                        }
-                    }
+                    Some(t) => prof::RX_ROCE.time(|| t.receive(frame, now, &mut rdma::NicSink { nic, stats })),
                     None => rdma.rx.receive(frame),
                 },
                 Steer::Arp => {
                     // smoltcp answers requests (and learns from them, as Linux
-                    // does); the neighbour table learns for the RDMA path.
+                    // does); the neighbour table learns for the RDMA path. Two
+                    // caches, because smoltcp's cannot be fed or read (see
+                    // knet::neigh's module doc).
                     if let Err(e) = neigh.process_arp(frame, now) {
                         log::debug!("arp: {e}");
                     }
@@ -308,15 +289,8 @@ impl Net {
             nic.recycle(rx);
             prof::RX_NIC.add_cycles(prof::start().saturating_sub(t));
         }
-        // The batch is over: what is still held back goes now.
-        if roce > 0
-            && let Some(t) = rdma.transport.as_mut()
-        {
-            let sent = stats.tx_packets;
-            t.flush_acks(&mut rdma::NicSink { nic, stats });
-            if stats.tx_packets != sent {
-                prof::KICK.time(|| nic.service());
-            }
+        if let Some(t) = rdma.transport.as_mut() {
+            t.end_batch(&mut rdma::NicSink { nic, stats });
         }
         n
     }
