@@ -14,7 +14,7 @@
 
 use crate::net::Net;
 use crate::net::memory::ApplianceMemory;
-use crate::net::rdma::{NicSink, rxe_now};
+use crate::net::rdma::NicSink;
 use crate::poll::{Task, Timers};
 use crate::time::{Duration, Instant};
 use alloc::rc::Rc;
@@ -28,7 +28,6 @@ use rdma::core::{NetdevProvider, RdmaCore};
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
 use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, TransportAccess};
-use rdma::wire::EthernetAddress;
 use verbs_ring::dispatch::Limits;
 use verbs_ring::{Firmware, Layout, LayoutParams, Status};
 
@@ -85,13 +84,13 @@ impl TransportAccess for NetAccess {
         result
     }
 
-    fn resolve_ipv4(&self, ip: Ipv4Addr, now: rdma::rxe::time::Instant) -> MacResolution {
+    fn resolve_ipv4(&self, ip: Ipv4Addr, now: Instant) -> MacResolution {
         let mut guard = self.net.borrow_mut();
         let Some(net) = guard.as_mut() else { return MacResolution::Failed };
         let link = net.link_for(ip);
         let Some(link) = net.links.get_mut(link) else { return MacResolution::Failed };
-        match link.neigh.lookup_or_request(ip, Instant::from_micros(now.micros())) {
-            Resolution::Known(mac) => MacResolution::Known(EthernetAddress(mac.0)),
+        match link.neigh.lookup_or_request(ip, now) {
+            Resolution::Known(mac) => MacResolution::Known(mac),
             Resolution::Pending => MacResolution::Pending,
             Resolution::Failed => MacResolution::Failed,
         }
@@ -148,7 +147,7 @@ impl Task for Verbs {
     fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
         // The data path first: completions the network produced this pass go
         // out now, whatever the beat.
-        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now)).moved());
+        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), now).moved());
         let mut commands = false;
         if now >= self.next_tick {
             match crate::prof::TICK.time(|| self.firmware.tick(&*self.mem)) {
@@ -159,7 +158,7 @@ impl Task for Verbs {
                     commands = report.commands > 0;
                     if commands {
                         // A command may have brought a QP to RTS with WQEs waiting.
-                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), rxe_now(now));
+                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), now);
                     }
                 }
                 Err(e) => {

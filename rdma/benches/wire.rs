@@ -6,15 +6,15 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use rdma::wire::frame::{self, FrameRepr, IpPath, Path};
-use rdma::wire::{BthRepr, Ecn, EthernetAddress, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr, icrc, sport};
+use rdma::wire::{BthRepr, Ecn, MacAddr, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr, icrc, sport};
 
 const SAMPLES: usize = 41;
 const SAMPLE_TIME: Duration = Duration::from_millis(20);
 
 fn path() -> Path {
     Path {
-        src_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
-        dst_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+        src_mac: MacAddr([0x52, 0x54, 0, 0, 0, 2]),
+        dst_mac: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
         ip: IpPath::V4 { src: Ipv4Address([10, 0, 0, 2]), dst: Ipv4Address([10, 0, 0, 1]) },
         dscp: 0,
         ecn: Ecn::NotEct,

@@ -7,7 +7,7 @@ use rdma::wire::frame::{self, FrameRepr, IpPath, Path};
 use rdma::wire::opcode_table::{self, Header, TABLE};
 use rdma::wire::{
     AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr, BthPacket, BthRepr,
-    DethPacket, DethRepr, Ecn, EtherType, EthernetAddress, EthernetPacket, EthernetRepr, ExtHeaders, IethPacket,
+    DethPacket, DethRepr, Ecn, EtherType, MacAddr, EthernetPacket, EthernetRepr, ExtHeaders, IethPacket,
     IethRepr, ImmDtPacket, ImmDtRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Opcode,
     Psn, RethPacket, RethRepr, RoceRepr, Syndrome, UdpPacket, UdpRepr, icrc, roce,
 };
@@ -115,8 +115,8 @@ fn restrict(mut ext: ExtHeaders, opcode: Opcode) -> ExtHeaders {
     ext
 }
 
-fn mac() -> impl Strategy<Value = EthernetAddress> {
-    any::<[u8; 6]>().prop_map(EthernetAddress)
+fn mac() -> impl Strategy<Value = MacAddr> {
+    any::<[u8; 6]>().prop_map(MacAddr)
 }
 
 fn path() -> impl Strategy<Value = Path> {

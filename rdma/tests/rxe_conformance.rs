@@ -160,7 +160,7 @@ fn timeout_then_retransmit() {
     assert_eq!(st.retransmitted_pkts, 3);
     assert_eq!(sim.nodes[1].stats().get(RxeCounter::DuplicateRequest), 2);
     // 4.096 µs × 2^5 = 131 µs after the send.
-    assert!(sim.now.micros() >= 131, "{:?}", sim.now);
+    assert!(sim.now.as_micros() >= 131, "{:?}", sim.now);
     assert_eq!(read(&sim, 1, 0x8000, 2500), pattern(2500, 1));
 }
 
@@ -603,7 +603,7 @@ fn a_small_window_asks_for_acks_and_never_times_out() {
     assert_eq!(done[0].status, WcStatus::Success);
     assert_eq!(read(&sim, 1, 0x10000, data.len()), data);
     assert_eq!(sim.nodes[0].stats().retransmitted_pkts, 0, "no timeout, no go-back");
-    assert!(sim.now.micros() < 60_000, "finished long before a 67 ms retransmit timeout: {:?}", sim.now);
+    assert!(sim.now.as_micros() < 60_000, "finished long before a 67 ms retransmit timeout: {:?}", sim.now);
 }
 
 /// The window is capped in bytes as well as in packets: at MTU 4096 a QP
@@ -679,16 +679,16 @@ fn a_long_write_through_the_byte_capped_window_arrives_whole() {
 }
 
 /// With ACKs coalesced, a burst of single-packet WRITEs (each asking for an
-/// ACK) gets one ACK when the responder flushes, for the last PSN, and the
-/// requester completes them all from it.
+/// ACK) gets one ACK per four frames received and one when the batch ends, each
+/// for the last PSN so far, and the requester completes them all from those.
 #[test]
-fn coalesced_acks_answer_a_burst_with_one_ack() {
+fn coalesced_acks_answer_a_burst_with_few_acks() {
     use rdma::rxe::sink::VecSink;
     let config = rdma::rxe::device::Config { coalesce_acks: true, ..Default::default() };
     let mut sim = Sim::new(1, Faults::NONE, MEM, config);
     let [a, b] = sim::connect(&mut sim, &Link::default()).expect("connect");
-    fill(&mut sim, 0, 0, &pattern(8 * 64, 5));
-    for i in 0..8u64 {
+    fill(&mut sim, 0, 0, &pattern(10 * 64, 5));
+    for i in 0..10u64 {
         let s = [sge(&a, i * 64, 64)];
         let wr = SendWr::new(i, WrOpcode::RdmaWrite, &s)
             .with_remote(MEM_BASE + 0x10000 + i * 64, b.mr.raw())
@@ -698,27 +698,67 @@ fn coalesced_acks_answer_a_burst_with_one_ack() {
     let now = Instant::from_micros(0);
     let mut out = VecSink::default();
     sim.nodes[0].poll(now, &mut out);
-    assert_eq!(out.frames.len(), 8);
-    let mut held = VecSink::default();
-    for f in &out.frames {
-        sim.nodes[1].receive(f, now, &mut held);
-    }
-    assert!(held.frames.is_empty(), "the ACKs are held back");
-    assert_eq!(sim.nodes[1].next_deadline(now), Some(now), "an owed ACK is work to do now");
+    assert_eq!(out.frames.len(), 10);
+    let psn = |f: &[u8]| wire_frame::parse(f).expect("a valid frame").repr.roce.bth.psn;
     let mut acks = VecSink::default();
-    sim.nodes[1].flush_acks(&mut acks);
-    assert_eq!(acks.frames.len(), 1);
-    let ack = wire_frame::parse(&acks.frames[0]).expect("a valid frame");
-    assert_eq!(ack.repr.roce.bth.psn, wire_frame::parse(&out.frames[7]).expect("valid").repr.roce.bth.psn);
+    for f in &out.frames[..3] {
+        sim.nodes[1].receive(f, now, &mut acks);
+    }
+    assert!(acks.frames.is_empty(), "the ACKs are held back");
+    assert_eq!(sim.nodes[1].next_deadline(now), Some(now), "an owed ACK is work to do now");
+    for f in &out.frames[3..] {
+        sim.nodes[1].receive(f, now, &mut acks);
+    }
+    assert_eq!(acks.frames.iter().map(|f| psn(f)).collect::<Vec<_>>(), [psn(&out.frames[3]), psn(&out.frames[7])]);
+    sim.nodes[1].end_batch(&mut acks);
+    assert_eq!(acks.frames.len(), 3);
+    assert_eq!(psn(&acks.frames[2]), psn(&out.frames[9]));
     let mut none = VecSink::default();
-    sim.nodes[0].receive(&acks.frames[0], now, &mut none);
+    for ack in &acks.frames {
+        sim.nodes[0].receive(ack, now, &mut none);
+    }
     let done = sim::drain_cq(&mut sim.nodes[0], a.cq);
     assert_eq!(
         done.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        (0..8).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+        (0..10).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
     );
-    assert_eq!(read(&sim, 1, 0x10000, 8 * 64), pattern(8 * 64, 5));
+    assert_eq!(read(&sim, 1, 0x10000, 10 * 64), pattern(10 * 64, 5));
     let mut nothing = VecSink::default();
-    sim.nodes[1].flush_acks(&mut nothing);
+    sim.nodes[1].end_batch(&mut nothing);
     assert!(nothing.frames.is_empty(), "nothing more owed");
+}
+
+/// What the transport sends while taking a frame leaves at once: the sink is
+/// flushed (the NIC kicked) right after, and not when nothing went out.
+#[test]
+fn a_frame_that_causes_an_ack_flushes_the_sink() {
+    use rdma::rxe::sink::{FrameSink, VecSink};
+    #[derive(Default)]
+    struct Flushes(VecSink, usize);
+    impl FrameSink for Flushes {
+        fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+            self.0.transmit(len, fill)
+        }
+        fn flush(&mut self) {
+            self.1 += 1;
+        }
+    }
+    let mut sim = Sim::new(1, Faults::NONE, MEM, rdma::rxe::device::Config::default());
+    let [a, b] = sim::connect(&mut sim, &Link::default()).expect("connect");
+    let s = [sge(&a, 0, 64)];
+    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s)
+        .with_remote(MEM_BASE + 0x10000, b.mr.raw())
+        .with_flags(rdma::rxe::wr::SendFlags::SIGNALED);
+    sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    let now = Instant::from_micros(0);
+    let mut out = VecSink::default();
+    sim.nodes[0].poll(now, &mut out);
+    let mut sink = Flushes::default();
+    sim.nodes[1].receive(&out.frames[0], now, &mut sink);
+    assert_eq!((sink.0.frames.len(), sink.1), (1, 1), "the ACK went, and the sink was flushed");
+    sim.nodes[1].end_batch(&mut sink);
+    assert_eq!((sink.0.frames.len(), sink.1), (1, 1), "nothing owed at the batch's end");
+    let mut quiet = Flushes::default();
+    sim.nodes[1].receive(&out.frames[0][..20], now, &mut quiet);
+    assert_eq!(quiet.1, 0, "a dropped frame sends nothing and flushes nothing");
 }

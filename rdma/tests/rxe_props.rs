@@ -81,13 +81,13 @@ fn check_with(
                 let b = rx.repr.roce.bth;
                 eprintln!(
                     "t={} ->{to} {:?} psn {} ack {:?}",
-                    now.micros(),
+                    now.as_micros(),
                     b.opcode,
                     b.psn.value(),
                     rx.repr.roce.ext.aeth.map(|a| a.syndrome)
                 );
             }
-            Err(e) => eprintln!("t={} ->{to} bad {e:?}", now.micros()),
+            Err(e) => eprintln!("t={} ->{to} bad {e:?}", now.as_micros()),
         }));
     }
     let link = Link { mtu, ..Link::default() };
@@ -159,7 +159,7 @@ fn check_with(
             if q != last_seen {
                 eprintln!(
                     "t={} A comp {} psn {} retry {} drops {:?}",
-                    s.now.micros(),
+                    s.now.as_micros(),
                     q.0,
                     q.1,
                     q.2,

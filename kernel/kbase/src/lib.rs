@@ -11,5 +11,4 @@ pub mod cmdline;
 pub mod frames;
 pub mod line;
 pub mod pci;
-pub mod time;
 pub mod timer;

@@ -3,7 +3,7 @@
 //! transport's retransmission and RNR timers, which are often cancelled, so a
 //! cancel is O(log n) and leaves no work behind for the caller.
 
-use crate::time::Instant;
+use vocab::Instant;
 use alloc::collections::{BTreeMap, BinaryHeap};
 use core::cmp::Reverse;
 

@@ -9,7 +9,7 @@ use alloc::string::{String, ToString};
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::{EthernetAddress, Ipv4Cidr, Ipv6Cidr};
+use vocab::{Ipv4Cidr, Ipv6Cidr, MacAddr};
 
 /// Why an address string was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,28 +137,16 @@ pub fn check_ipv6_unicast(a: Ipv6Addr) -> Result<(), AddrError> {
     Ok(())
 }
 
-/// A MAC written as iproute2 writes it, `52:54:00:00:00:01` (smoltcp's own
-/// `Display` uses dashes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mac(pub EthernetAddress);
-
-impl fmt::Display for Mac {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.0.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
-    }
-}
-
 /// The modified EUI-64 interface identifier of a MAC: `ff:fe` in the middle and
 /// the universal/local bit flipped (RFC 4291 appendix A).
-pub fn eui64(mac: EthernetAddress) -> [u8; 8] {
+pub fn eui64(mac: MacAddr) -> [u8; 8] {
     let m = mac.0;
     [m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
 }
 
 /// The link-local address addrconf gives an Ethernet device: `fe80::/64` plus the
 /// EUI-64 of its MAC, e.g. 52:54:00:00:00:01 -> `fe80::5054:ff:fe00:1/64`.
-pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Cidr {
+pub fn link_local_from_mac(mac: MacAddr) -> Ipv6Cidr {
     let mut b = [0u8; 16];
     b[0] = 0xfe;
     b[1] = 0x80;
@@ -245,19 +233,14 @@ mod tests {
 
     #[test]
     fn link_local_is_eui64_of_the_mac() {
-        let mac = EthernetAddress([0x52, 0x54, 0x00, 0x00, 0x00, 0x01]);
+        let mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x01]);
         assert_eq!(link_local_from_mac(mac).to_string(), "fe80::5054:ff:fe00:1/64");
         // The universal/local bit flips both ways.
-        let mac = EthernetAddress([0x02, 0x00, 0x00, 0xab, 0xcd, 0xef]);
+        let mac = MacAddr([0x02, 0x00, 0x00, 0xab, 0xcd, 0xef]);
         assert_eq!(link_local_from_mac(mac).address().to_string(), "fe80::ff:feab:cdef");
         assert!(is_link_local(link_local_from_mac(mac).address()));
         assert!(!is_link_local("2001:db8::1".parse().unwrap()));
         assert!(is_link_local("febf::1".parse().unwrap()));
-    }
-
-    #[test]
-    fn mac_prints_with_colons() {
-        assert_eq!(Mac(EthernetAddress([0x52, 0x54, 0, 0xab, 0, 1])).to_string(), "52:54:00:ab:00:01");
     }
 
     proptest::proptest! {

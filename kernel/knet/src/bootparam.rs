@@ -9,7 +9,7 @@
 use alloc::string::{String, ToString};
 use core::fmt;
 
-use smoltcp::wire::Ipv4Cidr;
+use vocab::Ipv4Cidr;
 
 use crate::addr::{self, AddrError};
 use crate::netdev::IfName;

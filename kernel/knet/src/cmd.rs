@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::IpAddr;
 
-use kbase::time::Duration;
+use vocab::time::Duration;
 
 use crate::addr::{AddrSpec, parse_addr_spec};
 

@@ -14,8 +14,9 @@
 //! the single ordered work queue, and [`NotifierChain::process`] (called from the
 //! poll loop) hands them out, each event to every subscriber in registration
 //! order before the next event. Each event carries a snapshot of the device taken
-//! right after the change, so a subscriber never calls back into the registry and
-//! a late `process` still replays history exactly.
+//! right after the change ([`NetdevInfo`], the shared `vocab::netdev` type the
+//! RDMA core takes as it is), so a subscriber never calls back into the registry
+//! and a late `process` still replays history exactly.
 //!
 //! Which events a change produces, and in what order, is decided in
 //! [`netdev`](crate::netdev) and documented on [`Netdevs`](crate::netdev::Netdevs).
@@ -25,115 +26,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::fmt;
 
-use smoltcp::wire::{EthernetAddress, Ipv4Cidr, Ipv6Cidr};
-
-use crate::addr::Mac;
-use crate::netdev::{IfIndex, IfName};
-
-/// A device as it was right after the change an event reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DevSnapshot {
-    pub ifindex: IfIndex,
-    pub name: IfName,
-    pub mac: EthernetAddress,
-    pub mtu: u32,
-    /// Administratively up (`IFF_UP`).
-    pub up: bool,
-    /// The link reports carrier (`netif_carrier_ok`).
-    pub carrier: bool,
-    /// IPv4 addresses in the order they were added.
-    pub ipv4: Vec<Ipv4Cidr>,
-    /// IPv6 addresses, link-local included, in the order they were added.
-    pub ipv6: Vec<Ipv6Cidr>,
-}
-
-impl DevSnapshot {
-    /// Up and with carrier: Linux's `netif_running() && netif_carrier_ok()`,
-    /// what rxe calls a usable port.
-    pub fn running(&self) -> bool {
-        self.up && self.carrier
-    }
-}
-
-/// What happened. Names follow the Linux constants; address events carry the
-/// address with its prefix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NetdevEventKind {
-    /// `NETDEV_REGISTER`: the device appeared (administratively down).
-    Register,
-    /// `NETDEV_UP`: brought administratively up.
-    Up,
-    /// `NETDEV_DOWN`: brought administratively down.
-    Down,
-    /// `NETDEV_CHANGE`: carrier changed while the device was up; the new state is
-    /// in the snapshot.
-    Change,
-    /// `NETDEV_CHANGEADDR`: the MAC changed; `old` is what it was (Linux only
-    /// offers that in `NETDEV_PRE_CHANGEADDR`).
-    ChangeAddr { old: EthernetAddress },
-    /// `NETDEV_CHANGEMTU`: the MTU changed from `old`.
-    ChangeMtu { old: u32 },
-    /// `NETDEV_UNREGISTER`: the device is gone; its addresses were removed (with
-    /// their own events) before this one.
-    Unregister,
-    /// inetaddr chain `NETDEV_UP`: an IPv4 address was added.
-    InetAddrAdd(Ipv4Cidr),
-    /// inetaddr chain `NETDEV_DOWN`: an IPv4 address was removed.
-    InetAddrDel(Ipv4Cidr),
-    /// inet6addr chain `NETDEV_UP`: an IPv6 address was added.
-    Inet6AddrAdd(Ipv6Cidr),
-    /// inet6addr chain `NETDEV_DOWN`: an IPv6 address was removed.
-    Inet6AddrDel(Ipv6Cidr),
-}
-
-impl NetdevEventKind {
-    /// The Linux name of the event (chain and constant), for logs.
-    pub fn linux_name(&self) -> &'static str {
-        match self {
-            NetdevEventKind::Register => "NETDEV_REGISTER",
-            NetdevEventKind::Up => "NETDEV_UP",
-            NetdevEventKind::Down => "NETDEV_DOWN",
-            NetdevEventKind::Change => "NETDEV_CHANGE",
-            NetdevEventKind::ChangeAddr { .. } => "NETDEV_CHANGEADDR",
-            NetdevEventKind::ChangeMtu { .. } => "NETDEV_CHANGEMTU",
-            NetdevEventKind::Unregister => "NETDEV_UNREGISTER",
-            NetdevEventKind::InetAddrAdd(_) => "inetaddr NETDEV_UP",
-            NetdevEventKind::InetAddrDel(_) => "inetaddr NETDEV_DOWN",
-            NetdevEventKind::Inet6AddrAdd(_) => "inet6addr NETDEV_UP",
-            NetdevEventKind::Inet6AddrDel(_) => "inet6addr NETDEV_DOWN",
-        }
-    }
-}
-
-/// One event on the queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NetdevEvent {
-    /// Position in the queue since boot; strictly increasing, so a subscriber
-    /// can tell it missed nothing.
-    pub seq: u64,
-    pub kind: NetdevEventKind,
-    pub dev: DevSnapshot,
-}
-
-/// One console line per event, e.g. `eth0: NETDEV_UP` or
-/// `eth0: inetaddr NETDEV_UP 10.0.0.2/24`.
-impl fmt::Display for NetdevEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.dev.name, self.kind.linux_name())?;
-        match self.kind {
-            NetdevEventKind::Register | NetdevEventKind::Up | NetdevEventKind::Down | NetdevEventKind::Unregister => {
-                Ok(())
-            }
-            NetdevEventKind::Change => {
-                write!(f, " carrier {}", if self.dev.carrier { "on" } else { "off" })
-            }
-            NetdevEventKind::ChangeAddr { old } => write!(f, " {} (was {})", Mac(self.dev.mac), Mac(old)),
-            NetdevEventKind::ChangeMtu { old } => write!(f, " {} (was {old})", self.dev.mtu),
-            NetdevEventKind::InetAddrAdd(c) | NetdevEventKind::InetAddrDel(c) => write!(f, " {c}"),
-            NetdevEventKind::Inet6AddrAdd(c) | NetdevEventKind::Inet6AddrDel(c) => write!(f, " {c}"),
-        }
-    }
-}
+pub use vocab::netdev::{NetdevEvent, NetdevEventKind, NetdevInfo};
 
 /// A subscriber. Any `FnMut(&NetdevEvent)` closure is one.
 pub trait NetdevNotifier {
@@ -180,7 +73,7 @@ impl NotifierChain {
     pub fn subscribe(
         &mut self,
         mut notifier: Box<dyn NetdevNotifier>,
-        replay: &[(NetdevEventKind, DevSnapshot)],
+        replay: &[(NetdevEventKind, NetdevInfo)],
     ) -> SubscriberId {
         let id = SubscriberId(self.next_id);
         self.next_id = self.next_id.wrapping_add(1);
@@ -204,7 +97,7 @@ impl NotifierChain {
     }
 
     /// Appends an event to the work queue.
-    pub fn enqueue(&mut self, kind: NetdevEventKind, dev: DevSnapshot) {
+    pub fn enqueue(&mut self, kind: NetdevEventKind, dev: NetdevInfo) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queue.push_back(NetdevEvent { seq, kind, dev });
@@ -248,21 +141,11 @@ impl fmt::Debug for NotifierChain {
 mod tests {
     use super::*;
     use alloc::rc::Rc;
-    use alloc::string::{String, ToString};
-    use alloc::vec;
+    use alloc::string::String;
     use core::cell::RefCell;
 
-    fn snap(name: &str) -> DevSnapshot {
-        DevSnapshot {
-            ifindex: 2,
-            name: IfName::try_from(name).unwrap(),
-            mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
-            mtu: 1500,
-            up: true,
-            carrier: true,
-            ipv4: Vec::new(),
-            ipv6: Vec::new(),
-        }
+    fn snap(name: &str) -> NetdevInfo {
+        NetdevInfo::new(2, name, vocab::MacAddr([0x52, 0x54, 0, 0, 0, 1]))
     }
 
     type Log = Rc<RefCell<Vec<String>>>;
@@ -316,27 +199,5 @@ mod tests {
         chain.process();
         // The REGISTER queued before subscribing is not delivered twice.
         assert_eq!(*log.borrow(), ["late 1 eth0: NETDEV_REGISTER", "late 1 eth0: NETDEV_UP"]);
-    }
-
-    #[test]
-    fn display_names_every_kind() {
-        let c4 = Ipv4Cidr::new(core::net::Ipv4Addr::new(10, 0, 0, 2), 24);
-        let c6 = crate::addr::link_local_from_mac(EthernetAddress([0x52, 0x54, 0, 0, 0, 1]));
-        let cases = vec![
-            (NetdevEventKind::Change, "eth0: NETDEV_CHANGE carrier on"),
-            (
-                NetdevEventKind::ChangeAddr { old: EthernetAddress([0x52, 0x54, 0, 0, 0, 9]) },
-                "eth0: NETDEV_CHANGEADDR 52:54:00:00:00:01 (was 52:54:00:00:00:09)",
-            ),
-            (NetdevEventKind::ChangeMtu { old: 9000 }, "eth0: NETDEV_CHANGEMTU 1500 (was 9000)"),
-            (NetdevEventKind::InetAddrAdd(c4), "eth0: inetaddr NETDEV_UP 10.0.0.2/24"),
-            (NetdevEventKind::InetAddrDel(c4), "eth0: inetaddr NETDEV_DOWN 10.0.0.2/24"),
-            (NetdevEventKind::Inet6AddrAdd(c6), "eth0: inet6addr NETDEV_UP fe80::5054:ff:fe00:1/64"),
-            (NetdevEventKind::Inet6AddrDel(c6), "eth0: inet6addr NETDEV_DOWN fe80::5054:ff:fe00:1/64"),
-            (NetdevEventKind::Unregister, "eth0: NETDEV_UNREGISTER"),
-        ];
-        for (kind, text) in cases {
-            assert_eq!(NetdevEvent { seq: 0, kind, dev: snap("eth0") }.to_string(), text);
-        }
     }
 }

@@ -10,9 +10,9 @@ use alloc::string::String;
 use core::fmt::{self, Write};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use kbase::time::Duration;
+use vocab::time::Duration;
 
-use crate::addr::{Mac, is_link_local};
+use crate::addr::is_link_local;
 use crate::neigh::NeighTable;
 use crate::netdev::{Inet6Origin, Netdev};
 use crate::steer::LinkStats;
@@ -51,7 +51,7 @@ fn link_header(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
         d.name(),
         d.mtu()
     )?;
-    writeln!(f, "    link/ether {} brd ff:ff:ff:ff:ff:ff", Mac(d.mac()))
+    writeln!(f, "    link/ether {} brd ff:ff:ff:ff:ff:ff", d.mac())
 }
 
 /// The `ip -s link` counter block, plus our drop reasons and steering split.
@@ -162,7 +162,7 @@ impl fmt::Display for NeighShow<'_> {
         for e in self.0.entries() {
             write!(f, "{} dev {}", e.ip, self.0.dev_name())?;
             if let Some(mac) = e.mac {
-                write!(f, " lladdr {}", Mac(mac))?;
+                write!(f, " lladdr {mac}")?;
             }
             writeln!(f, " {}", e.state)?;
         }
@@ -377,9 +377,9 @@ mod tests {
     use crate::netdev::{NetdevConfig, Netdevs};
     use crate::steer::{Steer, steer};
     use alloc::string::ToString;
-    use smoltcp::wire::EthernetAddress;
+    use vocab::MacAddr;
 
-    const MAC1: EthernetAddress = EthernetAddress([0x52, 0x54, 0, 0, 0, 1]);
+    const MAC1: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 1]);
 
     fn devs() -> Netdevs {
         let mut n = Netdevs::new();
@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn neigh_show_lines() {
         use crate::neigh::{NeighConfig, NeighTable};
-        use kbase::time::Instant;
+        use vocab::time::Instant;
         let mut t = NeighTable::new(2, crate::netdev::IfName::try_from("eth0").unwrap(), MAC1, NeighConfig::default());
         t.set_local_addrs(&[parse_ipv4_cidr("10.0.0.1/24").unwrap()]);
         t.lookup_or_request(Ipv4Addr::new(10, 0, 0, 3), Instant::ZERO);
@@ -460,13 +460,13 @@ mod tests {
         // Learn 10.0.0.2 from its request for us.
         let mut req = [0u8; 42];
         let mut eth = smoltcp::wire::EthernetFrame::new_unchecked(&mut req[..]);
-        eth.set_dst_addr(EthernetAddress::BROADCAST);
+        eth.set_dst_addr(smoltcp::wire::EthernetAddress::BROADCAST);
         eth.set_ethertype(smoltcp::wire::EthernetProtocol::Arp);
         smoltcp::wire::ArpRepr::EthernetIpv4 {
             operation: smoltcp::wire::ArpOperation::Request,
-            source_hardware_addr: EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
+            source_hardware_addr: smoltcp::wire::EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
             source_protocol_addr: Ipv4Addr::new(10, 0, 0, 2),
-            target_hardware_addr: EthernetAddress([0; 6]),
+            target_hardware_addr: smoltcp::wire::EthernetAddress([0; 6]),
             target_protocol_addr: Ipv4Addr::new(10, 0, 0, 1),
         }
         .emit(&mut smoltcp::wire::ArpPacket::new_unchecked(eth.payload_mut()));

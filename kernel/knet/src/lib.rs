@@ -13,8 +13,8 @@
 //! - [`cmd`]: the console's `ip` and `ping` argument parsers.
 //! - [`bootparam`]: the `ip=` kernel command-line parameter.
 //!
-//! Addresses are smoltcp's wire types (`Ipv4Cidr`, `EthernetAddress`, ...), so the
-//! kernel hands them to smoltcp unchanged.
+//! The shared words (time, [`vocab::MacAddr`], interface index, netdev events)
+//! come from `vocab`; IP prefixes are still smoltcp's `Ipv4Cidr`/`Ipv6Cidr`.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -31,4 +31,4 @@ pub mod neigh;
 pub mod netdev;
 pub mod steer;
 
-pub use smoltcp::wire::{EthernetAddress, IpCidr, Ipv4Cidr, Ipv6Cidr};
+pub use vocab::{IpCidr, Ipv4Cidr, Ipv6Cidr};

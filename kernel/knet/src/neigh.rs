@@ -21,6 +21,14 @@
 //!
 //! Time is an argument ([`Instant`]); nothing here reads a clock.
 //!
+//! Why smoltcp keeps a cache of its own: smoltcp 0.14 gives no way to feed or
+//! read its neighbour cache (`iface::neighbor` is a private module and
+//! `Interface` has no method that fills or looks up an entry), so it cannot
+//! serve the RDMA path, and this table cannot serve smoltcp's ICMP and `ping`.
+//! Both learn from the same ARP frames; the double work is kept to the learning:
+//! smoltcp alone answers requests (the kernel sets
+//! [`NeighConfig::answer_requests`] off), so each request gets one reply.
+//!
 //! IPv6 neighbour discovery is not done yet: RoCE over IPv6 GIDs cannot resolve
 //! a peer's MAC through this table.
 
@@ -29,11 +37,12 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use kbase::time::{Duration, Instant};
-use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, Ipv4Cidr};
+use vocab::time::{Duration, Instant};
+use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress as SmolMac, EthernetFrame, EthernetProtocol};
+use vocab::{IfIndex, Ipv4Cidr, MacAddr};
 
 use crate::events::{NetdevEvent, NetdevEventKind};
-use crate::netdev::{IfIndex, IfName};
+use crate::netdev::IfName;
 
 /// An Ethernet ARP frame without padding: 14 bytes of Ethernet, 28 of ARP.
 pub const ARP_FRAME_LEN: usize = 42;
@@ -99,7 +108,7 @@ impl fmt::Display for NeighState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resolution {
     /// Send to this MAC.
-    Known(EthernetAddress),
+    Known(MacAddr),
     /// A request is out; ask again later or watch [`NeighTable::take_completion`].
     Pending,
     /// Nobody answered (or we have no address to ask from); give up for now.
@@ -145,7 +154,7 @@ pub struct BufferTooSmall;
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    mac: Option<EthernetAddress>,
+    mac: Option<MacAddr>,
     state: NeighState,
     /// When the state was entered (or last confirmed).
     since: Instant,
@@ -158,14 +167,14 @@ struct Entry {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighView {
     pub ip: Ipv4Addr,
-    pub mac: Option<EthernetAddress>,
+    pub mac: Option<MacAddr>,
     pub state: NeighState,
 }
 
 /// A frame to send that is not a probe.
 #[derive(Clone, Copy, Debug)]
 struct Reply {
-    to_mac: EthernetAddress,
+    to_mac: MacAddr,
     to_ip: Ipv4Addr,
     from_ip: Ipv4Addr,
 }
@@ -175,7 +184,7 @@ struct Reply {
 pub struct NeighTable {
     ifindex: IfIndex,
     dev: IfName,
-    mac: EthernetAddress,
+    mac: MacAddr,
     local: Vec<Ipv4Cidr>,
     cfg: NeighConfig,
     entries: BTreeMap<Ipv4Addr, Entry>,
@@ -184,7 +193,7 @@ pub struct NeighTable {
 }
 
 impl NeighTable {
-    pub fn new(ifindex: IfIndex, dev: IfName, mac: EthernetAddress, cfg: NeighConfig) -> Self {
+    pub fn new(ifindex: IfIndex, dev: IfName, mac: MacAddr, cfg: NeighConfig) -> Self {
         NeighTable {
             ifindex,
             dev,
@@ -214,7 +223,7 @@ impl NeighTable {
         if ev.dev.ifindex != self.ifindex {
             return;
         }
-        self.dev = ev.dev.name.clone();
+        self.dev = IfName::try_from(ev.dev.name.as_str()).unwrap_or_default();
         self.local.clone_from(&ev.dev.ipv4);
         match ev.kind {
             NetdevEventKind::ChangeAddr { .. } => {
@@ -237,7 +246,7 @@ impl NeighTable {
     }
 
     /// The MAC for `ip` if known, without side effects.
-    pub fn peek(&self, ip: Ipv4Addr) -> Option<EthernetAddress> {
+    pub fn peek(&self, ip: Ipv4Addr) -> Option<MacAddr> {
         self.entries.get(&ip).filter(|e| e.state != NeighState::Failed).and_then(|e| e.mac)
     }
 
@@ -275,7 +284,7 @@ impl NeighTable {
         if eth.ethertype() != EthernetProtocol::Arp {
             return Err(ArpError::Malformed);
         }
-        let to_us = eth.dst_addr() == self.mac;
+        let to_us = MacAddr(eth.dst_addr().0) == self.mac;
         let pkt = ArpPacket::new_checked(eth.payload()).map_err(|_| ArpError::Malformed)?;
         let Ok(ArpRepr::EthernetIpv4 {
             operation,
@@ -287,6 +296,7 @@ impl NeighTable {
         else {
             return Err(ArpError::Unsupported);
         };
+        let sha = MacAddr(sha.0);
         if !sha.is_unicast() || sha == self.mac {
             return Err(ArpError::BadSender);
         }
@@ -372,14 +382,14 @@ impl NeighTable {
         e.next_probe = now + retrans;
         // PROBE asks the MAC it already has, as Linux's unicast probes do.
         let dst = if e.state == NeighState::Probe {
-            e.mac.unwrap_or(EthernetAddress::BROADCAST)
+            e.mac.unwrap_or(MacAddr::BROADCAST)
         } else {
-            EthernetAddress::BROADCAST
+            MacAddr::BROADCAST
         };
         let Some(src_ip) = self.source_for(ip) else {
             return Ok(None);
         };
-        self.emit(buf, ArpOperation::Request, dst, EthernetAddress([0; 6]), src_ip, ip);
+        self.emit(buf, ArpOperation::Request, dst, MacAddr([0; 6]), src_ip, ip);
         Ok(Some(ARP_FRAME_LEN))
     }
 
@@ -395,7 +405,7 @@ impl NeighTable {
 
     /// Records `ip` at `mac`. Creates an entry only if `create`; returns whether
     /// an entry was touched.
-    fn learn(&mut self, ip: Ipv4Addr, mac: EthernetAddress, state: NeighState, now: Instant, create: bool) -> bool {
+    fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr, state: NeighState, now: Instant, create: bool) -> bool {
         let new = Entry { mac: Some(mac), state, since: now, probes: 0, next_probe: now };
         let Some(e) = self.entries.get_mut(&ip) else {
             if create && self.make_room() {
@@ -434,20 +444,20 @@ impl NeighTable {
         &self,
         buf: &mut [u8],
         operation: ArpOperation,
-        eth_dst: EthernetAddress,
-        tha: EthernetAddress,
+        eth_dst: MacAddr,
+        tha: MacAddr,
         spa: Ipv4Addr,
         tpa: Ipv4Addr,
     ) {
         let mut eth = EthernetFrame::new_unchecked(buf);
-        eth.set_dst_addr(eth_dst);
-        eth.set_src_addr(self.mac);
+        eth.set_dst_addr(SmolMac(eth_dst.0));
+        eth.set_src_addr(SmolMac(self.mac.0));
         eth.set_ethertype(EthernetProtocol::Arp);
         let repr = ArpRepr::EthernetIpv4 {
             operation,
-            source_hardware_addr: self.mac,
+            source_hardware_addr: SmolMac(self.mac.0),
             source_protocol_addr: spa,
-            target_hardware_addr: tha,
+            target_hardware_addr: SmolMac(tha.0),
             target_protocol_addr: tpa,
         };
         repr.emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
@@ -460,8 +470,8 @@ mod tests {
     use crate::addr::parse_ipv4_cidr;
     use alloc::vec;
 
-    const OURS: EthernetAddress = EthernetAddress([0x52, 0x54, 0, 0, 0, 1]);
-    const PEER: EthernetAddress = EthernetAddress([0x52, 0x54, 0, 0, 0, 2]);
+    const OURS: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 1]);
+    const PEER: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 2]);
     const MY_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
@@ -476,18 +486,18 @@ mod tests {
     }
 
     /// An ARP frame as a peer would send it.
-    fn arp(op: ArpOperation, eth_dst: EthernetAddress, sha: EthernetAddress, spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
+    fn arp(op: ArpOperation, eth_dst: MacAddr, sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
         let mut buf = vec![0u8; ARP_FRAME_LEN];
         let mut eth = EthernetFrame::new_unchecked(&mut buf[..]);
-        eth.set_dst_addr(eth_dst);
-        eth.set_src_addr(sha);
+        eth.set_dst_addr(SmolMac(eth_dst.0));
+        eth.set_src_addr(SmolMac(sha.0));
         eth.set_ethertype(EthernetProtocol::Arp);
-        let tha = if op == ArpOperation::Reply { eth_dst } else { EthernetAddress([0; 6]) };
+        let tha = if op == ArpOperation::Reply { eth_dst } else { MacAddr([0; 6]) };
         ArpRepr::EthernetIpv4 {
             operation: op,
-            source_hardware_addr: sha,
+            source_hardware_addr: SmolMac(sha.0),
             source_protocol_addr: spa,
-            target_hardware_addr: tha,
+            target_hardware_addr: SmolMac(tha.0),
             target_protocol_addr: tpa,
         }
         .emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
@@ -498,11 +508,11 @@ mod tests {
     fn sent(
         n: &mut NeighTable,
         now: Instant,
-    ) -> Option<(EthernetAddress, ArpOperation, Ipv4Addr, EthernetAddress, Ipv4Addr)> {
+    ) -> Option<(MacAddr, ArpOperation, Ipv4Addr, MacAddr, Ipv4Addr)> {
         let mut buf = [0u8; 64];
         let len = n.poll_transmit(now, &mut buf).unwrap()?;
         let eth = EthernetFrame::new_checked(&buf[..len]).unwrap();
-        assert_eq!(eth.src_addr(), OURS);
+        assert_eq!(eth.src_addr().0, OURS.0);
         let ArpRepr::EthernetIpv4 {
             operation,
             source_hardware_addr,
@@ -513,8 +523,8 @@ mod tests {
         else {
             unreachable!()
         };
-        assert_eq!(source_hardware_addr, OURS);
-        Some((eth.dst_addr(), operation, source_protocol_addr, target_hardware_addr, target_protocol_addr))
+        assert_eq!(source_hardware_addr.0, OURS.0);
+        Some((MacAddr(eth.dst_addr().0), operation, source_protocol_addr, MacAddr(target_hardware_addr.0), target_protocol_addr))
     }
 
     #[test]
@@ -523,7 +533,7 @@ mod tests {
         assert_eq!(n.lookup_or_request(PEER_IP, t(0)), Resolution::Pending);
         assert_eq!(n.lookup_or_request(PEER_IP, t(1)), Resolution::Pending);
         let req = sent(&mut n, t(1)).unwrap();
-        assert_eq!(req, (EthernetAddress::BROADCAST, ArpOperation::Request, MY_IP, EthernetAddress([0; 6]), PEER_IP));
+        assert_eq!(req, (MacAddr::BROADCAST, ArpOperation::Request, MY_IP, MacAddr([0; 6]), PEER_IP));
         assert_eq!(sent(&mut n, t(2)), None, "one request per retrans_time");
         let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
         assert_eq!(n.process_arp(&reply, t(5)), Ok(ArpInput::Updated));
@@ -561,7 +571,7 @@ mod tests {
         let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
         let mut n = NeighTable::new(2, IfName::try_from("eth0").unwrap(), OURS, cfg);
         n.set_local_addrs(&[Ipv4Cidr::new(MY_IP, 24)]);
-        let req = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, MY_IP);
+        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
         assert_eq!(n.process_arp(&req, t(0)), Ok(ArpInput::Updated));
         assert_eq!(sent(&mut n, t(0)), None);
         assert_eq!(n.entries().next().unwrap(), NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Stale });
@@ -570,14 +580,14 @@ mod tests {
     #[test]
     fn answers_requests_for_our_address_and_learns_stale() {
         let mut n = table();
-        let req = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, MY_IP);
+        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
         assert_eq!(n.process_arp(&req, t(0)), Ok(ArpInput::ReplyQueued));
         assert_eq!(sent(&mut n, t(0)), Some((PEER, ArpOperation::Reply, MY_IP, PEER, PEER_IP)));
         assert_eq!(n.entries().next().unwrap(), NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Stale });
         // Using a STALE entry answers at once and re-probes by unicast.
         assert_eq!(n.lookup_or_request(PEER_IP, t(10)), Resolution::Known(PEER));
         assert_eq!(n.entries().next().unwrap().state, NeighState::Probe);
-        assert_eq!(sent(&mut n, t(10)), Some((PEER, ArpOperation::Request, MY_IP, EthernetAddress([0; 6]), PEER_IP)));
+        assert_eq!(sent(&mut n, t(10)), Some((PEER, ArpOperation::Request, MY_IP, MacAddr([0; 6]), PEER_IP)));
         let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
         n.process_arp(&reply, t(20)).unwrap();
         assert_eq!(n.entries().next().unwrap().state, NeighState::Reachable);
@@ -589,7 +599,7 @@ mod tests {
     fn a_request_completes_a_pending_lookup() {
         let mut n = table();
         n.lookup_or_request(PEER_IP, t(0));
-        let req = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, MY_IP);
+        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
         n.process_arp(&req, t(1)).unwrap();
         assert_eq!(n.take_completion(), Some((PEER_IP, Resolution::Known(PEER))));
         assert_eq!(n.lookup_or_request(PEER_IP, t(2)), Resolution::Known(PEER));
@@ -600,17 +610,17 @@ mod tests {
         let mut n = table();
         let other = Ipv4Addr::new(10, 0, 0, 3);
         // A request for someone else, from someone unknown: nothing learnt.
-        let req = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, other);
+        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, other);
         assert_eq!(n.process_arp(&req, t(0)), Ok(ArpInput::Ignored));
         // An unsolicited reply (arp_accept=0): nothing learnt.
         let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
         assert_eq!(n.process_arp(&reply, t(0)), Ok(ArpInput::Ignored));
         assert_eq!(n.entries().count(), 0);
         // Our own MAC as sender, multicast sender, junk.
-        let looped = arp(ArpOperation::Request, EthernetAddress::BROADCAST, OURS, PEER_IP, MY_IP);
+        let looped = arp(ArpOperation::Request, MacAddr::BROADCAST, OURS, PEER_IP, MY_IP);
         assert_eq!(n.process_arp(&looped, t(0)), Err(ArpError::BadSender));
         assert_eq!(n.process_arp(&[0; 10], t(0)), Err(ArpError::Malformed));
-        let mut bad = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, MY_IP);
+        let mut bad = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
         bad[14 + 1] = 6; // hardware type 6
         assert_eq!(n.process_arp(&bad, t(0)), Err(ArpError::Unsupported));
         assert_eq!(n.process_arp(&bad[..30], t(0)), Err(ArpError::Malformed));
@@ -619,7 +629,7 @@ mod tests {
     #[test]
     fn probe_request_is_answered_without_learning() {
         let mut n = table();
-        let probe = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, Ipv4Addr::UNSPECIFIED, MY_IP);
+        let probe = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, Ipv4Addr::UNSPECIFIED, MY_IP);
         assert_eq!(n.process_arp(&probe, t(0)), Ok(ArpInput::ReplyQueued));
         assert_eq!(n.entries().count(), 0);
         assert_eq!(sent(&mut n, t(0)).unwrap().4, Ipv4Addr::UNSPECIFIED);
@@ -635,7 +645,7 @@ mod tests {
         n.poll(t(30_000));
         assert_eq!(n.entries().next().unwrap().state, NeighState::Stale);
         // A same-MAC request keeps STALE as is; a new MAC is taken.
-        n.process_arp(&arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, MY_IP), t(40_000))
+        n.process_arp(&arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP), t(40_000))
             .unwrap();
         assert_eq!(n.poll_at(), Some(t(0)), "a reply is waiting");
         n.poll(t(89_999));
@@ -690,7 +700,7 @@ mod tests {
         fn arbitrary_frames_never_panic(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), ms in 0u64..100_000) {
             let mut n = table();
             n.lookup_or_request(PEER_IP, t(0));
-            let mut frame = arp(ArpOperation::Request, EthernetAddress::BROADCAST, PEER, PEER_IP, MY_IP);
+            let mut frame = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
             frame.truncate(14);
             frame.extend_from_slice(&body);
             let _ = n.process_arp(&frame, t(ms));

@@ -13,14 +13,11 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::{EthernetAddress, IpCidr, Ipv4Cidr, Ipv6Cidr};
+use vocab::{IfIndex, IpCidr, Ipv4Cidr, Ipv6Cidr, MacAddr};
 
-use crate::addr::{self, AddrError, AddrSpec, Mac};
-use crate::events::{DevSnapshot, NetdevEventKind, NetdevNotifier, NotifierChain, SubscriberId};
+use crate::addr::{self, AddrError, AddrSpec};
+use crate::events::{NetdevEventKind, NetdevInfo, NetdevNotifier, NotifierChain, SubscriberId};
 use crate::steer::LinkStats;
-
-/// Linux interface index (`dev->ifindex`).
-pub type IfIndex = u32;
 
 /// A device name: at most 15 bytes, Linux's `IFNAMSIZ` less the NUL.
 pub type IfName = heapless::String<15>;
@@ -51,7 +48,7 @@ pub enum NetdevError {
     /// The MTU is outside what the device takes.
     MtuOutOfRange { dev: IfName, mtu: u32, min: u32, max: u32 },
     /// Multicast or all-zero MACs cannot be a device's address.
-    InvalidMac(EthernetAddress),
+    InvalidMac(MacAddr),
     /// The address itself is malformed or not unicast.
     Addr(AddrError),
 }
@@ -68,7 +65,7 @@ impl fmt::Display for NetdevError {
             NetdevError::MtuOutOfRange { dev, mtu, min, max } => {
                 write!(f, "mtu {mtu} out of range for {dev} ({min}-{max})")
             }
-            NetdevError::InvalidMac(m) => write!(f, "invalid MAC address {}: not unicast", Mac(*m)),
+            NetdevError::InvalidMac(m) => write!(f, "invalid MAC address {m}: not unicast"),
             NetdevError::Addr(e) => e.fmt(f),
         }
     }
@@ -102,7 +99,7 @@ pub struct NetdevConfig<'a> {
     /// An exact name (`eth0`) or a pattern with one `%d` (`eth%d`), which takes
     /// the lowest free number as Linux's `dev_alloc_name` does.
     pub name: &'a str,
-    pub mac: EthernetAddress,
+    pub mac: MacAddr,
     pub mtu: u32,
     pub min_mtu: u32,
     /// What the device can carry: 1500, or more when virtio offers the MTU feature.
@@ -114,7 +111,7 @@ pub struct NetdevConfig<'a> {
 
 impl<'a> NetdevConfig<'a> {
     /// An `eth%d` device with MTU 1500 and carrier.
-    pub fn ethernet(mac: EthernetAddress) -> Self {
+    pub fn ethernet(mac: MacAddr) -> Self {
         NetdevConfig {
             name: "eth%d",
             mac,
@@ -131,7 +128,7 @@ impl<'a> NetdevConfig<'a> {
 pub struct Netdev {
     ifindex: IfIndex,
     name: IfName,
-    mac: EthernetAddress,
+    mac: MacAddr,
     mtu: u32,
     min_mtu: u32,
     max_mtu: u32,
@@ -149,7 +146,7 @@ impl Netdev {
     pub fn name(&self) -> &str {
         &self.name
     }
-    pub fn mac(&self) -> EthernetAddress {
+    pub fn mac(&self) -> MacAddr {
         self.mac
     }
     pub fn mtu(&self) -> u32 {
@@ -188,14 +185,15 @@ impl Netdev {
     }
 
     /// The device as an event payload.
-    pub fn snapshot(&self) -> DevSnapshot {
-        DevSnapshot {
+    pub fn snapshot(&self) -> NetdevInfo {
+        NetdevInfo {
             ifindex: self.ifindex,
-            name: self.name.clone(),
+            name: self.name.as_str().into(),
             mac: self.mac,
             mtu: self.mtu,
             up: self.admin_up,
             carrier: self.carrier,
+            vlan: None,
             ipv4: self.ipv4.clone(),
             ipv6: self.ipv6.iter().map(|a| a.cidr).collect(),
         }
@@ -419,7 +417,7 @@ impl Netdevs {
     }
 
     /// `ip link set DEV address MAC`, or the driver learning its MAC late.
-    pub fn set_mac(&mut self, name: &str, mac: EthernetAddress) -> Result<(), NetdevError> {
+    pub fn set_mac(&mut self, name: &str, mac: MacAddr) -> Result<(), NetdevError> {
         let i = self.index(name)?;
         check_mac(mac)?;
         let d = &mut self.devs[i];
@@ -602,7 +600,7 @@ fn valid_name(s: &str) -> Option<IfName> {
     IfName::try_from(s).ok()
 }
 
-fn check_mac(mac: EthernetAddress) -> Result<(), NetdevError> {
+fn check_mac(mac: MacAddr) -> Result<(), NetdevError> {
     if !mac.is_unicast() || mac.0 == [0; 6] {
         return Err(NetdevError::InvalidMac(mac));
     }
@@ -620,8 +618,8 @@ mod tests {
     use alloc::vec;
     use core::cell::RefCell;
 
-    const MAC1: EthernetAddress = EthernetAddress([0x52, 0x54, 0, 0, 0, 1]);
-    const MAC2: EthernetAddress = EthernetAddress([0x52, 0x54, 0, 0, 0, 2]);
+    const MAC1: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 1]);
+    const MAC2: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 2]);
 
     /// A registry with eth0 registered and a recording subscriber.
     fn setup() -> (Netdevs, Rc<RefCell<Vec<String>>>) {
@@ -680,9 +678,9 @@ mod tests {
     #[test]
     fn register_checks_mac_and_mtu() {
         let mut n = Netdevs::new();
-        let mut cfg = NetdevConfig::ethernet(EthernetAddress([0x01, 0, 0x5e, 0, 0, 1]));
+        let mut cfg = NetdevConfig::ethernet(MacAddr([0x01, 0, 0x5e, 0, 0, 1]));
         assert_eq!(n.register(&cfg).unwrap_err().to_string(), "invalid MAC address 01:00:5e:00:00:01: not unicast");
-        cfg.mac = EthernetAddress([0; 6]);
+        cfg.mac = MacAddr([0; 6]);
         assert!(n.register(&cfg).is_err());
         cfg.mac = MAC1;
         cfg.mtu = 9000;
@@ -796,7 +794,7 @@ mod tests {
             ]
         );
         assert_eq!(n.get("eth0").unwrap().ipv6()[0].cidr, link_local_from_mac(MAC2));
-        assert!(n.set_mac("eth0", EthernetAddress::BROADCAST).is_err());
+        assert!(n.set_mac("eth0", MacAddr::BROADCAST).is_err());
         // While down there is no link-local to replace.
         n.set_up("eth0", false).unwrap();
         drain(&mut n, &log);

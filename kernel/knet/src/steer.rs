@@ -1,20 +1,21 @@
 //! Frame steering below smoltcp: which path a received Ethernet frame takes, and
 //! the per-device counters `ip -s link` prints.
 //!
-//! RoCE v2 frames (UDP to port 4791, over IPv4 or IPv6) go whole to the RDMA
-//! receive hook, because the ICRC covers the IP header exactly as sent and
-//! smoltcp would rebuild it. ARP goes to [`neigh`](crate::neigh) (and the
-//! kernel may also hand it to smoltcp), everything else that is well formed goes
-//! to smoltcp, and malformed frames are dropped and counted by reason: Linux
-//! drops the same frames in `eth_type_trans`, `ip_rcv_core`, `ipv6_rcv` and
-//! `__udp4_lib_rcv`, counting them in `rx_length_errors`, `rx_nohandler` and the
-//! IP MIB; we have no MIB, so the reasons live in [`LinkStats`].
+//! Steering is a demultiplexer, not a validator: it reads the EtherType, the IP
+//! protocol and the UDP destination port, and nothing else. RoCE v2 frames (UDP
+//! to port 4791, over IPv4 or IPv6) go whole to the RDMA receive hook, because the
+//! ICRC covers the IP header exactly as sent and smoltcp would rebuild it; there
+//! `rdma::wire::frame::parse` checks every header once (IPv4 checksum, lengths,
+//! ICRC) and counts what it refuses. ARP goes to [`neigh`](crate::neigh) (and to
+//! smoltcp), everything else IP to smoltcp, which checks its own. What steering
+//! drops itself, it drops because it cannot read those three fields (a runt, a
+//! header cut short, a version that says the fields are elsewhere) or because the
+//! frame is not for us, and it counts each in [`LinkStats`] by [`DropReason`].
 //!
 //! The classifier reads bytes only through bounds-checked accessors, so no input
 //! can make it panic (a proptest feeds it arbitrary bytes).
 
-/// The IANA UDP port of RoCE v2.
-pub const ROCE_V2_UDP_PORT: u16 = 4791;
+pub use vocab::{DropCounters, DropReason, ROCE_V2_UDP_PORT};
 
 const ETH_HDR_LEN: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -23,7 +24,8 @@ const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ARP_ETH_IPV4_LEN: usize = 28;
 const IPV4_MIN_HDR_LEN: usize = 20;
 const IPV6_HDR_LEN: usize = 40;
-const UDP_HDR_LEN: usize = 8;
+/// The UDP destination port is bytes 2..4 of the UDP header.
+const UDP_PORTS_LEN: usize = 4;
 const IPPROTO_UDP: u8 = 17;
 
 /// Where a received frame goes.
@@ -33,57 +35,10 @@ pub enum Steer {
     Rdma,
     /// ARP: to the neighbour table.
     Arp,
-    /// Anything else well formed: to smoltcp.
+    /// Anything else IP: to smoltcp.
     Stack,
-    /// Malformed or not for us.
+    /// Not readable as far as steering reads, or not for us.
     Drop(DropReason),
-}
-
-macro_rules! drop_reasons {
-    ($($variant:ident => $name:literal, $doc:literal;)*) => {
-        /// Why a frame was dropped. Each has its own counter.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum DropReason {
-            $(#[doc = $doc] $variant,)*
-        }
-
-        impl DropReason {
-            /// Every reason, in counter order.
-            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
-            /// How many reasons there are.
-            pub const COUNT: usize = Self::ALL.len();
-
-            /// A short name for counters and logs.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(DropReason::$variant => $name,)*
-                }
-            }
-        }
-    };
-}
-
-drop_reasons! {
-    Runt => "runt", "Shorter than an Ethernet header (14 bytes).";
-    OtherHost => "otherhost", "Unicast to another MAC (the wire is a hub; Linux's `PACKET_OTHERHOST`).";
-    UnknownEtherType => "ethertype", "An EtherType we do not handle (VLAN tags, 802.3 lengths, ...).";
-    ArpTruncated => "arp_short", "ARP shorter than its Ethernet/IPv4 body (28 bytes).";
-    Ipv4Truncated => "ipv4_short", "Less than a minimal IPv4 header.";
-    Ipv4Version => "ipv4_version", "IPv4 EtherType but the version field is not 4.";
-    Ipv4HeaderLen => "ipv4_ihl", "IHL under 5 words or past the end of the frame.";
-    Ipv4TotalLen => "ipv4_len", "Total length shorter than the header or longer than the frame.";
-    Ipv4Checksum => "ipv4_csum", "Bad IPv4 header checksum (checked on the RDMA path; smoltcp checks its own).";
-    Ipv6Truncated => "ipv6_short", "Less than an IPv6 header.";
-    Ipv6Version => "ipv6_version", "IPv6 EtherType but the version field is not 6.";
-    Ipv6PayloadLen => "ipv6_len", "Payload length past the end of the frame.";
-    UdpTruncated => "udp_short", "Less than a UDP header after the IP header.";
-    UdpLength => "udp_len", "UDP length under 8 or past the end of the IP payload.";
-}
-
-impl core::fmt::Display for DropReason {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -111,25 +66,22 @@ pub fn classify(frame: &[u8], our_mac: [u8; 6]) -> Steer {
         ETHERTYPE_ARP => Steer::Drop(DropReason::ArpTruncated),
         ETHERTYPE_IPV4 => classify_ipv4(payload),
         ETHERTYPE_IPV6 => classify_ipv6(payload),
-        _ => Steer::Drop(DropReason::UnknownEtherType),
+        _ => Steer::Drop(DropReason::EtherType),
     }
 }
 
+/// The protocol is at a fixed offset, the UDP header after `IHL` words: reading
+/// them needs the version to be 4, the fixed header and an IHL that covers it.
 fn classify_ipv4(p: &[u8]) -> Steer {
-    use DropReason::*;
     let Some(&vihl) = p.first().filter(|_| p.len() >= IPV4_MIN_HDR_LEN) else {
-        return Steer::Drop(Ipv4Truncated);
+        return Steer::Drop(DropReason::Truncated);
     };
     if vihl >> 4 != 4 {
-        return Steer::Drop(Ipv4Version);
+        return Steer::Drop(DropReason::BadIpVersion);
     }
     let ihl = usize::from(vihl & 0x0f) * 4;
-    if ihl < IPV4_MIN_HDR_LEN || ihl > p.len() {
-        return Steer::Drop(Ipv4HeaderLen);
-    }
-    let total = usize::from(be16(p, 2).unwrap_or(0));
-    if total < ihl || total > p.len() {
-        return Steer::Drop(Ipv4TotalLen);
+    if ihl < IPV4_MIN_HDR_LEN {
+        return Steer::Drop(DropReason::BadLength);
     }
     let proto = p.get(9).copied().unwrap_or(0);
     let frag = be16(p, 6).unwrap_or(0);
@@ -137,50 +89,28 @@ fn classify_ipv4(p: &[u8]) -> Steer {
     if proto != IPPROTO_UDP || is_fragment {
         return Steer::Stack;
     }
-    match classify_udp(p.get(ihl..total).unwrap_or(&[])) {
-        Steer::Rdma if !ipv4_header_checksum_ok(p.get(..ihl).unwrap_or(&[])) => Steer::Drop(Ipv4Checksum),
-        s => s,
-    }
+    classify_udp(p.get(ihl..).unwrap_or(&[]))
 }
 
 fn classify_ipv6(p: &[u8]) -> Steer {
-    use DropReason::*;
     let Some(&v) = p.first().filter(|_| p.len() >= IPV6_HDR_LEN) else {
-        return Steer::Drop(Ipv6Truncated);
+        return Steer::Drop(DropReason::Truncated);
     };
     if v >> 4 != 6 {
-        return Steer::Drop(Ipv6Version);
-    }
-    let end = IPV6_HDR_LEN + usize::from(be16(p, 4).unwrap_or(0));
-    if end > p.len() {
-        return Steer::Drop(Ipv6PayloadLen);
+        return Steer::Drop(DropReason::BadIpVersion);
     }
     if p.get(6) != Some(&IPPROTO_UDP) {
         return Steer::Stack;
     }
-    classify_udp(p.get(IPV6_HDR_LEN..end).unwrap_or(&[]))
+    classify_udp(p.get(IPV6_HDR_LEN..).unwrap_or(&[]))
 }
 
-/// `l4` is the IP payload, exactly as long as the IP header says.
+/// `l4` is what follows the IP header in the frame.
 fn classify_udp(l4: &[u8]) -> Steer {
-    if l4.len() < UDP_HDR_LEN {
-        return Steer::Drop(DropReason::UdpTruncated);
-    }
-    let udp_len = usize::from(be16(l4, 4).unwrap_or(0));
-    if udp_len < UDP_HDR_LEN || udp_len > l4.len() {
-        return Steer::Drop(DropReason::UdpLength);
+    if l4.len() < UDP_PORTS_LEN {
+        return Steer::Drop(DropReason::Truncated);
     }
     if be16(l4, 2) == Some(ROCE_V2_UDP_PORT) { Steer::Rdma } else { Steer::Stack }
-}
-
-/// RFC 791 header checksum: the ones' complement sum over the header, checksum
-/// field included, is all ones.
-fn ipv4_header_checksum_ok(hdr: &[u8]) -> bool {
-    let mut sum: u32 = hdr.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum == 0xffff
 }
 
 /// A device's counters, named and grouped as `ip -s link` prints them
@@ -192,7 +122,7 @@ pub struct LinkStats {
     pub rx_bytes: u64,
     /// Frames too short to be Ethernet (Linux's `rx_length_errors` part of it).
     pub rx_errors: u64,
-    /// Well-sized frames we dropped (every other [`DropReason`]).
+    /// Well-sized frames steering dropped (every other [`DropReason`] it uses).
     pub rx_dropped: u64,
     /// Frames the device lost for lack of buffers, reported by the driver.
     pub rx_missed: u64,
@@ -211,7 +141,7 @@ pub struct LinkStats {
     pub rx_arp: u64,
     /// Frames handed to smoltcp.
     pub rx_stack: u64,
-    drops: [u64; DropReason::COUNT],
+    drops: DropCounters,
 }
 
 impl LinkStats {
@@ -232,9 +162,7 @@ impl LinkStats {
                 } else {
                     self.rx_dropped += 1;
                 }
-                if let Some(c) = self.drops.get_mut(r as usize) {
-                    *c += 1;
-                }
+                self.drops.record(r);
             }
         }
     }
@@ -247,12 +175,12 @@ impl LinkStats {
 
     /// Frames dropped for `reason`.
     pub fn drops(&self, reason: DropReason) -> u64 {
-        self.drops.get(reason as usize).copied().unwrap_or(0)
+        self.drops.get(reason)
     }
 
     /// The drop reasons that counted anything, in counter order.
     pub fn nonzero_drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().map(|&r| (r, self.drops(r))).filter(|&(_, n)| n > 0)
+        self.drops.nonzero()
     }
 }
 
@@ -286,7 +214,7 @@ mod tests {
         let mut u = Vec::new();
         u.extend_from_slice(&49152u16.to_be_bytes());
         u.extend_from_slice(&dport.to_be_bytes());
-        u.extend_from_slice(&((UDP_HDR_LEN + body.len()) as u16).to_be_bytes());
+        u.extend_from_slice(&((8 + body.len()) as u16).to_be_bytes());
         u.extend_from_slice(&[0, 0]);
         u.extend_from_slice(body);
         u
@@ -362,9 +290,9 @@ mod tests {
         assert_eq!(d(&[]), Some(Runt));
         assert_eq!(d(&[0; 13]), Some(Runt));
         assert_eq!(d(&eth(PEER, ETHERTYPE_IPV4, &[])), Some(OtherHost));
-        assert_eq!(d(&eth(OURS, 0x8100, &[0; 50])), Some(UnknownEtherType));
-        assert_eq!(d(&eth(OURS, 0x0040, &[0; 50])), Some(UnknownEtherType));
-        assert_eq!(d(&eth(OURS, ETHERTYPE_IPV4, &[0x45; 19])), Some(Ipv4Truncated));
+        assert_eq!(d(&eth(OURS, 0x8100, &[0; 50])), Some(EtherType));
+        assert_eq!(d(&eth(OURS, 0x0040, &[0; 50])), Some(EtherType));
+        assert_eq!(d(&eth(OURS, ETHERTYPE_IPV4, &[0x45; 19])), Some(Truncated));
 
         let good = roce_v4();
         let with = |at: usize, v: u8| {
@@ -372,25 +300,37 @@ mod tests {
             f[14 + at] = v;
             d(&f)
         };
-        assert_eq!(with(0, 0x65), Some(Ipv4Version));
-        assert_eq!(with(0, 0x44), Some(Ipv4HeaderLen));
-        assert_eq!(with(0, 0x4f), Some(Ipv4HeaderLen)); // 60 bytes > what is there
-        assert_eq!(with(3, 19), Some(Ipv4TotalLen)); // total < header
-        assert_eq!(with(2, 0x10), Some(Ipv4TotalLen)); // total > frame
-        assert_eq!(with(11, good[14 + 11] ^ 1), Some(Ipv4Checksum));
-        assert_eq!(with(20 + 5, 7), Some(UdpLength)); // UDP length 7
-        assert_eq!(with(20 + 5, 0xff), Some(UdpLength)); // past the IP payload
+        assert_eq!(with(0, 0x65), Some(BadIpVersion));
+        assert_eq!(with(0, 0x44), Some(BadLength)); // IHL under 5 words
+        assert_eq!(with(0, 0x4f), Some(Truncated)); // UDP would start past the end
 
-        let short_udp = eth(OURS, ETHERTYPE_IPV4, &ipv4(IPPROTO_UDP, &[0; 7]));
-        assert_eq!(d(&short_udp), Some(UdpTruncated));
+        let short_udp = eth(OURS, ETHERTYPE_IPV4, &ipv4(IPPROTO_UDP, &[0; 3]));
+        assert_eq!(d(&short_udp), Some(Truncated));
 
-        assert_eq!(d(&eth(OURS, ETHERTYPE_IPV6, &[0x60; 39])), Some(Ipv6Truncated));
+        assert_eq!(d(&eth(OURS, ETHERTYPE_IPV6, &[0x60; 39])), Some(Truncated));
         let mut v6 = eth(OURS, ETHERTYPE_IPV6, &ipv6(IPPROTO_UDP, &udp(ROCE_V2_UDP_PORT, &[])));
         v6[14] = 0x40;
-        assert_eq!(d(&v6), Some(Ipv6Version));
-        v6[14] = 0x60;
-        v6[14 + 5] += 1;
-        assert_eq!(d(&v6), Some(Ipv6PayloadLen));
+        assert_eq!(d(&v6), Some(BadIpVersion));
+    }
+
+    /// What only the RoCE parser can judge (lengths, the IPv4 checksum, the UDP
+    /// length) is not steering's business: such frames still go to the RDMA path,
+    /// which checks them once and counts what it drops.
+    #[test]
+    fn validation_is_left_to_the_parser() {
+        let good = roce_v4();
+        let with = |at: usize, v: u8| {
+            let mut f = good.clone();
+            f[14 + at] = v;
+            classify(&f, OURS)
+        };
+        assert_eq!(with(3, 19), Steer::Rdma); // total < header
+        assert_eq!(with(2, 0x10), Steer::Rdma); // total > frame
+        assert_eq!(with(11, good[14 + 11] ^ 1), Steer::Rdma); // checksum
+        assert_eq!(with(20 + 5, 7), Steer::Rdma); // UDP length 7
+        let mut v6 = eth(OURS, ETHERTYPE_IPV6, &ipv6(IPPROTO_UDP, &udp(ROCE_V2_UDP_PORT, &[])));
+        v6[14 + 5] += 1; // payload length past the frame
+        assert_eq!(classify(&v6, OURS), Steer::Rdma);
     }
 
     #[test]
@@ -406,17 +346,9 @@ mod tests {
         assert_eq!((s.rx_errors, s.rx_dropped, s.rx_multicast), (1, 2, 1));
         assert_eq!(s.rx_bytes, roce_v4().len() as u64 + 42 + 5 + 28);
         assert_eq!((s.tx_packets, s.tx_bytes), (1, 60));
-        assert_eq!(s.drops(DropReason::UnknownEtherType), 2);
+        assert_eq!(s.drops(DropReason::EtherType), 2);
         let nz: Vec<_> = s.nonzero_drops().collect();
-        assert_eq!(nz, [(DropReason::Runt, 1), (DropReason::UnknownEtherType, 2)]);
-    }
-
-    #[test]
-    fn reason_names_are_unique() {
-        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), DropReason::COUNT);
+        assert_eq!(nz, [(DropReason::Runt, 1), (DropReason::EtherType, 2)]);
     }
 
     proptest! {

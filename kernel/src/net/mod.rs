@@ -29,10 +29,11 @@ use drivers::virtio_net::VirtioNet;
 use hal::{KernelHal, PciConfig};
 use kbase::pci::Function;
 use knet::neigh::{NeighConfig, NeighTable};
-use knet::netdev::{IfIndex, NetdevConfig, NetdevError, Netdevs};
+use knet::netdev::{NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
 use smoltcp::iface::{Config, Interface, SocketSet};
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Cidr, Ipv6Cidr};
+use vocab::{IfIndex, MacAddr};
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, DeviceFunction, PciRoot};
 
@@ -40,12 +41,6 @@ pub type NetDevice = VirtioNet<KernelHal, PciTransport>;
 
 /// Frames taken from the NIC per pass, so other tasks get their turn.
 const RX_BUDGET: usize = 256;
-/// RoCE frames received between two flushes of the ACKs the transport held
-/// back: few enough that a requester waiting on one is not held up long
-/// (under TCG a frame takes ~20 us), enough to fold a burst of small
-/// messages' ACKs into one.
-const ACK_BATCH: usize = 4;
-
 /// One NIC and what sits on it alone: its netdev, neighbour table and
 /// smoltcp interface with its sockets.
 pub struct Link {
@@ -128,7 +123,7 @@ impl Net {
     /// Registers `nic` as the next `eth%d`, brings it up and gives it a
     /// neighbour table and a smoltcp interface; returns its link index.
     fn add_link(&mut self, mut nic: NetDevice, irq: u8, now: Instant) -> Result<usize, NetdevError> {
-        let mac = EthernetAddress(nic.mac());
+        let mac = MacAddr(nic.mac());
         let mtu = nic.mtu() as u32;
         let ifindex = self.netdevs.register(&NetdevConfig { mtu, max_mtu: mtu, ..NetdevConfig::ethernet(mac) })?;
         let name = String::from(self.netdevs.by_index(ifindex).map_or("eth?", |d| d.name()));
@@ -137,7 +132,7 @@ impl Net {
         let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
         let neigh = NeighTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
 
-        let mut config = Config::new(HardwareAddress::Ethernet(mac));
+        let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
         config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac.0[2], mac.0[3], mac.0[4], mac.0[5]]));
         let (mut queue, mut scratch, mut stats) = (VecDeque::new(), Vec::new(), knet::steer::LinkStats::default());
         let iface = {
@@ -145,7 +140,7 @@ impl Net {
                 StackDevice { queue: &mut queue, nic: &mut nic, stats: &mut stats, scratch: &mut scratch, up: true };
             Interface::new(config, &mut dev, smol_now(now))
         };
-        log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", knet::addr::Mac(mac));
+        log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", mac);
         self.links.push(Link {
             nic,
             irq,
@@ -262,7 +257,10 @@ impl Net {
         link.neigh.set_local_addrs(&v4);
         link.iface.update_ip_addrs(|addrs| {
             addrs.clear();
-            for c in v4.iter().map(|c| IpCidr::Ipv4(*c)).chain(v6.iter().map(|c| IpCidr::Ipv6(*c))) {
+            // smoltcp's own cidr types, converted here where smoltcp is configured.
+            let v4 = v4.iter().map(|c| IpCidr::Ipv4(Ipv4Cidr::new(c.address(), c.prefix_len())));
+            let v6 = v6.iter().map(|c| IpCidr::Ipv6(Ipv6Cidr::new(c.address(), c.prefix_len())));
+            for c in v4.chain(v6) {
                 // smoltcp holds 8; the netdev may hold more, which smoltcp then won't answer for.
                 let _ = addrs.push(c);
             }
@@ -279,7 +277,6 @@ impl Net {
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         let mut transport = rdma.device_on(*ifindex);
         let mut n = 0;
-        let mut roce = 0;
         while n < RX_BUDGET {
             let t = prof::start();
             let Some(rx) = nic.receive() else { break };
@@ -292,23 +289,9 @@ impl Net {
                 continue;
             }
             match steer(frame, mac, stats) {
+                // The transport decides when its ACKs go and when to kick the NIC.
                 Steer::Rdma => match transport.and_then(|d| rdma.transport_mut(d)) {
-                    Some(t) => {
-                        let sent = stats.tx_packets;
-                        prof::RX_ROCE.time(|| t.receive(frame, rdma::rxe_now(now), &mut rdma::NicSink { nic, stats }));
-                        // ACKs held back for coalescing (when enabled) go
-                        // every few frames, not only at the batch's end.
-                        roce += 1;
-                        if roce % ACK_BATCH == 0 {
-                            t.flush_acks(&mut rdma::NicSink { nic, stats });
-                        }
-                        // An ACK, or the packets an ACK let out, go now: the
-                        // peer waits for them, and the rest of this batch
-                        // may take a while.
-                        if stats.tx_packets != sent {
-                            prof::KICK.time(|| nic.service());
-                        }
-                    }
+                    Some(t) => prof::RX_ROCE.time(|| t.receive(frame, now, &mut rdma::NicSink { nic, stats })),
                     None => {
                         transport = None;
                         rdma.rx.receive(frame)
@@ -316,7 +299,9 @@ impl Net {
                 },
                 Steer::Arp => {
                     // smoltcp answers requests (and learns from them, as Linux
-                    // does); the neighbour table learns for the RDMA path.
+                    // does); the neighbour table learns for the RDMA path. Two
+                    // caches, because smoltcp's cannot be fed or read (see
+                    // knet::neigh's module doc).
                     if let Err(e) = neigh.process_arp(frame, now) {
                         log::debug!("arp: {e}");
                     }
@@ -333,15 +318,8 @@ impl Net {
             nic.recycle(rx);
             prof::RX_NIC.add_cycles(prof::start().saturating_sub(t));
         }
-        // The batch is over: what is still held back goes now.
-        if roce > 0
-            && let Some(t) = transport.and_then(|d| rdma.transport_mut(d))
-        {
-            let sent = stats.tx_packets;
-            t.flush_acks(&mut rdma::NicSink { nic, stats });
-            if stats.tx_packets != sent {
-                prof::KICK.time(|| nic.service());
-            }
+        if let Some(t) = transport.and_then(|d| rdma.transport_mut(d)) {
+            t.end_batch(&mut rdma::NicSink { nic, stats });
         }
         n
     }
@@ -354,7 +332,7 @@ impl Net {
             let (Some(t), Some(stats)) = (rdma.transport_on(link.ifindex), netdevs.stats_mut(link.ifindex)) else {
                 continue;
             };
-            t.poll(rdma::rxe_now(now), &mut rdma::NicSink { nic: &mut link.nic, stats });
+            t.poll(now, &mut rdma::NicSink { nic: &mut link.nic, stats });
         }
     }
 
@@ -390,8 +368,7 @@ impl Net {
         let rxe = self
             .rdma
             .transports()
-            .filter_map(|(_, _, t)| t.next_deadline(rdma::rxe_now(now)))
-            .map(|t| Instant::from_micros(t.micros()))
+            .filter_map(|(_, _, t)| t.next_deadline(now))
             .min();
         let ping = self.ping.as_ref().map(|p| p.deadline());
         links

@@ -99,7 +99,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
             continue;
         }
         if let Some(at) = job.sent.remove(&seq_no) {
-            let rtt = kbase::time::Duration::from_micros(now.saturating_since(at).as_micros());
+            let rtt = now.saturating_since(at);
             job.stats.record_reply(rtt);
             let reply =
                 PingReply { bytes: data.len() + 8, from: job.dst.into(), seq: seq_no, ttl: ip.hop_limit(), rtt };
@@ -131,7 +131,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
     let done = job.stats.transmitted == u64::from(job.count)
         && (job.stats.received == u64::from(job.count) || now >= job.give_up);
     if done {
-        job.stats.elapsed = Some(kbase::time::Duration::from_micros(now.saturating_since(job.started).as_micros()));
+        job.stats.elapsed = Some(now.saturating_since(job.started));
         print!("\n{}", job.stats);
         job.ready.set(true);
         let handle = job.socket;

@@ -38,7 +38,7 @@ use rdma::rxe::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
 use rdma::rxe::qp_state::{AttrMask, QpState, QpType};
 use rdma::rxe::wc::{WcOpcode, WcStatus};
 use rdma::rxe::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode};
-use rdma::wire::EthernetAddress;
+use vocab::MacAddr;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::wire::Ipv4Address;
@@ -161,10 +161,10 @@ fn describe(d: &Dest) -> String {
 
 /// The MAC of a link-local GID (fe80::/64 with an EUI-64 of the MAC), as Linux
 /// derives it without asking the network.
-fn mac_of_link_local(g: &Gid) -> Option<EthernetAddress> {
+fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
     let b = &g.0;
     (b[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && b[11] == 0xff && b[12] == 0xfe)
-        .then(|| EthernetAddress([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
+        .then(|| MacAddr([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
 }
 
 /// How long a finished pingpong's QP stays: the peer's last SEND may still
@@ -350,7 +350,7 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
             let link = net.rdma.core.device(dev).and_then(|d| net.link_of(d.netdev().ifindex));
             let link = net.links.get_mut(link.ok_or("the RDMA device's netdev has no NIC")?).ok_or("no NIC")?;
             match link.neigh.lookup_or_request(ip, now) {
-                Resolution::Known(mac) => EthernetAddress(mac.0),
+                Resolution::Known(mac) => mac,
                 Resolution::Pending => return Ok(false),
                 Resolution::Failed => return Err(format!("no ARP reply from {ip}")),
             }

@@ -5,7 +5,7 @@
 pub mod pit;
 mod tsc;
 
-pub use kbase::time::{Duration, Instant};
+pub use vocab::time::{Duration, Instant};
 
 /// Now, in microseconds since the clock was calibrated (0 before that).
 pub fn now() -> Instant {

@@ -3,7 +3,7 @@
 
 use super::pit;
 use core::sync::atomic::{AtomicU64, Ordering};
-use kbase::time::Instant;
+use vocab::time::Instant;
 
 static TSC_START: AtomicU64 = AtomicU64::new(0);
 static TSC_HZ: AtomicU64 = AtomicU64::new(0);

@@ -226,9 +226,9 @@ mod order_tests {
         let (mut core, _net) = setup(&log);
         core.register_event_handler(0, Box::new(CacheProbe(log.clone()))).unwrap();
         let a = Ipv4Addr::new(10, 0, 0, 2);
-        send(&mut core, NetdevEventKind::InetAddrAdd(a), eth0().with_ipv4(a));
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), eth0().with_ipv4(a));
         assert_eq!(log.take(), ["h: GID_CHANGE rxe0/1", "probe: 3 gids"]);
-        send(&mut core, NetdevEventKind::InetAddrDel(a), eth0());
+        send(&mut core, NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(a, 32)), eth0());
         assert_eq!(log.take(), ["h: GID_CHANGE rxe0/1", "probe: 2 gids"]);
     }
 
@@ -253,7 +253,7 @@ mod order_tests {
         let late = core.register_event_handler(0, Box::new(LogHandler::new("late", &log))).unwrap();
         let _ = log.take();
         let a = Ipv4Addr::new(10, 0, 0, 7);
-        send(&mut core, NetdevEventKind::InetAddrAdd(a), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), eth0());
         assert_eq!(log.take(), ["h: GID_CHANGE rxe0/1", "C: GID_CHANGE rxe0/1", "late: GID_CHANGE rxe0/1"]);
         assert!(core.unregister_event_handler(late).is_ok());
         assert!(matches!(core.unregister_event_handler(late), Err(crate::core::error::Error::NoSuchHandler(_))));

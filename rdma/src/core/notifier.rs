@@ -139,10 +139,10 @@ fn update_gid_ip(
 /// `_add_netdev_ips`: IPv4 addresses first, then IPv6.
 fn add_netdev_ips(index: u32, port: &mut Port, ndev: &NetdevInfo, events: &mut Vec<IbEvent>, full: &mut u64) {
     for a in &ndev.ipv4 {
-        update_gid_ip(index, port, true, Gid::from_ipv4(*a), ndev, events, full);
+        update_gid_ip(index, port, true, Gid::from_ipv4(a.address()), ndev, events, full);
     }
     for a in &ndev.ipv6 {
-        update_gid_ip(index, port, true, Gid::from_ipv6(*a), ndev, events, full);
+        update_gid_ip(index, port, true, Gid::from_ipv6(a.address()), ndev, events, full);
     }
 }
 
@@ -226,7 +226,7 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
                     note_transition(index, port, t, &mut dev.link_downed, events);
                 }
             }
-            K::ChangeAddr => {
+            K::ChangeAddr { .. } => {
                 if own {
                     for t in port.gid_table().default_types().to_vec() {
                         if port.gid_table_mut().del_default(t, nd.ifindex).is_some() {
@@ -236,7 +236,7 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
                     add_default_gids(index, port, nd, events, full);
                 }
             }
-            K::ChangeMtu => {
+            K::ChangeMtu { .. } => {
                 if own {
                     port.set_netdev_mtu(nd.mtu);
                 }
@@ -247,10 +247,10 @@ fn apply_netdev_event(dev: &mut Device, ev: &NetdevEvent, own: bool, events: &mu
                     gid_changed(index, port.num(), events);
                 }
             }
-            K::InetAddrAdd(a) => update_gid_ip(index, port, true, Gid::from_ipv4(a), nd, events, full),
-            K::InetAddrDel(a) => update_gid_ip(index, port, false, Gid::from_ipv4(a), nd, events, full),
-            K::Inet6AddrAdd(a) => update_gid_ip(index, port, true, Gid::from_ipv6(a), nd, events, full),
-            K::Inet6AddrDel(a) => update_gid_ip(index, port, false, Gid::from_ipv6(a), nd, events, full),
+            K::InetAddrAdd(a) => update_gid_ip(index, port, true, Gid::from_ipv4(a.address()), nd, events, full),
+            K::InetAddrDel(a) => update_gid_ip(index, port, false, Gid::from_ipv4(a.address()), nd, events, full),
+            K::Inet6AddrAdd(a) => update_gid_ip(index, port, true, Gid::from_ipv6(a.address()), nd, events, full),
+            K::Inet6AddrDel(a) => update_gid_ip(index, port, false, Gid::from_ipv6(a.address()), nd, events, full),
         }
         if *port.attr() != before {
             dev.driver.port_changed(port.num(), port.attr());
@@ -315,9 +315,9 @@ mod tests {
     #[test]
     fn address_add_del_and_slot_reuse() {
         let mut core = setup();
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(2)), eth0());
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(3)), eth0());
-        send(&mut core, NetdevEventKind::InetAddrDel(v4(1)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(2), 32)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(3), 32)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(v4(1), 32)), eth0());
         assert_eq!(
             table(&core, 0),
             [
@@ -326,13 +326,13 @@ mod tests {
                 "3 0000:0000:0000:0000:0000:ffff:0a00:0003 eth0"
             ]
         );
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(4)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(4), 32)), eth0());
         assert_eq!(table(&core, 0)[1], "1 0000:0000:0000:0000:0000:ffff:0a00:0004 eth0");
         // Deleting an address that was never there changes nothing.
-        send(&mut core, NetdevEventKind::InetAddrDel(v4(99)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(v4(99), 32)), eth0());
         assert_eq!(table(&core, 0).len(), 4);
         // A duplicate add changes nothing either.
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(4)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(4), 32)), eth0());
         assert_eq!(table(&core, 0).len(), 4);
     }
 
@@ -341,12 +341,12 @@ mod tests {
         let mut core = setup();
         let global: Ipv6Addr = "2001:db8::1".parse().unwrap();
         let ll: Ipv6Addr = "fe80::5054:ff:fe00:1".parse().unwrap();
-        send(&mut core, NetdevEventKind::Inet6AddrAdd(ll), eth0());
+        send(&mut core, NetdevEventKind::Inet6AddrAdd(vocab::Ipv6Cidr::new(ll, 128)), eth0());
         assert_eq!(table(&core, 0), [DEFAULT, V4_1]);
-        send(&mut core, NetdevEventKind::Inet6AddrAdd(global), eth0());
+        send(&mut core, NetdevEventKind::Inet6AddrAdd(vocab::Ipv6Cidr::new(global, 128)), eth0());
         assert_eq!(table(&core, 0)[2], "2 2001:0db8:0000:0000:0000:0000:0000:0001 eth0");
-        send(&mut core, NetdevEventKind::Inet6AddrDel(global), eth0());
-        send(&mut core, NetdevEventKind::Inet6AddrDel(ll), eth0());
+        send(&mut core, NetdevEventKind::Inet6AddrDel(vocab::Ipv6Cidr::new(global, 128)), eth0());
+        send(&mut core, NetdevEventKind::Inet6AddrDel(vocab::Ipv6Cidr::new(ll, 128)), eth0());
         assert_eq!(table(&core, 0), [DEFAULT, V4_1]);
     }
 
@@ -355,7 +355,7 @@ mod tests {
         let mut core = setup();
         let mut nd = eth0();
         nd.mac = MacAddr([0x52, 0x54, 0x00, 0xaa, 0xbb, 0xcc]);
-        send(&mut core, NetdevEventKind::ChangeAddr, nd);
+        send(&mut core, NetdevEventKind::ChangeAddr { old: vocab::MacAddr::ZERO }, nd);
         assert_eq!(table(&core, 0), ["0 fe80:0000:0000:0000:5054:00ff:feaa:bbcc eth0", V4_1]);
         let dev = core.device(0).unwrap();
         assert_eq!(dev.netdev().mac, MacAddr([0x52, 0x54, 0x00, 0xaa, 0xbb, 0xcc]));
@@ -408,9 +408,9 @@ mod tests {
         core.link_add(&net, "rxe0", "rxe", "eth0").unwrap();
         let mtu = |core: &RdmaCore| core.query_port(0, 1).map(|a| a.active_mtu);
         assert_eq!(mtu(&core), Ok(IbMtu::Mtu1024));
-        send(&mut core, NetdevEventKind::ChangeMtu, eth0().with_mtu(9000));
+        send(&mut core, NetdevEventKind::ChangeMtu { old: 1500 }, eth0().with_mtu(9000));
         assert_eq!(mtu(&core), Ok(IbMtu::Mtu4096));
-        send(&mut core, NetdevEventKind::ChangeMtu, eth0().with_mtu(1500));
+        send(&mut core, NetdevEventKind::ChangeMtu { old: 1500 }, eth0().with_mtu(1500));
         assert_eq!(mtu(&core), Ok(IbMtu::Mtu1024));
         let seen: Vec<IbMtu> = changes.borrow().iter().map(|(_, a)| a.active_mtu).collect();
         assert_eq!(seen, [IbMtu::Mtu1024, IbMtu::Mtu4096, IbMtu::Mtu1024]);
@@ -422,7 +422,7 @@ mod tests {
         // 1024 slots: the default, 10.0.0.1, then 1022 more fill it.
         for i in 0..1022u32 {
             let a = Ipv4Addr::from(0x0a01_0000 + i);
-            core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(a), eth0())).unwrap();
+            core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), eth0())).unwrap();
             if core.pending_events() > 500 {
                 core.process_events();
             }
@@ -430,14 +430,14 @@ mod tests {
         core.process_events();
         assert_eq!(table(&core, 0).len(), 1024);
         assert_eq!(core.stats().gid_table_full, 0);
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(200)), eth0());
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(201)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(200), 32)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(201), 32)), eth0());
         assert_eq!(core.stats().gid_table_full, 2);
         let port = core.device(0).and_then(|d| d.port(1)).unwrap();
         assert_eq!(port.gid_table().full_errors(), 2);
         // Freeing a slot lets the next add in, at that slot.
-        send(&mut core, NetdevEventKind::InetAddrDel(v4(1)), eth0());
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(202)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(v4(1), 32)), eth0());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(202), 32)), eth0());
         assert_eq!(table(&core, 0)[1], "1 0000:0000:0000:0000:0000:ffff:0a00:00ca eth0");
     }
 
@@ -451,13 +451,13 @@ mod tests {
         // The rescan at registration picked up the VLAN's address.
         assert_eq!(table(&core, 0), [DEFAULT, V4_1, "2 0000:0000:0000:0000:0000:ffff:0a01:0001 eth0.100"]);
         let a = Ipv4Addr::new(10, 1, 0, 2);
-        send(&mut core, NetdevEventKind::InetAddrAdd(a), vlan.clone());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), vlan.clone());
         assert_eq!(table(&core, 0).len(), 4);
         // Down on the VLAN does not touch the rxe port.
         send(&mut core, NetdevEventKind::Down, vlan.clone());
         assert_eq!(core.query_port(0, 1).map(|a| a.state), Ok(PortState::Active));
         // Its MAC change makes no default GID: defaults come from eth0 only.
-        send(&mut core, NetdevEventKind::ChangeAddr, vlan.clone());
+        send(&mut core, NetdevEventKind::ChangeAddr { old: vocab::MacAddr::ZERO }, vlan.clone());
         assert_eq!(table(&core, 0).len(), 4);
         send(&mut core, NetdevEventKind::Unregister, vlan);
         assert_eq!(table(&core, 0), [DEFAULT, V4_1]);
@@ -468,7 +468,7 @@ mod tests {
     fn unrelated_netdevs_are_ignored() {
         let mut core = setup();
         let other = NetdevInfo::new(9, "eth9", MacAddr([2, 0, 0, 0, 0, 9]));
-        send(&mut core, NetdevEventKind::InetAddrAdd(v4(50)), other.clone());
+        send(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(50), 32)), other.clone());
         let mut down = other.clone();
         down.up = false;
         send(&mut core, NetdevEventKind::Down, down);
@@ -491,10 +491,10 @@ mod tests {
         let q = |core: &mut RdmaCore, kind| {
             core.netdev_event(NetdevEvent::new(kind, eth0())).unwrap();
         };
-        q(&mut core, NetdevEventKind::InetAddrAdd(v4(5)));
-        q(&mut core, NetdevEventKind::InetAddrDel(v4(5)));
-        q(&mut core, NetdevEventKind::InetAddrDel(v4(6)));
-        q(&mut core, NetdevEventKind::InetAddrAdd(v4(6)));
+        q(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(5), 32)));
+        q(&mut core, NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(v4(5), 32)));
+        q(&mut core, NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(v4(6), 32)));
+        q(&mut core, NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(v4(6), 32)));
         assert_eq!(table(&core, 0), [DEFAULT, V4_1]);
         assert_eq!(core.process_events(), 4);
         assert_eq!(table(&core, 0), [DEFAULT, V4_1, "2 0000:0000:0000:0000:0000:ffff:0a00:0006 eth0"]);

@@ -603,12 +603,12 @@ mod tests {
         ops.borrow_mut().clear();
         let a = Ipv4Addr::new(10, 0, 0, 9);
         let with = eth0().with_ipv4(a);
-        core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(a), with)).unwrap();
+        core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), with)).unwrap();
         core.process_events();
         let slot = core.find_gid_by_port(i, 1, Gid::from_ipv4(a), GidType::RoceV2, None).unwrap();
         assert_eq!(*ops.borrow(), vec![alloc::format!("+1/{slot} {}", Gid::from_ipv4(a))]);
         ops.borrow_mut().clear();
-        core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrDel(a), eth0())).unwrap();
+        core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(a, 32)), eth0())).unwrap();
         core.process_events();
         assert_eq!(*ops.borrow(), vec![alloc::format!("-1/{slot}")]);
     }

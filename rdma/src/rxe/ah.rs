@@ -8,7 +8,7 @@
 
 use crate::core::gid::Gid;
 use crate::wire::frame::{IpPath, Path};
-use crate::wire::{Ecn, EthernetAddress, Ipv4Address, Ipv6Address};
+use crate::wire::{Ecn, MacAddr, Ipv4Address, Ipv6Address};
 
 use super::pd::PdHandle;
 use super::pool::handle_type;
@@ -31,7 +31,7 @@ pub struct AhAttr {
     /// 20 bits; 0 lets connected QPs derive one from their QPNs.
     pub flow_label: u32,
     /// The next hop's MAC, resolved by the caller's neighbour table.
-    pub dmac: EthernetAddress,
+    pub dmac: MacAddr,
 }
 
 /// Why an address vector cannot be used.
@@ -49,7 +49,7 @@ pub enum AhError {
 /// caller (the RDMA core's GID cache).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalPort {
-    pub mac: EthernetAddress,
+    pub mac: MacAddr,
     pub gids: alloc::vec::Vec<Gid>,
 }
 
@@ -57,7 +57,7 @@ impl AhAttr {
     /// The path to send on, with the UDP source port chosen by the QP.
     pub fn path(&self, local: &LocalPort, src_port: u16) -> Result<Path, AhError> {
         let sgid = local.gids.get(usize::from(self.sgid_index)).ok_or(AhError::BadSgidIndex)?;
-        if self.dmac == EthernetAddress::default() {
+        if self.dmac == MacAddr::default() {
             return Err(AhError::Unresolved);
         }
         let ip = match (sgid.to_ipv4_mapped(), self.dgid.to_ipv4_mapped()) {

@@ -33,13 +33,13 @@ pub struct Config {
     pub min_window: u32,
     /// Ask for an ACK at least every this many packets (rxe's `RXE_MAX_PKT_PER_ACK`).
     pub max_pkt_per_ack: u32,
-    /// Hold the ACKs that requests ask for until [`RxeTransport::flush_acks`]
-    /// (or `poll`), sending one per QP for everything received by then (ACKs
-    /// are cumulative). The caller flushes after a batch of received frames:
-    /// a burst of single-packet messages then costs a few ACK frames, not one
-    /// each. NAKs and the answers to duplicates still go out at once.
+    /// Hold the ACKs that requests ask for until a few frames later or the end
+    /// of the batch ([`RxeTransport::end_batch`], or `poll`), sending one per QP
+    /// for everything received by then (ACKs are cumulative): a burst of
+    /// single-packet messages then costs a few ACK frames, not one each. NAKs
+    /// and the answers to duplicates still go out at once.
     ///
-    /// [`RxeTransport::flush_acks`]: super::transport::RxeTransport::flush_acks
+    /// [`RxeTransport::end_batch`]: super::transport::RxeTransport::end_batch
     pub coalesce_acks: bool,
     /// Most READ response packets sent per call before yielding to other work.
     pub read_burst: u32,

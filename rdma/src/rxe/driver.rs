@@ -20,7 +20,6 @@ use crate::core::link::RxeDriverFactory;
 use crate::core::netdev::{MacAddr, NetdevInfo};
 use crate::core::port::{PortAttr, PortImmutable};
 use crate::core::{Counters, Error, rxe_params};
-use crate::wire::EthernetAddress;
 
 /// One rxe device, bound to a netdev, with its transport.
 pub struct RxeDriver<M> {
@@ -33,7 +32,7 @@ pub struct RxeDriver<M> {
 impl<M: Memory + 'static> RxeDriver<M> {
     /// A driver for the netdev `ndev` whose transport reads and writes `mem`.
     pub fn new(ndev: &NetdevInfo, mem: M, config: Config) -> Self {
-        let port = LocalPort { mac: EthernetAddress(ndev.mac.0), gids: alloc::vec::Vec::new() };
+        let port = LocalPort { mac: ndev.mac, gids: alloc::vec::Vec::new() };
         RxeDriver { mac: ndev.mac, port: rxe_params::port_attr(), transport: RxeTransport::new(mem, port, config) }
     }
 
@@ -136,7 +135,7 @@ impl<M: Memory + 'static> Driver for RxeDriver<M> {
 
     fn netdev_changed(&mut self, ndev: &NetdevInfo) {
         self.mac = ndev.mac;
-        self.transport.port_mut().mac = EthernetAddress(ndev.mac.0);
+        self.transport.port_mut().mac = ndev.mac;
     }
 
     fn hw_stats(&self) -> Counters {
@@ -194,24 +193,25 @@ mod tests {
         let v4 = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(gids(&core), vec![Gid::default_for_mac(mac), v4]);
 
+        let seven = vocab::Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, 7), 32);
         let mut more = eth0.clone().with_ipv4(Ipv4Addr::new(10, 0, 0, 7));
-        let ev = NetdevEvent::new(NetdevEventKind::InetAddrAdd(Ipv4Addr::new(10, 0, 0, 7)), more.clone());
+        let ev = NetdevEvent::new(NetdevEventKind::InetAddrAdd(seven), more.clone());
         core.netdev_event(ev).unwrap();
         core.process_events();
         assert_eq!(gids(&core)[2], Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 7)));
 
-        more.ipv4.retain(|a| *a != Ipv4Addr::new(10, 0, 0, 7));
-        let ev = NetdevEvent::new(NetdevEventKind::InetAddrDel(Ipv4Addr::new(10, 0, 0, 7)), more.clone());
+        more.ipv4.retain(|a| *a != seven);
+        let ev = NetdevEvent::new(NetdevEventKind::InetAddrDel(seven), more.clone());
         core.netdev_event(ev).unwrap();
         core.process_events();
         assert_eq!(gids(&core), vec![Gid::default_for_mac(mac), v4]);
 
         let new_mac = MacAddr([0x52, 0x54, 0, 0, 0, 9]);
         more.mac = new_mac;
-        core.netdev_event(NetdevEvent::new(NetdevEventKind::ChangeAddr, more)).unwrap();
+        core.netdev_event(NetdevEvent::new(NetdevEventKind::ChangeAddr { old: mac }, more)).unwrap();
         core.process_events();
         let d = RxeDriver::<FlatMemory>::of(core.device(i).unwrap()).unwrap();
-        assert_eq!(d.transport().port().mac, EthernetAddress(new_mac.0));
+        assert_eq!(d.transport().port().mac, new_mac);
         assert_eq!(gids(&core)[0], Gid::default_for_mac(new_mac));
     }
 }

@@ -14,7 +14,7 @@ use core::cmp::Reverse;
 
 use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
-use crate::wire::EthernetAddress;
+use crate::wire::MacAddr;
 
 use super::ah::{AhAttr, LocalPort};
 use super::cq::CqHandle;
@@ -154,7 +154,7 @@ impl Wire {
             }
         };
         self.seq += 1;
-        self.queue.push(Reverse((at.micros(), self.seq, slot)));
+        self.queue.push(Reverse((at.as_micros(), self.seq, slot)));
     }
 
     /// When the next frame arrives.
@@ -165,7 +165,7 @@ impl Wire {
     /// The next frame due by `now`: `(destination node, frame)`.
     fn pop_due(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
         let &Reverse((t, _, slot)) = self.queue.peek()?;
-        if t > now.micros() {
+        if t > now.as_micros() {
             return None;
         }
         self.queue.pop();
@@ -239,8 +239,8 @@ impl FrameSink for Tx<'_> {
 }
 
 /// Node addresses: node `i` is 10.0.0.(i+1) with MAC 52:54:00:00:00:(i+1).
-pub fn node_mac(i: usize) -> EthernetAddress {
-    EthernetAddress([0x52, 0x54, 0, 0, 0, i as u8 + 1])
+pub fn node_mac(i: usize) -> MacAddr {
+    MacAddr([0x52, 0x54, 0, 0, 0, i as u8 + 1])
 }
 
 pub fn node_gid(i: usize) -> Gid {

@@ -1,7 +1,9 @@
 //! The transport as the kernel drives it: one [`RxeTransport`] per rxe device, owning
 //! its object pools and its memory view. The kernel creates objects and posts work
 //! requests through the verbs below, hands every received RoCE frame to
-//! [`RxeTransport::receive`], calls [`RxeTransport::poll`] when
+//! [`RxeTransport::receive`] and ends each batch of them with
+//! [`RxeTransport::end_batch`] (the transport decides when held-back ACKs go and
+//! when the sink must flush), calls [`RxeTransport::poll`] when
 //! [`RxeTransport::next_deadline`] comes (or whenever it has time), and lends TX
 //! buffers through a [`FrameSink`]. Time is always an argument; nothing here reads a
 //! clock, and nothing on the packet path allocates.
@@ -32,7 +34,7 @@ use super::qp_state::{AttrMask, ModifyError, QpState, QpType, check_transition};
 use super::queue::{PostError, RecvQueue};
 use super::requester;
 use super::responder;
-use super::sink::FrameSink;
+use super::sink::{FrameSink, Watched};
 use super::srq::{Srq, SrqHandle};
 use super::stats::{RxDrop, Stats};
 use super::time::Instant;
@@ -105,11 +107,19 @@ const MAX_CQE: usize = (1 << 15) - 1;
 const MAX_WR: u32 = 1 << 15;
 const MAX_SGE: u32 = 32;
 
+/// Received frames between two flushes of the ACKs held back for coalescing
+/// (`Config::coalesce_acks`): few enough that a requester waiting on one is not
+/// held up long (under TCG a frame takes ~20 us), enough to fold a burst of
+/// small messages' ACKs into one.
+const ACK_BATCH: u32 = 4;
+
 /// One rxe device's transport.
 pub struct RxeTransport<M> {
     dev: Device<M>,
     qps: Pool<Qp>,
     gsi: Option<QpHandle>,
+    /// Frames received since the batch began (see [`RxeTransport::end_batch`]).
+    batch_frames: u32,
 }
 
 impl<M: Memory> RxeTransport<M> {
@@ -132,6 +142,7 @@ impl<M: Memory> RxeTransport<M> {
             },
             qps: Pool::new(MAX_QP),
             gsi: None,
+            batch_frames: 0,
         }
     }
 
@@ -523,9 +534,35 @@ impl<M: Memory> RxeTransport<M> {
         })
     }
 
-    /// Takes one received frame (from the Ethernet header on). Responses and
-    /// requests it causes go out through `sink` before this returns.
+    /// Takes one received frame (from the Ethernet header on), one of a batch the
+    /// caller ends with [`Self::end_batch`]. Responses and requests it causes go
+    /// out through `sink` before this returns, and the ACKs held back for
+    /// coalescing go every [`ACK_BATCH`] frames. When anything went out, the sink
+    /// is flushed at once: the peer waits for an ACK, or for the packets an ACK
+    /// let out, and the rest of the batch may take a while.
     pub fn receive<S: FrameSink + ?Sized>(&mut self, frame: &[u8], now: Instant, sink: &mut S) {
+        let mut sink = Watched::new(sink);
+        self.receive_one(frame, now, &mut sink);
+        self.batch_frames += 1;
+        if self.batch_frames.is_multiple_of(ACK_BATCH) {
+            self.flush_acks(&mut sink);
+        }
+        sink.flush_if_sent();
+    }
+
+    /// Ends a batch of received frames: what is still held back goes now (and the
+    /// sink is flushed if anything went). Cheap when no frame came.
+    pub fn end_batch<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
+        if self.batch_frames == 0 {
+            return;
+        }
+        self.batch_frames = 0;
+        let mut sink = Watched::new(sink);
+        self.flush_acks(&mut sink);
+        sink.flush_if_sent();
+    }
+
+    fn receive_one<S: FrameSink + ?Sized>(&mut self, frame: &[u8], now: Instant, sink: &mut S) {
         let rx = match frame::parse(frame) {
             Ok(rx) => rx,
             Err(reason) => {
@@ -603,9 +640,9 @@ impl<M: Memory> RxeTransport<M> {
         }
     }
 
-    /// Sends the ACKs held back for coalescing (and any the NIC refused): call
-    /// after a batch of received frames. Cheap when none is owed.
-    pub fn flush_acks<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
+    /// Sends the ACKs held back for coalescing (and any the NIC refused). Cheap
+    /// when none is owed.
+    fn flush_acks<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
         let Self { dev, qps, .. } = self;
         if !dev.acks_owed {
             return;

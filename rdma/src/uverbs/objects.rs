@@ -28,12 +28,12 @@ use crate::rxe::queue::PostError;
 use crate::rxe::sink::FrameSink;
 use crate::rxe::time::Instant;
 use crate::rxe::transport::{RxeTransport, VerbsError};
-use crate::wire::EthernetAddress;
+use crate::wire::MacAddr;
 
 /// What the neighbour table answers for an IPv4 next hop.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum MacResolution {
-    Known(EthernetAddress),
+    Known(MacAddr),
     /// A request is out: ask again later (the command answers `EAGAIN`).
     Pending,
     /// No answer came (the command answers `EHOSTUNREACH`).
@@ -240,10 +240,10 @@ fn mtu_of(m: u32) -> Option<IbMtu> {
 
 /// The MAC of a link-local GID (fe80::/64 with an EUI-64 of the MAC), as
 /// Linux derives it without asking the network.
-pub fn mac_of_link_local(g: &Gid) -> Option<EthernetAddress> {
+pub fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
     let b = &g.0;
     (b[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && b[11] == 0xff && b[12] == 0xfe)
-        .then(|| EthernetAddress([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
+        .then(|| MacAddr([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
 }
 
 /// The destination MAC of `dgid` (Linux's `ib_resolve_eth_dmac`): derived
@@ -253,7 +253,7 @@ pub(super) fn resolve_dmac<A: TransportAccess>(
     access: &A,
     dgid: &Gid,
     now: Instant,
-) -> Result<EthernetAddress, Status> {
+) -> Result<MacAddr, Status> {
     if let Some(mac) = mac_of_link_local(dgid) {
         return Ok(mac);
     }

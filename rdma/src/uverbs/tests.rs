@@ -11,7 +11,6 @@ use crate::rxe::RxeDriver;
 use crate::rxe::device::Config;
 use crate::rxe::sink::{FrameSink, VecSink};
 use crate::rxe::transport::RxeTransport;
-use crate::wire::EthernetAddress;
 use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::vec;
@@ -42,7 +41,7 @@ struct Node {
     net: Vec<NetdevInfo>,
     shm: Rc<HeapShm>,
     sent: RefCell<VecSink>,
-    arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
+    arp: RefCell<BTreeMap<Ipv4Addr, (u32, MacAddr)>>,
 }
 
 impl CoreAccess for &'static Node {
@@ -101,8 +100,8 @@ impl Node {
         Some(f(RxeDriver::<Mem>::of_mut(core.device_mut(index)?)?.transport_mut()))
     }
 
-    fn mac(&self) -> EthernetAddress {
-        EthernetAddress(self.net[0].mac.0)
+    fn mac(&self) -> MacAddr {
+        self.net[0].mac
     }
 }
 
@@ -491,7 +490,7 @@ fn refusals() {
     let mut ll = [0u8; 16];
     ll[..2].copy_from_slice(&[0xfe, 0x80]);
     ll[8..].copy_from_slice(&[0x50, 0x54, 0, 0xff, 0xfe, 0, 0, 2]);
-    assert_eq!(mac_of_link_local(&Gid(ll)), Some(EthernetAddress([0x52, 0x54, 0, 0, 0, 2])));
+    assert_eq!(mac_of_link_local(&Gid(ll)), Some(MacAddr([0x52, 0x54, 0, 0, 0, 2])));
     let q: verbs_ring::cmd::QueryQpResp = a
         .call(&mut x.host, nr::QUERY_QP, &verbs_ring::cmd::QueryQpReq { qp_handle: x.qp.qp_handle, attr_mask: 0 })
         .unwrap();

@@ -1,30 +1,9 @@
 //! Ethernet II header (IEEE 802.3 with an EtherType, RoCE v2 annex A17 framing): the
 //! MAC addresses and the EtherType that says whether IPv4 or IPv6 follows.
 
-use core::fmt;
-
 use super::field::Field;
 use super::{Error, Result, be};
-
-/// A 48-bit MAC address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-pub struct Address(pub [u8; 6]);
-
-impl Address {
-    pub const BROADCAST: Address = Address([0xFF; 6]);
-
-    /// Whether the group bit is set (multicast or broadcast).
-    pub const fn is_multicast(&self) -> bool {
-        self.0[0] & 0x01 != 0
-    }
-}
-
-impl fmt::Display for Address {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
-    }
-}
+use vocab::MacAddr;
 
 enum_with_unknown! {
     /// The EtherType field.
@@ -77,16 +56,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer
     }
 
-    pub fn dst_addr(&self) -> Address {
+    pub fn dst_addr(&self) -> MacAddr {
         let mut addr = [0; 6];
         addr.copy_from_slice(&self.buffer.as_ref()[field::DST]);
-        Address(addr)
+        MacAddr(addr)
     }
 
-    pub fn src_addr(&self) -> Address {
+    pub fn src_addr(&self) -> MacAddr {
         let mut addr = [0; 6];
         addr.copy_from_slice(&self.buffer.as_ref()[field::SRC]);
-        Address(addr)
+        MacAddr(addr)
     }
 
     pub fn ethertype(&self) -> EtherType {
@@ -102,11 +81,11 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    pub fn set_dst_addr(&mut self, value: Address) {
+    pub fn set_dst_addr(&mut self, value: MacAddr) {
         self.buffer.as_mut()[field::DST].copy_from_slice(&value.0);
     }
 
-    pub fn set_src_addr(&mut self, value: Address) {
+    pub fn set_src_addr(&mut self, value: MacAddr) {
         self.buffer.as_mut()[field::SRC].copy_from_slice(&value.0);
     }
 
@@ -118,8 +97,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 /// An Ethernet II header as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr {
-    pub src_addr: Address,
-    pub dst_addr: Address,
+    pub src_addr: MacAddr,
+    pub dst_addr: MacAddr,
     pub ethertype: EtherType,
 }
 
@@ -151,8 +130,8 @@ mod test {
     const HEADER: [u8; 14] = [0x52, 0x54, 0x00, 0x00, 0x00, 0x01, 0x52, 0x54, 0x00, 0x00, 0x00, 0x02, 0x08, 0x00];
 
     const REPR: Repr = Repr {
-        src_addr: Address([0x52, 0x54, 0, 0, 0, 2]),
-        dst_addr: Address([0x52, 0x54, 0, 0, 0, 1]),
+        src_addr: MacAddr([0x52, 0x54, 0, 0, 0, 2]),
+        dst_addr: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
         ethertype: EtherType::Ipv4,
     };
 
@@ -175,7 +154,7 @@ mod test {
         extern crate alloc;
         use alloc::string::ToString;
         assert_eq!(REPR.src_addr.to_string(), "52:54:00:00:00:02");
-        assert!(Address::BROADCAST.is_multicast());
+        assert!(MacAddr::BROADCAST.is_multicast());
         assert!(!REPR.src_addr.is_multicast());
     }
 

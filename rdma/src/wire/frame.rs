@@ -16,9 +16,9 @@ use super::icrc::{self, ICRC_LEN};
 use super::ip::{self, Ecn};
 use super::opcode_table::OpcodeInfo;
 use super::roce::{self, RoceRepr};
-use super::udp::ROCE_V2_PORT;
+use vocab::ROCE_V2_UDP_PORT;
 use super::{
-    EtherType, EthernetAddress, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address,
+    EtherType, MacAddr, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address,
     Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
 };
 
@@ -42,8 +42,8 @@ pub enum IpPath {
 /// sender built it (`src_*` are the peer's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Path {
-    pub src_mac: EthernetAddress,
-    pub dst_mac: EthernetAddress,
+    pub src_mac: MacAddr,
+    pub dst_mac: MacAddr,
     pub ip: IpPath,
     /// 6 bits.
     pub dscp: u8,
@@ -164,119 +164,9 @@ impl fmt::Display for EmitError {
 
 impl core::error::Error for EmitError {}
 
-/// Why a received frame was dropped. Each has an index for a counter array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum DropReason {
-    /// Shorter than a header, or than a length field says.
-    Truncated,
-    /// The EtherType is neither IPv4 nor IPv6 (ARP, a VLAN tag, ...). Not RoCE.
-    NotIp,
-    /// The IP version disagrees with the EtherType.
-    BadIpVersion,
-    /// An IPv4 header with options; RoCE v2 never sends them.
-    IpOptions,
-    /// An IPv4 fragment; RoCE v2 is sent unfragmented.
-    IpFragment,
-    /// The IPv4 header checksum is wrong.
-    BadIpChecksum,
-    /// IP and UDP lengths disagree or are too small for their headers.
-    BadLength,
-    /// Not UDP (or IPv6 extension headers before it). Not RoCE.
-    NotUdp,
-    /// UDP to a port other than 4791. Not RoCE.
-    NotRoce,
-    /// The ICRC does not match.
-    BadIcrc,
-    /// BTH transport version other than 0.
-    BadTransportVersion,
-    /// An opcode with no row in the opcode table (RD, XRC, reserved).
-    UnknownOpcode,
-    /// Too short for the headers the opcode calls for, or a payload where it allows none.
-    HeaderMismatch,
-    /// Payload and pad are not whole words, or the pad count exceeds them.
-    BadPadding,
-}
-
-impl DropReason {
-    /// Number of reasons: the length of a counter array.
-    pub const COUNT: usize = 14;
-
-    /// Every reason, in index order.
-    pub const ALL: [DropReason; DropReason::COUNT] = [
-        DropReason::Truncated,
-        DropReason::NotIp,
-        DropReason::BadIpVersion,
-        DropReason::IpOptions,
-        DropReason::IpFragment,
-        DropReason::BadIpChecksum,
-        DropReason::BadLength,
-        DropReason::NotUdp,
-        DropReason::NotRoce,
-        DropReason::BadIcrc,
-        DropReason::BadTransportVersion,
-        DropReason::UnknownOpcode,
-        DropReason::HeaderMismatch,
-        DropReason::BadPadding,
-    ];
-
-    /// Index into a counter array, `0..COUNT`.
-    pub const fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Short name for counters and logs.
-    pub const fn name(self) -> &'static str {
-        match self {
-            DropReason::Truncated => "truncated",
-            DropReason::NotIp => "not_ip",
-            DropReason::BadIpVersion => "bad_ip_version",
-            DropReason::IpOptions => "ip_options",
-            DropReason::IpFragment => "ip_fragment",
-            DropReason::BadIpChecksum => "bad_ip_checksum",
-            DropReason::BadLength => "bad_length",
-            DropReason::NotUdp => "not_udp",
-            DropReason::NotRoce => "not_roce",
-            DropReason::BadIcrc => "bad_icrc",
-            DropReason::BadTransportVersion => "bad_transport_version",
-            DropReason::UnknownOpcode => "unknown_opcode",
-            DropReason::HeaderMismatch => "header_mismatch",
-            DropReason::BadPadding => "bad_padding",
-        }
-    }
-
-    /// Whether the frame is simply not RoCE v2, so the caller may offer it to another
-    /// protocol, rather than a broken RoCE frame.
-    pub const fn is_not_roce(self) -> bool {
-        matches!(self, DropReason::NotIp | DropReason::NotUdp | DropReason::NotRoce)
-    }
-}
-
-impl fmt::Display for DropReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A counter per drop reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DropCounters([u64; DropReason::COUNT]);
-
-impl DropCounters {
-    pub fn record(&mut self, reason: DropReason) {
-        let slot = &mut self.0[reason.index()];
-        *slot = slot.wrapping_add(1);
-    }
-
-    pub fn get(&self, reason: DropReason) -> u64 {
-        self.0[reason.index()]
-    }
-
-    /// `(reason, count)` for every reason.
-    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().map(|r| (*r, self.get(*r)))
-    }
-}
+/// Why a received frame was dropped, and a counter per reason: the receive path's one
+/// vocabulary, shared with steering.
+pub use vocab::{DropCounters, DropReason};
 
 /// Builds one frame at the start of `buffer` and returns its length and what
 /// `fill_payload` returned.
@@ -352,7 +242,7 @@ pub fn emit<R>(
         }
         .emit(&mut Ipv6Packet::new_unchecked(ip_header)),
     }
-    UdpRepr { src_port: path.src_port, dst_port: ROCE_V2_PORT, payload_len: roce_len }
+    UdpRepr { src_port: path.src_port, dst_port: ROCE_V2_UDP_PORT, payload_len: roce_len }
         .emit(&mut UdpPacket::new_unchecked(udp_header));
 
     let mut headers = *roce;
@@ -379,7 +269,7 @@ pub fn parse(frame: &[u8]) -> Result<RxFrame<'_>, DropReason> {
     let (mut path, ip_id, ip_packet, udp_bytes) = match eth.ethertype() {
         EtherType::Ipv4 => parse_ipv4(ip_bytes)?,
         EtherType::Ipv6 => parse_ipv6(ip_bytes)?,
-        _ => return Err(DropReason::NotIp),
+        _ => return Err(DropReason::EtherType),
     };
     path.src_mac = eth.src_addr();
     path.dst_mac = eth.dst_addr();
@@ -388,7 +278,7 @@ pub fn parse(frame: &[u8]) -> Result<RxFrame<'_>, DropReason> {
         return Err(DropReason::Truncated);
     }
     let udp = UdpPacket::new_unchecked(udp_bytes);
-    if udp.dst_port() != ROCE_V2_PORT {
+    if udp.dst_port() != ROCE_V2_UDP_PORT {
         return Err(DropReason::NotRoce);
     }
     // The IP length is authoritative; a UDP length that disagrees means a broken sender.
@@ -446,8 +336,8 @@ fn parse_ipv4(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
     let ip_packet = bytes.get(..total_len).ok_or(DropReason::Truncated)?;
     let udp_bytes = ip_packet.get(header_len..).ok_or(DropReason::Truncated)?;
     let path = Path {
-        src_mac: EthernetAddress::default(),
-        dst_mac: EthernetAddress::default(),
+        src_mac: MacAddr::default(),
+        dst_mac: MacAddr::default(),
         ip: IpPath::V4 { src: packet.src_addr(), dst: packet.dst_addr() },
         dscp: packet.dscp(),
         ecn: packet.ecn(),
@@ -475,8 +365,8 @@ fn parse_ipv6(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
     let ip_packet = bytes.get(..total_len).ok_or(DropReason::Truncated)?;
     let udp_bytes = ip_packet.get(ipv6::HEADER_LEN..).ok_or(DropReason::Truncated)?;
     let path = Path {
-        src_mac: EthernetAddress::default(),
-        dst_mac: EthernetAddress::default(),
+        src_mac: MacAddr::default(),
+        dst_mac: MacAddr::default(),
         ip: IpPath::V6 { src: packet.src_addr(), dst: packet.dst_addr(), flow_label: packet.flow_label() },
         dscp: packet.dscp(),
         ecn: packet.ecn(),
@@ -494,8 +384,8 @@ mod test {
 
     fn path_v4() -> Path {
         Path {
-            src_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
-            dst_mac: EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+            src_mac: MacAddr([0x52, 0x54, 0, 0, 0, 2]),
+            dst_mac: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
             ip: IpPath::V4 { src: Ipv4Address([10, 0, 0, 2]), dst: Ipv4Address([10, 0, 0, 1]) },
             dscp: 0,
             ecn: Ecn::NotEct,
@@ -648,7 +538,7 @@ mod test {
             parse(&b).map(|_| ())
         };
         assert_eq!(parse(&good[..13]).map(|_| ()), Err(DropReason::Truncated));
-        assert_eq!(with(&|b| b[12] = 0x81), Err(DropReason::NotIp));
+        assert_eq!(with(&|b| b[12] = 0x81), Err(DropReason::EtherType));
         assert_eq!(with(&|b| b[14] = 0x65), Err(DropReason::BadIpVersion));
         assert_eq!(with(&|b| b[14] = 0x46), Err(DropReason::IpOptions));
         assert_eq!(with(&|b| b[14] = 0x44), Err(DropReason::BadLength));

@@ -146,7 +146,7 @@ pub use self::atomic_ack_eth::{Packet as AtomicAckEthPacket, Repr as AtomicAckEt
 pub use self::atomic_eth::{Packet as AtomicEthPacket, Repr as AtomicEthRepr};
 pub use self::bth::{Packet as BthPacket, Repr as BthRepr};
 pub use self::deth::{Packet as DethPacket, Repr as DethRepr};
-pub use self::ethernet::{Address as EthernetAddress, EtherType, Packet as EthernetPacket, Repr as EthernetRepr};
+pub use self::ethernet::{EtherType, Packet as EthernetPacket, Repr as EthernetRepr};
 pub use self::frame::{DropCounters, DropReason, EmitError, FrameRepr, IpId, IpPath, Path, RxFrame};
 pub use self::ieth::{Packet as IethPacket, Repr as IethRepr};
 pub use self::immdt::{Packet as ImmDtPacket, Repr as ImmDtRepr};
@@ -158,7 +158,8 @@ pub use self::opcode_table::{Direction, Header, OpcodeInfo, Operation, Position,
 pub use self::psn::Psn;
 pub use self::reth::{Packet as RethPacket, Repr as RethRepr};
 pub use self::roce::{ExtHeaders, RoceRepr};
-pub use self::udp::{Packet as UdpPacket, ROCE_V2_PORT, Repr as UdpRepr};
+pub use vocab::MacAddr;
+pub use self::udp::{Packet as UdpPacket, ROCE_V2_UDP_PORT, Repr as UdpRepr};
 
 /// A header view or parse failed: the buffer is shorter than the header, or a length
 /// field in it points past the buffer.

@@ -5,8 +5,7 @@
 use super::field::Field;
 use super::{Error, Result, be};
 
-/// The IANA port for RoCE v2.
-pub const ROCE_V2_PORT: u16 = 4791;
+pub use vocab::ROCE_V2_UDP_PORT;
 
 /// A read/write view of a UDP header and its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +142,7 @@ mod test {
     // UDP header of the first rc_send_small frame: 49441 -> 4791, length 88, checksum 0.
     const HEADER: [u8; 8] = [0xc1, 0x21, 0x12, 0xb7, 0x00, 0x58, 0x00, 0x00];
 
-    const REPR: Repr = Repr { src_port: 49441, dst_port: ROCE_V2_PORT, payload_len: 80 };
+    const REPR: Repr = Repr { src_port: 49441, dst_port: ROCE_V2_UDP_PORT, payload_len: 80 };
 
     #[test]
     fn deconstruct() {

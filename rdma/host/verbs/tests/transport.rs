@@ -23,7 +23,6 @@ use rdma::rxe::sink::{FrameSink, VecSink};
 use rdma::rxe::time::Instant as RxeInstant;
 use rdma::rxe::transport::RxeTransport;
 use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, ShmMemory, TransportAccess, pump};
-use rdma::wire::EthernetAddress;
 use shm_host::ShmFile;
 use verbs::{AccessFlags, Context, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
 use verbs_ring::abi::{Layout, LayoutParams};
@@ -39,7 +38,7 @@ struct Node {
     shm: Arc<ShmFile>,
     sent: RefCell<VecSink>,
     /// ip -> (asks still answered "pending", MAC)
-    arp: RefCell<BTreeMap<Ipv4Addr, (u32, EthernetAddress)>>,
+    arp: RefCell<BTreeMap<Ipv4Addr, (u32, MacAddr)>>,
 }
 
 #[derive(Clone)]
@@ -102,7 +101,7 @@ fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
     core.process_events();
     let mut arp = BTreeMap::new();
     // One "pending" answer first, so hosts go through their EAGAIN retry.
-    arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, EthernetAddress(mac(peer))));
+    arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, MacAddr(mac(peer))));
     Rc::new(Node { core: RefCell::new(core), net, shm, sent: RefCell::default(), arp: RefCell::new(arp) })
 }
 

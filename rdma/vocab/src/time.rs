@@ -1,10 +1,14 @@
-//! Monotonic time as microseconds since boot. Protocol code takes it as an
-//! argument, so tests can drive time by hand.
+//! Monotonic time in microseconds. There is no clock here: the kernel reads its
+//! own (microseconds since boot) and every protocol entry point takes `now` as an
+//! argument, so a test drives time by hand and a failing case replays exactly
+//! (smoltcp's `time.rs` model).
 
 use core::fmt;
 use core::ops::{Add, Sub};
 
-/// A point on the monotonic clock, in microseconds since boot.
+/// A point in time, in microseconds since an epoch the caller chooses (boot, for
+/// the kernel; zero, for a simulation). Monotonic by contract: the caller never
+/// goes back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Instant(u64);
 
@@ -13,30 +17,39 @@ pub struct Instant(u64);
 pub struct Duration(u64);
 
 impl Instant {
-    pub const ZERO: Self = Self(0);
-    pub const fn from_micros(us: u64) -> Self {
-        Self(us)
+    pub const ZERO: Instant = Instant(0);
+    /// Later than any deadline: "never".
+    pub const NEVER: Instant = Instant(u64::MAX);
+
+    pub const fn from_micros(us: u64) -> Instant {
+        Instant(us)
     }
+
     pub const fn as_micros(self) -> u64 {
         self.0
     }
-    /// Time since `earlier`, zero if `earlier` is later.
+
+    /// Time from `earlier` to `self`, zero if `earlier` is later.
     pub const fn saturating_since(self, earlier: Instant) -> Duration {
         Duration(self.0.saturating_sub(earlier.0))
     }
 }
 
 impl Duration {
-    pub const ZERO: Self = Self(0);
-    pub const fn from_micros(us: u64) -> Self {
-        Self(us)
+    pub const ZERO: Duration = Duration(0);
+
+    pub const fn from_micros(us: u64) -> Duration {
+        Duration(us)
     }
-    pub const fn from_millis(ms: u64) -> Self {
-        Self(ms.saturating_mul(1000))
+
+    pub const fn from_millis(ms: u64) -> Duration {
+        Duration(ms.saturating_mul(1000))
     }
-    pub const fn from_secs(s: u64) -> Self {
-        Self(s.saturating_mul(1_000_000))
+
+    pub const fn from_secs(s: u64) -> Duration {
+        Duration(s.saturating_mul(1_000_000))
     }
+
     pub const fn as_micros(self) -> u64 {
         self.0
     }
@@ -44,6 +57,8 @@ impl Duration {
 
 impl Add<Duration> for Instant {
     type Output = Instant;
+
+    /// Saturates at [`Instant::NEVER`]: a deadline too far away is "never".
     fn add(self, d: Duration) -> Instant {
         Instant(self.0.saturating_add(d.0))
     }
@@ -51,6 +66,7 @@ impl Add<Duration> for Instant {
 
 impl Sub<Instant> for Instant {
     type Output = Duration;
+
     fn sub(self, earlier: Instant) -> Duration {
         self.saturating_since(earlier)
     }
@@ -78,8 +94,9 @@ mod tests {
     fn arithmetic_saturates() {
         let t = Instant::from_micros(10);
         assert_eq!(t - Instant::from_micros(20), Duration::ZERO);
+        assert_eq!(Instant::from_micros(5) - Instant::from_micros(3), Duration::from_micros(2));
         assert_eq!((t + Duration::from_millis(2)).as_micros(), 2010);
-        assert_eq!((Instant::from_micros(u64::MAX) + Duration::from_secs(1)).as_micros(), u64::MAX);
+        assert_eq!(Instant::NEVER + Duration::from_secs(1), Instant::NEVER);
     }
 
     #[test]
