@@ -146,13 +146,15 @@ impl Transport for FakeTransport {
 
     fn read_config_space<V: FromBytes + IntoBytes>(&self, offset: usize) -> virtio_drivers::Result<V> {
         let state = self.state.borrow();
-        let bytes = state.config.get(offset..offset + size_of::<V>()).ok_or(virtio_drivers::Error::ConfigSpaceTooSmall)?;
+        let bytes =
+            state.config.get(offset..offset + size_of::<V>()).ok_or(virtio_drivers::Error::ConfigSpaceTooSmall)?;
         V::read_from_bytes(bytes).map_err(|_| virtio_drivers::Error::IoError)
     }
 
     fn write_config_space<V: IntoBytes + Immutable>(&mut self, offset: usize, value: V) -> virtio_drivers::Result<()> {
         let mut state = self.state.borrow_mut();
-        let bytes = state.config.get_mut(offset..offset + size_of::<V>()).ok_or(virtio_drivers::Error::ConfigSpaceTooSmall)?;
+        let bytes =
+            state.config.get_mut(offset..offset + size_of::<V>()).ok_or(virtio_drivers::Error::ConfigSpaceTooSmall)?;
         bytes.copy_from_slice(value.as_bytes());
         Ok(())
     }
@@ -264,7 +266,8 @@ impl DeviceQueue {
         let old = self.used_idx;
         self.used_idx = self.used_idx.wrapping_add(1);
         self.publish_used(self.used_idx);
-        let wants = if event_idx { need_event(self.used_event(), self.used_idx, old) } else { self.avail_flags() & 1 == 0 };
+        let wants =
+            if event_idx { need_event(self.used_event(), self.used_idx, old) } else { self.avail_flags() & 1 == 0 };
         if wants {
             self.interrupts += 1;
         }

@@ -19,6 +19,7 @@
 //!
 //! The link status is the `status` field of the device's configuration
 //! (VIRTIO_NET_F_STATUS), read through the transport.
+#![forbid(unsafe_code)]
 
 use crate::nic::Nic;
 use crate::virtqueue::{Faults, VirtQueue};
@@ -133,9 +134,19 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
         }
         let event_idx = features & F_EVENT_IDX != 0;
-        let (rx_size, tx_size) = (queue_size(&mut transport, RECEIVE_QUEUE), queue_size(&mut transport, TRANSMIT_QUEUE));
-        let rxq = VirtQueue::new(&mut transport, RECEIVE_QUEUE, rx_size, event_idx)?;
-        let txq = VirtQueue::new(&mut transport, TRANSMIT_QUEUE, tx_size, event_idx)?;
+        let (rx_size, tx_size) =
+            (queue_size(&mut transport, RECEIVE_QUEUE), queue_size(&mut transport, TRANSMIT_QUEUE));
+        let rxq = VirtQueue::new(&mut transport, RECEIVE_QUEUE, rx_size, event_idx);
+        let txq = VirtQueue::new(&mut transport, TRANSMIT_QUEUE, tx_size, event_idx);
+        let (rxq, txq) = match (rxq, txq) {
+            (Ok(rxq), Ok(txq)) => (rxq, txq),
+            (Err(e), _) | (_, Err(e)) => {
+                // The device may have one queue's address: a reset makes it
+                // forget it before the memory is freed.
+                transport.set_status(DeviceStatus::empty());
+                return Err(e);
+            }
+        };
         transport.finish_init();
         let header_len = if features & F_VERSION_1 != 0 { HEADER_LEN } else { LEGACY_HEADER_LEN };
         let buf_len = header_len + mtu + L2_OVERHEAD;
@@ -411,6 +422,14 @@ mod tests {
         assert_eq!(state.borrow().queues[0].map(|q| q.size), Some(128));
         drop(nic);
         assert_eq!(state.borrow().status, DeviceStatus::empty(), "reset when dropped");
+    }
+
+    #[test]
+    fn a_device_without_queues_fails_init_and_is_reset() {
+        let state = Rc::new(RefCell::new(State { device_features: FEATURES, config: vec![0; 12], ..State::default() }));
+        let r = VirtioNet::<FakeHal, _>::new(FakeTransport { state: state.clone() });
+        assert_eq!(r.err(), Some(Error::InvalidParam));
+        assert_eq!(state.borrow().status, DeviceStatus::empty());
     }
 
     #[test]

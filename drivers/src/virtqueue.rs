@@ -18,6 +18,10 @@
 //! (§2.7.2), which modern ones accept as well. Indices are published with a
 //! release store after the entries they cover and read with an acquire load
 //! before the entries they cover, as the device does on its side.
+//!
+//! No `unsafe` here: the rings are reached through [`DmaRegion`]'s checked
+//! accessors, the buffers through [`dma::share`].
+#![forbid(unsafe_code)]
 
 use crate::dma::{self, DmaRegion};
 use alloc::boxed::Box;
