@@ -5,6 +5,7 @@
 
 extern crate alloc;
 
+mod appliance;
 mod arch;
 mod console;
 mod logger;
@@ -18,9 +19,7 @@ mod shell;
 mod time;
 mod verbs;
 
-use alloc::rc::Rc;
 use boot::{BootInfo, BootResult};
-use core::cell::RefCell;
 use log::LevelFilter;
 use shell::Shell;
 
@@ -46,9 +45,8 @@ fn kmain(boot: BootResult) -> ! {
 
     let region = verbs::map_region(devices);
     let config = net::rdma::config_from_cmdline(&info.cmdline);
-    let net = net::probe(devices, config, region.as_ref().map(|(r, _)| r.clone()), time::now());
-    let net = Rc::new(RefCell::new(net));
-    if let Some(n) = net.borrow_mut().as_mut() {
+    let mut net = net::probe(devices, config, region.as_ref().map(|(r, _)| r.clone()), time::now());
+    if let Some(n) = net.as_mut() {
         for link in &n.links {
             arch::irq::enable_level(link.irq);
         }
@@ -58,13 +56,9 @@ fn kmain(boot: BootResult) -> ! {
         n.rdma.process_events();
     }
     banner(&info, devices);
-    let mut net_task = NetTask(net.clone());
-    let verbs = region.and_then(|(mem, f)| verbs::start(mem, f, net.clone(), time::now()));
-    let mut shell = Shell::new(net);
-    match verbs {
-        Some(mut verbs) => poll::run(&mut [&mut net_task, &mut verbs, &mut shell]),
-        None => poll::run(&mut [&mut net_task, &mut shell]),
-    }
+    let verbs = region.and_then(|(mem, f)| verbs::start(mem, f, time::now()));
+    let mut appliance = appliance::Appliance { net, verbs, shell: Shell::new() };
+    poll::run(&mut [&mut appliance])
 }
 
 /// Applies `ip=ADDR/LEN[,DEV]` from the kernel command line.
@@ -76,19 +70,6 @@ fn configure_from_cmdline(net: &mut net::Net, cmdline: &str) {
         },
         Ok(None) => {}
         Err(e) => log::error!("{e}"),
-    }
-}
-
-/// The network interface as a poll-loop task (shared with the shell).
-struct NetTask(Rc<RefCell<Option<net::Net>>>);
-
-impl poll::Task for NetTask {
-    fn poll(&mut self, now: time::Instant, timers: &mut poll::Timers) -> bool {
-        self.0.borrow_mut().as_mut().is_some_and(|n| poll::Task::poll(n, now, timers))
-    }
-
-    fn deadline(&mut self, now: time::Instant) -> Option<time::Instant> {
-        self.0.borrow_mut().as_mut().and_then(|n| poll::Task::deadline(n, now))
     }
 }
 

@@ -15,10 +15,8 @@
 use crate::net::Net;
 use crate::net::memory::ApplianceMemory;
 use crate::net::rdma::NicSink;
-use crate::poll::{Task, Timers};
 use crate::time::{Duration, Instant};
 use alloc::rc::Rc;
-use core::cell::RefCell;
 use core::net::Ipv4Addr;
 use drivers::ivshmem::{self, IvshmemRegion};
 use kbase::pci::{Bar, Function};
@@ -27,7 +25,7 @@ use knet::steer::LinkStats;
 use rdma::core::{NetdevProvider, RdmaCore};
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
-use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, TransportAccess};
+use rdma::uverbs::{CoreAccess, MacResolution, TransportAccess, Uverbs};
 use verbs_ring::dispatch::Limits;
 use verbs_ring::{Firmware, Layout, LayoutParams, Status};
 
@@ -40,36 +38,37 @@ const LINGER: Duration = Duration::from_millis(5);
 /// How often "often" is: the halt between two looks at the doorbells.
 const DOORBELL_POLL: Duration = Duration::from_micros(50);
 
-/// The core, the netdevs, the transport and the region, as the provider
-/// borrows them per command and per pump.
-pub struct NetAccess {
-    pub net: Rc<RefCell<Option<Net>>>,
-    pub mem: Rc<IvshmemRegion>,
+/// What the ring's provider is lent for one tick or one pump: the network
+/// (the core, whose devices own their transports; the NICs and neighbour
+/// tables) and the region. Nothing is kept past the call.
+pub struct NetAccess<'a> {
+    pub net: Option<&'a mut Net>,
+    pub mem: &'a IvshmemRegion,
 }
 
-impl CoreAccess for NetAccess {
-    fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
-        let mut guard = self.net.borrow_mut();
-        let net = guard.as_mut().ok_or(Status::ENODEV)?;
-        let provider = crate::net::rdma::Provider(&net.netdevs);
-        let result = f(&mut net.rdma.core, &provider);
+impl CoreAccess for NetAccess<'_> {
+    fn with<R>(
+        &mut self,
+        f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>,
+    ) -> Result<R, Status> {
+        let Net { netdevs, rdma, .. } = self.net.as_deref_mut().ok_or(Status::ENODEV)?;
+        let result = f(&mut rdma.core, &crate::net::rdma::Provider(netdevs));
         // A link added or removed over the ring settles like one from the console.
-        net.rdma.process_events();
+        rdma.process_events();
         result
     }
 }
 
-impl TransportAccess for NetAccess {
+impl TransportAccess for NetAccess<'_> {
     type Mem = ApplianceMemory;
     type Shm = IvshmemRegion;
 
     fn with_transport<R>(
-        &self,
+        &mut self,
         dev: u32,
         f: impl FnOnce(&mut RxeTransport<ApplianceMemory>, &mut dyn FrameSink, &IvshmemRegion) -> Result<R, Status>,
     ) -> Result<R, Status> {
-        let mut guard = self.net.borrow_mut();
-        let net = guard.as_mut().ok_or(Status::ENODEV)?;
+        let net = self.net.as_deref_mut().ok_or(Status::ENODEV)?;
         // The device's transport sends on its own netdev's NIC.
         let ifindex = net.rdma.core.device(dev).ok_or(Status::ENODEV)?.netdev().ifindex;
         let link = net.link_of(ifindex).ok_or(Status::ENODEV)?;
@@ -78,15 +77,14 @@ impl TransportAccess for NetAccess {
         let t = rdma.transport_mut(dev).ok_or(Status::ENODEV)?;
         let mut fallback = LinkStats::default();
         let stats = netdevs.stats_mut(ifindex).unwrap_or(&mut fallback);
-        let result = f(t, &mut NicSink { nic, stats }, &self.mem);
+        let result = f(t, &mut NicSink { nic, stats }, self.mem);
         // The NIC rings its doorbell once per burst: this one ends here.
         crate::prof::KICK.time(|| drivers::nic::Nic::service(nic));
         result
     }
 
-    fn resolve_ipv4(&self, ip: Ipv4Addr, now: Instant) -> MacResolution {
-        let mut guard = self.net.borrow_mut();
-        let Some(net) = guard.as_mut() else { return MacResolution::Failed };
+    fn resolve_ipv4(&mut self, ip: Ipv4Addr, now: Instant) -> MacResolution {
+        let Some(net) = self.net.as_deref_mut() else { return MacResolution::Failed };
         let link = net.link_for(ip);
         let Some(link) = net.links.get_mut(link) else { return MacResolution::Failed };
         match link.neigh.lookup_or_request(ip, now) {
@@ -97,9 +95,12 @@ impl TransportAccess for NetAccess {
     }
 }
 
+/// The ring server: the firmware's end of the region and the uverbs state,
+/// served with the network its owner lends on each poll.
 pub struct Verbs {
     mem: Rc<IvshmemRegion>,
-    firmware: Firmware<CoreVerbs<NetAccess>>,
+    firmware: Firmware,
+    uverbs: Uverbs,
     period: Duration,
     next_tick: Instant,
     /// When WQEs, completions or commands last moved.
@@ -120,7 +121,7 @@ pub fn map_region(functions: &[Function]) -> Option<(Rc<IvshmemRegion>, &Functio
 }
 
 /// Publishes the ring layout in the region and serves it.
-pub fn start(mem: Rc<IvshmemRegion>, f: &Function, net: Rc<RefCell<Option<Net>>>, now: Instant) -> Option<Verbs> {
+pub fn start(mem: Rc<IvshmemRegion>, f: &Function, now: Instant) -> Option<Verbs> {
     let size = verbs_ring::SharedMem::len(&*mem) as u64;
     let params = LayoutParams::default();
     let layout = match Layout::new(size, params) {
@@ -130,8 +131,7 @@ pub fn start(mem: Rc<IvshmemRegion>, f: &Function, net: Rc<RefCell<Option<Net>>>
             return None;
         }
     };
-    let provider = CoreVerbs::new(NetAccess { net, mem: mem.clone() });
-    let firmware = match Firmware::new(&*mem, layout, provider, Limits::default(), BUDGET) {
+    let firmware = match Firmware::new(&*mem, layout, Limits::default(), BUDGET) {
         Ok(fw) => fw,
         Err(e) => {
             log::error!("{}: verbs ring: {e:?}", f.bdf);
@@ -140,25 +140,30 @@ pub fn start(mem: Rc<IvshmemRegion>, f: &Function, net: Rc<RefCell<Option<Net>>>
     };
     log::info!("ring ready in ivshmem {} ({} MiB, {} contexts)", f.bdf, size >> 20, params.num_contexts);
     let period = Duration::from_micros(u64::from(params.heartbeat_period_us));
-    Some(Verbs { mem, firmware, period, next_tick: now, last_moved: now })
+    Some(Verbs { mem, firmware, uverbs: Uverbs::new(), period, next_tick: now, last_moved: now })
 }
 
-impl Task for Verbs {
-    fn poll(&mut self, now: Instant, _timers: &mut Timers) -> bool {
+impl Verbs {
+    /// Serves the ring with the network its owner lends for this pass: the
+    /// data path every time, commands on the beat; returns whether anything
+    /// moved.
+    pub fn poll(&mut self, now: Instant, net: Option<&mut Net>) -> bool {
+        let mut access = NetAccess { net, mem: &self.mem };
+        let mut p = self.uverbs.provider(&mut access);
         // The data path first: completions the network produced this pass go
         // out now, whatever the beat.
-        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), now).moved());
+        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now).moved());
         let mut commands = false;
         if now >= self.next_tick {
-            match crate::prof::TICK.time(|| self.firmware.tick(&*self.mem)) {
+            match crate::prof::TICK.time(|| self.firmware.tick(&*self.mem, &mut p)) {
                 Ok(report) => {
                     for ev in &report.events {
-                        log::info!("{ev:?}");
+                        log::info!("{ev}");
                     }
                     commands = report.commands > 0;
                     if commands {
                         // A command may have brought a QP to RTS with WQEs waiting.
-                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), now);
+                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now);
                     }
                 }
                 Err(e) => {
@@ -183,7 +188,7 @@ impl Task for Verbs {
     /// after a short halt rather than a whole beat. Spinning instead would take
     /// a core from QEMU's I/O threads and the host programs (measured: it
     /// doubles round trips on a 2-core host).
-    fn deadline(&mut self, now: Instant) -> Option<Instant> {
+    pub fn deadline(&self, now: Instant) -> Option<Instant> {
         if now.saturating_since(self.last_moved) < LINGER {
             Some(self.next_tick.min(now + DOORBELL_POLL))
         } else {

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use rdma::wire::frame::{self, FrameRepr, IpPath, Path};
-use rdma::wire::{BthRepr, Ecn, MacAddr, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr, icrc, sport};
+use rdma::wire::{BthRepr, Ecn, ExtHeaders, Ipv4Address, MacAddr, Opcode, Psn, RoceRepr, icrc, sport};
 
 const SAMPLES: usize = 41;
 const SAMPLE_TIME: Duration = Duration::from_millis(20);

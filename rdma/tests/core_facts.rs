@@ -128,7 +128,8 @@ fn console_session_like_the_qemu_test() {
     // ip addr add 10.0.0.2/24 dev eth0
     let added = Ipv4Addr::new(10, 0, 0, 2);
     net[0] = net[0].clone().with_ipv4(added);
-    core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(added, 32)), net[0].clone())).unwrap();
+    core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(added, 32)), net[0].clone()))
+        .unwrap();
     core.process_events();
     let gids = sh(&mut core, &net, "show_gids rxe0").unwrap();
     assert!(gids.contains("rxe0\t1\t2\t0000:0000:0000:0000:0000:ffff:0a00:0002\t10.0.0.2  \tv2\teth0\n"));
@@ -136,8 +137,11 @@ fn console_session_like_the_qemu_test() {
 
     // ip addr del 10.0.0.1/24 dev eth0
     net[0].ipv4.retain(|a| a.address() != Ipv4Addr::new(10, 0, 0, 1));
-    core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, 1), 32)), net[0].clone()))
-        .unwrap();
+    core.netdev_event(NetdevEvent::new(
+        NetdevEventKind::InetAddrDel(vocab::Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, 1), 32)),
+        net[0].clone(),
+    ))
+    .unwrap();
     core.process_events();
     let gids = sh(&mut core, &net, "show_gids").unwrap();
     assert!(!gids.contains("10.0.0.1 "));

@@ -7,9 +7,9 @@ use rdma::wire::frame::{self, FrameRepr, IpPath, Path};
 use rdma::wire::opcode_table::{self, Header, TABLE};
 use rdma::wire::{
     AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr, BthPacket, BthRepr,
-    DethPacket, DethRepr, Ecn, EtherType, MacAddr, EthernetPacket, EthernetRepr, ExtHeaders, IethPacket,
-    IethRepr, ImmDtPacket, ImmDtRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, Opcode,
-    Psn, RethPacket, RethRepr, RoceRepr, Syndrome, UdpPacket, UdpRepr, icrc, roce,
+    DethPacket, DethRepr, Ecn, EtherType, EthernetPacket, EthernetRepr, ExtHeaders, IethPacket, IethRepr, ImmDtPacket,
+    ImmDtRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, MacAddr, Opcode, Psn, RethPacket,
+    RethRepr, RoceRepr, Syndrome, UdpPacket, UdpRepr, icrc, roce,
 };
 
 const SENTINEL: u8 = 0xA5;

@@ -3,9 +3,9 @@
 //! transport's retransmission and RNR timers, which are often cancelled, so a
 //! cancel is O(log n) and leaves no work behind for the caller.
 
-use vocab::Instant;
 use alloc::collections::{BTreeMap, BinaryHeap};
 use core::cmp::Reverse;
+use vocab::Instant;
 
 /// Names one armed timer; stale after it fires or is cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -37,8 +37,8 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use vocab::time::{Duration, Instant};
 use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress as SmolMac, EthernetFrame, EthernetProtocol};
+use vocab::time::{Duration, Instant};
 use vocab::{IfIndex, Ipv4Cidr, MacAddr};
 
 use crate::events::{NetdevEvent, NetdevEventKind};
@@ -381,11 +381,7 @@ impl NeighTable {
         e.probes += 1;
         e.next_probe = now + retrans;
         // PROBE asks the MAC it already has, as Linux's unicast probes do.
-        let dst = if e.state == NeighState::Probe {
-            e.mac.unwrap_or(MacAddr::BROADCAST)
-        } else {
-            MacAddr::BROADCAST
-        };
+        let dst = if e.state == NeighState::Probe { e.mac.unwrap_or(MacAddr::BROADCAST) } else { MacAddr::BROADCAST };
         let Some(src_ip) = self.source_for(ip) else {
             return Ok(None);
         };
@@ -505,10 +501,7 @@ mod tests {
     }
 
     /// The next frame to send, parsed: (eth dst, operation, spa, tha, tpa).
-    fn sent(
-        n: &mut NeighTable,
-        now: Instant,
-    ) -> Option<(MacAddr, ArpOperation, Ipv4Addr, MacAddr, Ipv4Addr)> {
+    fn sent(n: &mut NeighTable, now: Instant) -> Option<(MacAddr, ArpOperation, Ipv4Addr, MacAddr, Ipv4Addr)> {
         let mut buf = [0u8; 64];
         let len = n.poll_transmit(now, &mut buf).unwrap()?;
         let eth = EthernetFrame::new_checked(&buf[..len]).unwrap();
@@ -524,7 +517,13 @@ mod tests {
             unreachable!()
         };
         assert_eq!(source_hardware_addr.0, OURS.0);
-        Some((MacAddr(eth.dst_addr().0), operation, source_protocol_addr, MacAddr(target_hardware_addr.0), target_protocol_addr))
+        Some((
+            MacAddr(eth.dst_addr().0),
+            operation,
+            source_protocol_addr,
+            MacAddr(target_hardware_addr.0),
+            target_protocol_addr,
+        ))
     }
 
     #[test]
@@ -645,8 +644,7 @@ mod tests {
         n.poll(t(30_000));
         assert_eq!(n.entries().next().unwrap().state, NeighState::Stale);
         // A same-MAC request keeps STALE as is; a new MAC is taken.
-        n.process_arp(&arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP), t(40_000))
-            .unwrap();
+        n.process_arp(&arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP), t(40_000)).unwrap();
         assert_eq!(n.poll_at(), Some(t(0)), "a reply is waiting");
         n.poll(t(89_999));
         assert_eq!(n.entries().count(), 1);

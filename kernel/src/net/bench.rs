@@ -147,7 +147,13 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
                 else {
                     return finish(net, "no IPv4 address on the device");
                 };
-                job.frame = Some(build_frame(EthernetAddress(link.nic.mac()), EthernetAddress(mac.0), src, job.dst, job.frame_len));
+                job.frame = Some(build_frame(
+                    EthernetAddress(link.nic.mac()),
+                    EthernetAddress(mac.0),
+                    src,
+                    job.dst,
+                    job.frame_len,
+                ));
                 job.started = now;
                 job.until = now + job.duration;
             }

@@ -33,9 +33,9 @@ use knet::netdev::{NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Cidr, Ipv6Cidr};
-use vocab::{IfIndex, MacAddr};
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, DeviceFunction, PciRoot};
+use vocab::{IfIndex, MacAddr};
 
 pub type NetDevice = VirtioNet<KernelHal, PciTransport>;
 
@@ -185,7 +185,6 @@ impl Net {
     /// The link to reach `dst` on: the first whose netdev has an IPv4 subnet
     /// holding `dst`, else the first link (where a default route would go).
     pub fn link_for(&self, dst: core::net::Ipv4Addr) -> usize {
-        let dst = smoltcp::wire::Ipv4Address::from(dst);
         (0..self.links.len())
             .find(|&i| self.dev(i).is_some_and(|d| d.ipv4().iter().any(|c| c.contains_addr(&dst))))
             .unwrap_or(0)
@@ -365,11 +364,7 @@ impl Net {
             [smol, l.neigh.poll_at()]
         });
         let links: Vec<Instant> = links.flatten().collect();
-        let rxe = self
-            .rdma
-            .transports()
-            .filter_map(|(_, _, t)| t.next_deadline(now))
-            .min();
+        let rxe = self.rdma.transports().filter_map(|(_, _, t)| t.next_deadline(now)).min();
         let ping = self.ping.as_ref().map(|p| p.deadline());
         links
             .into_iter()

@@ -38,10 +38,10 @@ use rdma::rxe::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
 use rdma::rxe::qp_state::{AttrMask, QpState, QpType};
 use rdma::rxe::wc::{WcOpcode, WcStatus};
 use rdma::rxe::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode};
-use vocab::MacAddr;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::wire::Ipv4Address;
+use vocab::MacAddr;
 
 pub const DEFAULT_PORT: u16 = 18515;
 const MSG_LEN: usize = 52;

@@ -10,7 +10,6 @@ use core::cell::RefCell;
 use drivers::ivshmem::IvshmemRegion;
 use drivers::nic::Nic;
 use knet::netdev::Netdevs;
-use vocab::IfIndex;
 use knet::steer::LinkStats;
 use rdma::core::{NetdevEvent, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
@@ -18,6 +17,7 @@ use rdma::rxe::device::Config;
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
 use rdma::wire::frame::{DropCounters, parse};
+use vocab::IfIndex;
 
 /// The transport of an rxe device.
 pub type Transport = RxeTransport<ApplianceMemory>;

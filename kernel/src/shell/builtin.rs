@@ -356,9 +356,7 @@ fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
     let mut frame = alloc::vec![0u8; bytes];
     frame[0] = 0x45;
     let mut copy = alloc::vec![0u8; bytes];
-    let net = ctx.net.clone();
-    let guard = net.borrow();
-    let shm = guard.as_ref().and_then(|n| n.rdma.shared_memory());
+    let shm = ctx.net.as_deref().and_then(|n| n.rdma.shared_memory());
     if *what == "shm" && shm.is_none_or(|s| verbs_ring::SharedMem::len(s) < bytes) {
         return Err(CommandError::Invalid(format!("no shared memory region of {bytes} bytes")));
     }

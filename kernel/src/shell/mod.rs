@@ -6,11 +6,12 @@ mod builtin;
 mod net;
 mod table;
 
-use crate::poll::{Task, Timers};
+use crate::net::Net;
+use crate::poll::Timers;
 use crate::time::Instant;
 use alloc::rc::Rc;
 pub use builtin::{Size as builtin_size, version_line};
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 use kbase::line::{Action, LINE_MAX, LineEditor};
 pub use table::{CommandError, Context};
 
@@ -19,25 +20,24 @@ pub const PROMPT: &str = "roce> ";
 
 pub struct Shell {
     editor: LineEditor,
-    net: Rc<RefCell<Option<crate::net::Net>>>,
     /// Cleared while a command (like `sleep`) finishes later; the prompt waits.
     ready: Rc<Cell<bool>>,
     prompt_due: bool,
 }
 
 impl Shell {
-    pub fn new(net: Rc<RefCell<Option<crate::net::Net>>>) -> Self {
-        Self { editor: LineEditor::new(), net, ready: Rc::new(Cell::new(true)), prompt_due: true }
+    pub fn new() -> Self {
+        Self { editor: LineEditor::new(), ready: Rc::new(Cell::new(true)), prompt_due: true }
     }
 
-    fn execute(&mut self, line: &str, timers: &mut Timers) {
+    fn execute(&mut self, line: &str, timers: &mut Timers, net: Option<&mut Net>) {
         let words: heapless::Vec<&str, { LINE_MAX / 2 }> = line.split_ascii_whitespace().collect();
         let Some((&name, args)) = words.split_first() else { return };
         let Some(cmd) = table::find(name) else {
             crate::println!("error: unknown command '{name}' (try 'help')");
             return;
         };
-        let mut ctx = Context { timers, ready: &self.ready, net: &self.net };
+        let mut ctx = Context { timers, ready: &self.ready, net };
         match (cmd.run)(&mut ctx, args) {
             Ok(()) => {}
             Err(CommandError::Usage) => crate::println!("error: usage: {}", cmd.usage),
@@ -46,8 +46,10 @@ impl Shell {
     }
 }
 
-impl Task for Shell {
-    fn poll(&mut self, _now: Instant, timers: &mut Timers) -> bool {
+impl Shell {
+    /// Reads what was typed and runs a finished line against the network
+    /// its owner lends for the pass; returns whether there was input.
+    pub fn poll(&mut self, _now: Instant, timers: &mut Timers, mut net: Option<&mut Net>) -> bool {
         if !self.ready.get() {
             return false; // input waits in the UART (and QEMU) until the command is done
         }
@@ -78,7 +80,7 @@ impl Task for Shell {
                     crate::println!();
                     let mut line = heapless::String::<LINE_MAX>::new();
                     let _ = line.push_str(self.editor.take());
-                    self.execute(&line, timers);
+                    self.execute(&line, timers, net.take());
                     self.prompt_due = true;
                 }
             }

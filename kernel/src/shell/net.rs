@@ -14,12 +14,10 @@ fn with_net<R>(
     ctx: &mut Context,
     f: impl FnOnce(&mut Net, &mut Context) -> Result<R, CommandError>,
 ) -> Result<R, CommandError> {
-    let net = ctx.net.clone();
-    let mut guard = net.borrow_mut();
-    match guard.as_mut() {
-        Some(n) => f(n, ctx),
-        None => Err(CommandError::Invalid("no network device".to_string())),
-    }
+    let Some(net) = ctx.net.take() else { return Err(CommandError::Invalid("no network device".to_string())) };
+    let result = f(&mut *net, ctx);
+    ctx.net = Some(net);
+    result
 }
 
 /// A refusal as one line; iproute2's own "Error: " lead-in gives way to the

@@ -3,15 +3,15 @@
 use crate::poll::Timers;
 use alloc::rc::Rc;
 use alloc::string::String;
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 
 /// What a command can reach.
 pub struct Context<'a> {
     pub timers: &'a mut Timers,
     /// Set to false to hold the prompt until a timer sets it back.
     pub ready: &'a Rc<Cell<bool>>,
-    /// The network interface, when there is one.
-    pub net: &'a Rc<RefCell<Option<crate::net::Net>>>,
+    /// The network, lent by its owner for this command, when there is one.
+    pub net: Option<&'a mut crate::net::Net>,
 }
 
 /// Why a command failed; printed as one `error: ` line.

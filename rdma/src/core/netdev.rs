@@ -10,8 +10,8 @@
 
 use alloc::vec::Vec;
 
-pub use vocab::netdev::{IfIndex, NetdevEvent, NetdevEventKind, NetdevInfo, VlanInfo};
 pub use vocab::MacAddr;
+pub use vocab::netdev::{IfIndex, NetdevEvent, NetdevEventKind, NetdevInfo, VlanInfo};
 
 /// The kernel's netdev table, queried synchronously by the control path
 /// (`dev_get_by_name`, `for_each_netdev`).

@@ -422,7 +422,8 @@ mod tests {
         // 1024 slots: the default, 10.0.0.1, then 1022 more fill it.
         for i in 0..1022u32 {
             let a = Ipv4Addr::from(0x0a01_0000 + i);
-            core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), eth0())).unwrap();
+            core.netdev_event(NetdevEvent::new(NetdevEventKind::InetAddrAdd(vocab::Ipv4Cidr::new(a, 32)), eth0()))
+                .unwrap();
             if core.pending_events() > 500 {
                 core.process_events();
             }

@@ -8,7 +8,7 @@
 
 use crate::core::gid::Gid;
 use crate::wire::frame::{IpPath, Path};
-use crate::wire::{Ecn, MacAddr, Ipv4Address, Ipv6Address};
+use crate::wire::{Ecn, Ipv4Address, Ipv6Address, MacAddr};
 
 use super::pd::PdHandle;
 use super::pool::handle_type;

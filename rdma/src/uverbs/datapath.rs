@@ -75,12 +75,13 @@ impl PumpReport {
 
 /// Move WQEs from the rings into the transport and completions back, for
 /// every object of the provider behind `d`. `now` is the transport's time.
-pub fn pump<A: CoreAccess + TransportAccess>(d: &mut Dispatcher<CoreVerbs<A>>, now: Instant) -> PumpReport {
-    let (p, handles) = d.provider_and_handles();
-    p.now = now;
+pub fn pump<A: CoreAccess + TransportAccess>(d: &mut Dispatcher, p: &mut CoreVerbs<'_, A>, now: Instant) -> PumpReport {
+    let handles = d.handles();
+    p.u.now = now;
     let mut events = Vec::new();
     let mut report = PumpReport::default();
-    let CoreVerbs { access, objs, .. } = p;
+    let CoreVerbs { access, u } = p;
+    let objs = &mut u.objs;
     for dev in objs.active_devs() {
         let r = access.with_transport(dev, |t, sink, shm| {
             Ok(pump_dev(&mut Pump { t, sink, shm, objs, handles: &handles, events: &mut events, now, dev }, dev))

@@ -48,31 +48,39 @@ use verbs_ring::table::CapSet;
 use verbs_ring::wire::name_field;
 
 /// How the provider reaches the core and the netdevs for the length of one
-/// command (the kernel keeps both behind its own cell).
+/// command: the owner of the network state lends them, nothing is kept.
 pub trait CoreAccess {
-    fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status>;
+    fn with<R>(&mut self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>)
+    -> Result<R, Status>;
 }
 
-/// The verbs provider over the core and the transport. It keeps, per
-/// object, what the data path needs (rings, QPN, capacities); the
-/// dispatcher keeps which context owns it.
-pub struct CoreVerbs<A> {
-    access: A,
+/// The uverbs server's own state, kept between commands: per object, what
+/// the data path needs (rings, QPN, capacities); the dispatcher keeps which
+/// context owns it. The owner of the network state lends the rest for each
+/// tick and pump through [`Uverbs::provider`].
+pub struct Uverbs {
     objs: Objects,
     /// The time of the last [`pump`]: MAC resolution in commands uses it.
     now: Instant,
 }
 
-impl<A> CoreVerbs<A> {
-    pub fn new(access: A) -> Self {
-        CoreVerbs { access, objs: Objects::default(), now: Instant::ZERO }
+impl Default for Uverbs {
+    fn default() -> Self {
+        Uverbs { objs: Objects::default(), now: Instant::ZERO }
+    }
+}
+
+impl Uverbs {
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    pub fn access(&self) -> &A {
-        &self.access
+    /// The verbs provider for one tick or one pump, over what `access` lends.
+    pub fn provider<'a, A>(&'a mut self, access: &'a mut A) -> CoreVerbs<'a, A> {
+        CoreVerbs { access, u: self }
     }
 
-    /// Objects the provider holds, by kind (qp, ah, srq, mr, cq, pd), for
+    /// Objects the server holds, by kind (qp, ah, srq, mr, cq, pd), for
     /// diagnostics and the teardown checks of tests.
     pub fn live(&self) -> [usize; 6] {
         let o = &self.objs;
@@ -83,6 +91,13 @@ impl<A> CoreVerbs<A> {
     pub fn cq_overruns(&self) -> u64 {
         self.objs.cqs.values().map(|c| c.overruns).sum()
     }
+}
+
+/// The verbs provider over the core and the transports: the server's state
+/// and what the owner lent it for this call.
+pub struct CoreVerbs<'a, A> {
+    access: &'a mut A,
+    u: &'a mut Uverbs,
 }
 
 /// The core's error as a ring status (its Linux errno).
@@ -217,7 +232,7 @@ pub fn link_info(core: &RdmaCore, dev: u32, port: u32) -> Result<LinkInfo, Statu
     })
 }
 
-impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
+impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     fn caps(&self) -> CapSet {
         CapSet::all()
     }
@@ -274,21 +289,21 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
     fn alloc_pd(&mut self, dev: u32) -> Result<ObjId, Status> {
         let pd = self.access.with_transport(dev, |t, _, _| t.alloc_pd().map_err(|e| verbs_status(&e)))?;
         let id = objects::obj_id(dev, pd.raw())?;
-        self.objs.pds.insert(id, dev);
+        self.u.objs.pds.insert(id, dev);
         Ok(id)
     }
 
     fn dealloc_pd(&mut self, pd: ObjId) -> Result<(), Status> {
-        let dev = self.objs.dev_of_pd(pd)?;
+        let dev = self.u.objs.dev_of_pd(pd)?;
         self.access.with_transport(dev, |t, _, _| {
             t.dealloc_pd(PdHandle::from_raw(objects::raw(pd))).map_err(|e| verbs_status(&e))
         })?;
-        self.objs.pds.remove(&pd);
+        self.u.objs.pds.remove(&pd);
         Ok(())
     }
 
     fn reg_mr(&mut self, pd: ObjId, mr: &MrSpec) -> Result<MrKeys, Status> {
-        let dev = self.objs.dev_of_pd(pd)?;
+        let dev = self.u.objs.dev_of_pd(pd)?;
         let access = objects::mr_access(mr.access)?;
         // The MR's iova is its region offset: SGE addresses and remote
         // addresses are offsets, and the transport's memory maps them there.
@@ -300,16 +315,16 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
         })?;
         // The lkey stays the transport's own: SGEs carry it to the transport as is.
         let id = objects::obj_id(dev, key)?;
-        self.objs.mrs.insert(id, dev);
+        self.u.objs.mrs.insert(id, dev);
         Ok(MrKeys { id, lkey: key, rkey })
     }
 
     fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
-        let dev = self.objs.mrs.get(&mr).copied().ok_or(Status::ENOENT)?;
+        let dev = self.u.objs.mrs.get(&mr).copied().ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.dereg_mr(MrHandle::from_raw(objects::raw(mr))).map_err(|e| verbs_status(&e))
         })?;
-        self.objs.mrs.remove(&mr);
+        self.u.objs.mrs.remove(&mr);
         Ok(())
     }
 
@@ -324,16 +339,16 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
         let obj =
             CqObj { dev: cq.dev_index, ring: Producer::new(ring), local: Default::default(), overruns: 0, dead: false };
         let id = objects::obj_id(cq.dev_index, h.raw())?;
-        self.objs.cqs.insert(id, obj);
+        self.u.objs.cqs.insert(id, obj);
         Ok(id)
     }
 
     fn destroy_cq(&mut self, cq: ObjId) -> Result<(), Status> {
-        let dev = self.objs.cqs.get(&cq).map(|c| c.dev).ok_or(Status::ENOENT)?;
+        let dev = self.u.objs.cqs.get(&cq).map(|c| c.dev).ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_cq(CqHandle::from_raw(objects::raw(cq))).map_err(|e| verbs_status(&e))
         })?;
-        self.objs.cqs.remove(&cq);
+        self.u.objs.cqs.remove(&cq);
         Ok(())
     }
 
@@ -372,20 +387,20 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
             failed: false,
         };
         let id = objects::obj_id(qp.dev_index, h.raw())?;
-        self.objs.qps.insert(id, obj);
+        self.u.objs.qps.insert(id, obj);
         Ok(Created { id, num: qpn })
     }
 
     fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr) -> Result<(), Status> {
-        let dev = self.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
-        let (attr, mask) = objects::qp_attr(&self.access, attr_mask, attr, self.now)?;
+        let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
+        let (attr, mask) = objects::qp_attr(self.access, attr_mask, attr, self.u.now)?;
         self.access.with_transport(dev, |t, _, _| {
             t.modify_qp(QpHandle::from_raw(objects::raw(qp)), &attr, mask.0).map_err(|e| verbs_status(&e))
         })
     }
 
     fn query_qp(&mut self, qp: ObjId, _attr_mask: u32) -> Result<cmd::QueryQpResp, Status> {
-        let q = self.objs.qps.get(&qp).ok_or(Status::ENOENT)?;
+        let q = self.u.objs.qps.get(&qp).ok_or(Status::ENOENT)?;
         // Every attribute is answered, whatever the mask asks (as rxe does).
         let attr = self.access.with_transport(q.dev, |t, _, _| {
             t.query_qp(QpHandle::from_raw(objects::raw(qp))).map_err(|e| verbs_status(&e))
@@ -394,11 +409,11 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
     }
 
     fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
-        let dev = self.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
+        let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_qp(QpHandle::from_raw(objects::raw(qp))).map_err(|e| verbs_status(&e))
         })?;
-        self.objs.qps.remove(&qp);
+        self.u.objs.qps.remove(&qp);
         Ok(())
     }
 
@@ -420,12 +435,12 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
         })?;
         let obj = SrqObj { dev: srq.dev_index, ring: Consumer::new(ring), max_sge: srq.max_sge, failed: false };
         let id = objects::obj_id(srq.dev_index, h.raw())?;
-        self.objs.srqs.insert(id, obj);
+        self.u.objs.srqs.insert(id, obj);
         Ok(Created { id, num: h.raw() })
     }
 
     fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, _max_wr: u32, srq_limit: u32) -> Result<(), Status> {
-        let dev = self.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
+        let dev = self.u.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
         // The ring was placed at its size; resizing would move it under the
         // host.
         if attr_mask & cmd::srq_attr_mask::MAX_WR != 0 {
@@ -440,30 +455,30 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<A> {
     }
 
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
-        let dev = self.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
+        let dev = self.u.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_srq(SrqHandle::from_raw(objects::raw(srq))).map_err(|e| verbs_status(&e))
         })?;
-        self.objs.srqs.remove(&srq);
+        self.u.objs.srqs.remove(&srq);
         Ok(())
     }
 
     fn create_ah(&mut self, dev: u32, pd: ObjId, attr: &cmd::AhAttr) -> Result<ObjId, Status> {
-        let attr = objects::ah_attr(&self.access, attr, self.now)?;
+        let attr = objects::ah_attr(self.access, attr, self.u.now)?;
         let h = self.access.with_transport(dev, |t, _, _| {
             t.create_ah(PdHandle::from_raw(objects::raw(pd)), &attr).map_err(|e| verbs_status(&e))
         })?;
         let id = objects::obj_id(dev, h.raw())?;
-        self.objs.ahs.insert(id, dev);
+        self.u.objs.ahs.insert(id, dev);
         Ok(id)
     }
 
     fn destroy_ah(&mut self, ah: ObjId) -> Result<(), Status> {
-        let dev = self.objs.ahs.get(&ah).copied().ok_or(Status::ENOENT)?;
+        let dev = self.u.objs.ahs.get(&ah).copied().ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_ah(AhHandle::from_raw(objects::raw(ah))).map_err(|e| verbs_status(&e))
         })?;
-        self.objs.ahs.remove(&ah);
+        self.u.objs.ahs.remove(&ah);
         Ok(())
     }
 }

@@ -52,14 +52,14 @@ pub trait TransportAccess {
     /// Runs `f` with the transport of device `dev` (`ENODEV` when the device
     /// has none), a sink for the frames it sends, and the region.
     fn with_transport<R>(
-        &self,
+        &mut self,
         dev: u32,
         f: impl FnOnce(&mut RxeTransport<Self::Mem>, &mut dyn FrameSink, &Self::Shm) -> Result<R, Status>,
     ) -> Result<R, Status>;
 
     /// The MAC of the IPv4 next hop `ip`, starting a resolution when it is
     /// unknown; never blocks.
-    fn resolve_ipv4(&self, ip: Ipv4Addr, now: Instant) -> MacResolution;
+    fn resolve_ipv4(&mut self, ip: Ipv4Addr, now: Instant) -> MacResolution;
 }
 
 /// Bits of an object id that hold the transport's handle (pool index and
@@ -249,11 +249,7 @@ pub fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
 /// The destination MAC of `dgid` (Linux's `ib_resolve_eth_dmac`): derived
 /// for link-local GIDs, from the neighbour table for IPv4-mapped ones.
 /// `EAGAIN` while the ARP request is out, so the host retries.
-pub(super) fn resolve_dmac<A: TransportAccess>(
-    access: &A,
-    dgid: &Gid,
-    now: Instant,
-) -> Result<MacAddr, Status> {
+pub(super) fn resolve_dmac<A: TransportAccess>(access: &mut A, dgid: &Gid, now: Instant) -> Result<MacAddr, Status> {
     if let Some(mac) = mac_of_link_local(dgid) {
         return Ok(mac);
     }
@@ -268,7 +264,7 @@ pub(super) fn resolve_dmac<A: TransportAccess>(
 }
 
 /// An address vector as the transport takes it, MAC resolved.
-pub(super) fn ah_attr<A: TransportAccess>(access: &A, a: &cmd::AhAttr, now: Instant) -> Result<AhAttr, Status> {
+pub(super) fn ah_attr<A: TransportAccess>(access: &mut A, a: &cmd::AhAttr, now: Instant) -> Result<AhAttr, Status> {
     // RoCE addresses by GID: without a GRH there is no destination.
     if a.is_global == 0 || a.port_num > 1 {
         return Err(Status::EINVAL);
@@ -289,7 +285,7 @@ pub(super) fn ah_attr<A: TransportAccess>(access: &A, a: &cmd::AhAttr, now: Inst
 /// read (and range-checked here where the ring's integer is wider than the
 /// transport's type); the transport checks the transition and the ranges.
 pub(super) fn qp_attr<A: TransportAccess>(
-    access: &A,
+    access: &mut A,
     mask: u32,
     a: &cmd::QpAttr,
     now: Instant,

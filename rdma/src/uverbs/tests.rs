@@ -45,7 +45,10 @@ struct Node {
 }
 
 impl CoreAccess for &'static Node {
-    fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
+    fn with<R>(
+        &mut self,
+        f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>,
+    ) -> Result<R, Status> {
         f(&mut self.core.borrow_mut(), &self.net)
     }
 }
@@ -55,7 +58,7 @@ impl TransportAccess for &'static Node {
     type Shm = HeapShm;
 
     fn with_transport<R>(
-        &self,
+        &mut self,
         dev: u32,
         f: impl FnOnce(&mut RxeTransport<Mem>, &mut dyn FrameSink, &HeapShm) -> Result<R, Status>,
     ) -> Result<R, Status> {
@@ -65,7 +68,7 @@ impl TransportAccess for &'static Node {
         f(t, &mut *self.sent.borrow_mut(), &self.shm)
     }
 
-    fn resolve_ipv4(&self, ip: Ipv4Addr, _now: Instant) -> MacResolution {
+    fn resolve_ipv4(&mut self, ip: Ipv4Addr, _now: Instant) -> MacResolution {
         match self.arp.borrow_mut().get_mut(&ip) {
             None => MacResolution::Failed,
             Some((0, mac)) => MacResolution::Known(*mac),
@@ -114,7 +117,8 @@ fn name<const N: usize>(s: &str) -> [u8; N] {
 /// A node with its firmware and the rxe0 link added through the ring.
 struct Appliance {
     node: &'static Node,
-    fw: RefCell<Firmware<CoreVerbs<&'static Node>>>,
+    fw: RefCell<Firmware>,
+    uverbs: RefCell<Uverbs>,
     now: RefCell<u64>,
 }
 
@@ -123,8 +127,8 @@ impl Appliance {
         let node = Node::new(n, 4 << 20);
         let params = LayoutParams { num_contexts: 2, queue_area_size: 256 << 10, ..LayoutParams::default() };
         let layout = Layout::new(node.shm.len() as u64, params).unwrap();
-        let fw = Firmware::new(&*node.shm, layout, CoreVerbs::new(node), Limits::default(), 16).unwrap();
-        let a = Appliance { node, fw: RefCell::new(fw), now: RefCell::new(0) };
+        let fw = Firmware::new(&*node.shm, layout, Limits::default(), 16).unwrap();
+        let a = Appliance { node, fw: RefCell::new(fw), uverbs: RefCell::default(), now: RefCell::new(0) };
         let mut host = a.attach(1);
         let add = LinkAddReq { dev_name: name("rxe0"), link_type: name("rxe"), netdev: name("eth0") };
         let dev: HandleResp = host.call(&*node.shm, nr::LINK_ADD, &add, || a.step()).unwrap();
@@ -146,8 +150,10 @@ impl Appliance {
             *t
         };
         let mut fw = self.fw.borrow_mut();
-        let ok = fw.tick(&*self.node.shm).is_ok();
-        pump(fw.dispatcher_mut(), Instant::from_micros(now));
+        let (mut uverbs, mut node) = (self.uverbs.borrow_mut(), self.node);
+        let mut p = uverbs.provider(&mut node);
+        let ok = fw.tick(&*self.node.shm, &mut p).is_ok();
+        pump(fw.dispatcher_mut(), &mut p, Instant::from_micros(now));
         let sent = &self.node.sent;
         self.node.with_first_transport(|t| t.poll(Instant::from_micros(now), &mut *sent.borrow_mut()));
         ok
@@ -404,7 +410,7 @@ fn rc_send_write_read_through_the_rings() {
     assert_eq!((wc.wr_id, wc.status), (4, wc_status::REM_ACCESS_ERR));
 
     // Detaching destroys everything in the transport too.
-    let live = |ap: &Appliance| ap.fw.borrow().dispatcher().provider().live();
+    let live = |ap: &Appliance| ap.uverbs.borrow().live();
     assert_eq!(live(&a), [1, 0, 0, 1, 1, 1]);
     x.host.detach(&*am).unwrap();
     y.host.detach(&*bm).unwrap();
@@ -522,7 +528,7 @@ fn refusals() {
     a.step();
     post_recv(&a, &mut x.rq, 300, &[]);
     a.step();
-    assert_eq!(a.fw.borrow().dispatcher().provider().cq_overruns(), 1);
+    assert_eq!(a.uverbs.borrow().cq_overruns(), 1);
     let ev: verbs_ring::cmd::AsyncEvent = a.call(&mut x.host, nr::GET_ASYNC_EVENT, &Empty {}).unwrap();
     assert_eq!((ev.event_type, ev.handle, ev.element), (verbs_ring::cmd::event_type::CQ_ERR, x.cq, 7));
 }
@@ -533,8 +539,12 @@ fn link_add_and_queries_through_the_ring() {
     let mem = node.shm.clone();
     let params = LayoutParams { num_contexts: 2, queue_area_size: 64 << 10, ..LayoutParams::default() };
     let layout = Layout::new(mem.len() as u64, params).unwrap();
-    let fw = RefCell::new(Firmware::new(&*mem, layout, CoreVerbs::new(node), Default::default(), 16).unwrap());
-    let tick = || fw.borrow_mut().tick(&*mem).is_ok();
+    let fw = RefCell::new(Firmware::new(&*mem, layout, Default::default(), 16).unwrap());
+    let uverbs = RefCell::new(Uverbs::new());
+    let tick = || {
+        let mut node = node;
+        fw.borrow_mut().tick(&*mem, &mut uverbs.borrow_mut().provider(&mut node)).is_ok()
+    };
     let mut host = HostContext::attach(&*mem, 42).unwrap();
 
     let add = LinkAddReq { dev_name: name("rxe0"), link_type: name("rxe"), netdev: name("eth0") };

@@ -16,11 +16,11 @@ use super::icrc::{self, ICRC_LEN};
 use super::ip::{self, Ecn};
 use super::opcode_table::OpcodeInfo;
 use super::roce::{self, RoceRepr};
-use vocab::ROCE_V2_UDP_PORT;
 use super::{
-    EtherType, MacAddr, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address,
-    Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
+    EtherType, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
+    MacAddr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
 };
+use vocab::ROCE_V2_UDP_PORT;
 
 /// The IP part of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

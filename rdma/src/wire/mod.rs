@@ -158,8 +158,8 @@ pub use self::opcode_table::{Direction, Header, OpcodeInfo, Operation, Position,
 pub use self::psn::Psn;
 pub use self::reth::{Packet as RethPacket, Repr as RethRepr};
 pub use self::roce::{ExtHeaders, RoceRepr};
-pub use vocab::MacAddr;
 pub use self::udp::{Packet as UdpPacket, ROCE_V2_UDP_PORT, Repr as UdpRepr};
+pub use vocab::MacAddr;
 
 /// A header view or parse failed: the buffer is shorter than the header, or a length
 /// field in it points past the buffer.

@@ -324,9 +324,12 @@ impl Handles<'_> {
     }
 }
 
-/// The dispatcher: one per appliance, serving every context.
-pub struct Dispatcher<P> {
-    provider: P,
+/// The dispatcher: one per appliance, serving every context. It owns the
+/// contexts and the handle table; the provider is handed to each call that
+/// needs it, so whoever owns the provider's state lends it only for that
+/// call (the firmware's network owner passes its parts down, nothing is
+/// shared behind a cell).
+pub struct Dispatcher {
     layout: Layout,
     limits: Limits,
     ctxs: Vec<Option<Ctx>>,
@@ -341,31 +344,33 @@ fn decode<T: Wire>(b: &[u8]) -> Result<T, Status> {
     T::decode(b).ok_or(Status::EINVAL)
 }
 
+fn provider_destroy<P: VerbsProvider + ?Sized>(p: &mut P, kind: ObjKind, id: ObjId) -> Result<(), Status> {
+    match kind {
+        ObjKind::Qp => p.destroy_qp(id),
+        ObjKind::Ah => p.destroy_ah(id),
+        ObjKind::Srq => p.destroy_srq(id),
+        ObjKind::Mr => p.dereg_mr(id),
+        ObjKind::Cq => p.destroy_cq(id),
+        ObjKind::Pd => p.dealloc_pd(id),
+    }
+}
+
 fn ring_entries(min: u32) -> Result<u32, Status> {
     let n = min.max(1).checked_next_power_of_two().ok_or(Status::EINVAL)?;
     if n > MAX_RING_ENTRIES { Err(Status::EINVAL) } else { Ok(n) }
 }
 
-impl<P: VerbsProvider> Dispatcher<P> {
-    pub fn new(layout: Layout, provider: P, limits: Limits) -> Self {
+impl Dispatcher {
+    pub fn new(layout: Layout, limits: Limits) -> Self {
         let ctxs = (0..layout.num_contexts()).map(|_| None).collect();
-        Dispatcher { provider, layout, limits, ctxs, objs: BTreeMap::new(), by_id: BTreeMap::new(), next_handle: 1 }
+        Dispatcher { layout, limits, ctxs, objs: BTreeMap::new(), by_id: BTreeMap::new(), next_handle: 1 }
     }
 
-    pub fn provider(&self) -> &P {
-        &self.provider
-    }
-
-    pub fn provider_mut(&mut self) -> &mut P {
-        &mut self.provider
-    }
-
-    /// The provider and a read-only view of the handle table at once: the
-    /// provider's data path meets handles inside WQEs (a UD send names its
-    /// address handle) and must resolve them with the owner checks the
-    /// commands get.
-    pub fn provider_and_handles(&mut self) -> (&mut P, Handles<'_>) {
-        (&mut self.provider, Handles { objs: &self.objs, by_id: &self.by_id })
+    /// A read-only view of the handle table: the provider's data path meets
+    /// handles inside WQEs (a UD send names its address handle) and must
+    /// resolve them with the owner checks the commands get.
+    pub fn handles(&self) -> Handles<'_> {
+        Handles { objs: &self.objs, by_id: &self.by_id }
     }
 
     pub fn layout(&self) -> &Layout {
@@ -396,7 +401,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
     }
 
     /// Destroy every object of `ctx` in dependency order and stop serving it.
-    pub fn detach(&mut self, ctx: u32) -> TeardownReport {
+    pub fn detach<P: VerbsProvider + ?Sized>(&mut self, p: &mut P, ctx: u32) -> TeardownReport {
         let mut report = TeardownReport::default();
         for kind in ObjKind::TEARDOWN_ORDER {
             let handles: Vec<u32> =
@@ -404,7 +409,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
             for h in handles {
                 let Some(o) = self.objs.get(&h) else { continue };
                 let (kind, id) = (o.kind, o.id);
-                if self.provider_destroy(kind, id).is_err() {
+                if provider_destroy(p, kind, id).is_err() {
                     report.provider_errors += 1;
                 }
                 self.forget(h);
@@ -460,7 +465,14 @@ impl<P: VerbsProvider> Dispatcher<P> {
     /// unknown command, a bad size or a refused request yields an error
     /// status. `resp` must hold at least a header (else nothing is written
     /// and 0 is returned).
-    pub fn handle<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32, req: &[u8], resp: &mut [u8]) -> usize {
+    pub fn handle<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        req: &[u8],
+        resp: &mut [u8],
+    ) -> usize {
         let Some(hdr) = CmdHeader::decode(req) else {
             return write_resp(resp, CmdHeader { ctx, ..Default::default() }, Status::EMSGSIZE, 0);
         };
@@ -474,8 +486,8 @@ impl<P: VerbsProvider> Dispatcher<P> {
         } else if hdr.flags != 0 || hdr.status != 0 {
             Err(Status::EINVAL)
         } else {
-            match table::check(hdr.cmd, payload, body.len(), self.provider.caps()) {
-                Ok(spec) => self.run(mem, ctx, spec.nr, payload, body),
+            match table::check(hdr.cmd, payload, body.len(), p.caps()) {
+                Ok(spec) => self.run(mem, p, ctx, spec.nr, payload, body),
                 Err(s) => Err(s),
             }
         };
@@ -486,9 +498,10 @@ impl<P: VerbsProvider> Dispatcher<P> {
     }
 
     /// Run the handler of a checked command; the response payload length.
-    fn run<M: SharedMem + ?Sized>(
+    fn run<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &mut self,
         mem: &M,
+        p: &mut P,
         ctx: u32,
         nr: u16,
         req: &[u8],
@@ -502,20 +515,20 @@ impl<P: VerbsProvider> Dispatcher<P> {
             nr::NOP => Ok(0),
             nr::QUERY_DEVICE => {
                 let r: DevReq = decode(req)?;
-                reply(out, self.provider.query_device(r.dev_index)?)
+                reply(out, p.query_device(r.dev_index)?)
             }
             nr::QUERY_PORT => {
                 let r: PortReq = decode(req)?;
-                reply(out, self.provider.query_port(r.dev_index, r.port_num)?)
+                reply(out, p.query_port(r.dev_index, r.port_num)?)
             }
             nr::QUERY_GID => {
                 let r: GidReq = decode(req)?;
-                let e = self.provider.query_gid(r.dev_index, r.port_num, r.index)?;
+                let e = p.query_gid(r.dev_index, r.port_num, r.index)?;
                 reply(out, GidEntry { index: r.index, ..e })
             }
             nr::QUERY_GID_TABLE => {
                 let r: GidReq = decode(req)?;
-                let page = self.provider.query_gid_table(r.dev_index, r.port_num, r.index)?;
+                let page = p.query_gid_table(r.dev_index, r.port_num, r.index)?;
                 if page.count as usize > GID_PAGE {
                     return Err(Status::EIO);
                 }
@@ -523,7 +536,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
             }
             nr::QUERY_PKEY => {
                 let r: GidReq = decode(req)?;
-                let pkey = self.provider.query_pkey(r.dev_index, r.port_num, r.index)?;
+                let pkey = p.query_pkey(r.dev_index, r.port_num, r.index)?;
                 reply(out, PkeyResp { pkey, ..Default::default() })
             }
             nr::GET_ASYNC_EVENT => {
@@ -533,7 +546,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
             }
             nr::QUERY_COUNTERS => {
                 let r: PortReq = decode(req)?;
-                let c = self.provider.query_counters(r.dev_index, r.port_num)?;
+                let c = p.query_counters(r.dev_index, r.port_num)?;
                 if c.num_counters as usize > MAX_COUNTERS {
                     return Err(Status::EIO);
                 }
@@ -559,7 +572,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
                 if name.is_empty() || ty.is_empty() || nd.is_empty() {
                     return Err(Status::EINVAL);
                 }
-                let dev = self.provider.link_add(name, ty, nd)?;
+                let dev = p.link_add(name, ty, nd)?;
                 reply(out, HandleResp { handle: dev, reserved: 0 })
             }
             nr::LINK_DEL => {
@@ -569,41 +582,41 @@ impl<P: VerbsProvider> Dispatcher<P> {
                 if self.objs.values().any(|o| o.dev == r.dev_index) {
                     return Err(Status::EBUSY);
                 }
-                self.provider.link_del(r.dev_index)?;
+                p.link_del(r.dev_index)?;
                 Ok(0)
             }
             nr::LINK_SHOW => {
                 let r: LinkShowReq = decode(req)?;
-                reply(out, self.provider.link_show(r.dev_index, r.port_num)?)
+                reply(out, p.link_show(r.dev_index, r.port_num)?)
             }
             nr::ALLOC_PD => {
                 let r: DevReq = decode(req)?;
                 self.check_room(ctx)?;
-                let id = self.provider.alloc_pd(r.dev_index)?;
+                let id = p.alloc_pd(r.dev_index)?;
                 let h = self.insert(ctx, ObjKind::Pd, id, r.dev_index, 0, [0; 4], [(0, 0); 2])?;
                 reply(out, HandleResp { handle: h, reserved: 0 })
             }
             nr::REG_MR => {
                 let r: RegMrReq = decode(req)?;
-                self.reg_mr(mem, ctx, &r, out)
+                self.reg_mr(mem, p, ctx, &r, out)
             }
             nr::CREATE_CQ => {
                 let r: CreateCqReq = decode(req)?;
-                self.create_cq(mem, ctx, &r, out)
+                self.create_cq(mem, p, ctx, &r, out)
             }
             nr::CREATE_QP => {
                 let r: CreateQpReq = decode(req)?;
-                self.create_qp(mem, ctx, &r, out)
+                self.create_qp(mem, p, ctx, &r, out)
             }
             nr::CREATE_SRQ => {
                 let r: CreateSrqReq = decode(req)?;
-                self.create_srq(mem, ctx, &r, out)
+                self.create_srq(mem, p, ctx, &r, out)
             }
             nr::CREATE_AH => {
                 let r: CreateAhReq = decode(req)?;
                 self.check_room(ctx)?;
                 let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
-                let id = self.provider.create_ah(dev, pd, &r.attr)?;
+                let id = p.create_ah(dev, pd, &r.attr)?;
                 let h = self.insert(ctx, ObjKind::Ah, id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
                 reply(out, HandleResp { handle: h, reserved: 0 })
             }
@@ -613,13 +626,13 @@ impl<P: VerbsProvider> Dispatcher<P> {
                     return Err(Status::EINVAL);
                 }
                 let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
-                self.provider.modify_qp(qp, r.attr_mask, &r.attr)?;
+                p.modify_qp(qp, r.attr_mask, &r.attr)?;
                 Ok(0)
             }
             nr::QUERY_QP => {
                 let r: QueryQpReq = decode(req)?;
                 let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
-                reply(out, self.provider.query_qp(qp, r.attr_mask & qp_attr_mask::ALL)?)
+                reply(out, p.query_qp(qp, r.attr_mask & qp_attr_mask::ALL)?)
             }
             nr::MODIFY_SRQ => {
                 let r: ModifySrqReq = decode(req)?;
@@ -627,22 +640,22 @@ impl<P: VerbsProvider> Dispatcher<P> {
                     return Err(Status::EINVAL);
                 }
                 let (srq, _) = self.lookup(ctx, r.srq_handle, ObjKind::Srq)?;
-                self.provider.modify_srq(srq, r.attr_mask, r.max_wr, r.srq_limit)?;
+                p.modify_srq(srq, r.attr_mask, r.max_wr, r.srq_limit)?;
                 Ok(0)
             }
-            nr::DEALLOC_PD => self.destroy(ctx, req, ObjKind::Pd).map(|_| 0),
-            nr::DEREG_MR => self.destroy(ctx, req, ObjKind::Mr).map(|_| 0),
-            nr::DESTROY_AH => self.destroy(ctx, req, ObjKind::Ah).map(|_| 0),
+            nr::DEALLOC_PD => self.destroy(p, ctx, req, ObjKind::Pd).map(|_| 0),
+            nr::DEREG_MR => self.destroy(p, ctx, req, ObjKind::Mr).map(|_| 0),
+            nr::DESTROY_AH => self.destroy(p, ctx, req, ObjKind::Ah).map(|_| 0),
             nr::DESTROY_CQ => {
-                let events = self.destroy(ctx, req, ObjKind::Cq)?;
+                let events = self.destroy(p, ctx, req, ObjKind::Cq)?;
                 reply(out, DestroyResp { events_reported: events, reserved: 0 })
             }
             nr::DESTROY_QP => {
-                let events = self.destroy(ctx, req, ObjKind::Qp)?;
+                let events = self.destroy(p, ctx, req, ObjKind::Qp)?;
                 reply(out, DestroyResp { events_reported: events, reserved: 0 })
             }
             nr::DESTROY_SRQ => {
-                let events = self.destroy(ctx, req, ObjKind::Srq)?;
+                let events = self.destroy(p, ctx, req, ObjKind::Srq)?;
                 reply(out, DestroyResp { events_reported: events, reserved: 0 })
             }
             // A table row without a handler: a bug here, answered, not panicked.
@@ -728,26 +741,21 @@ impl<P: VerbsProvider> Dispatcher<P> {
         }
     }
 
-    fn provider_destroy(&mut self, kind: ObjKind, id: ObjId) -> Result<(), Status> {
-        match kind {
-            ObjKind::Qp => self.provider.destroy_qp(id),
-            ObjKind::Ah => self.provider.destroy_ah(id),
-            ObjKind::Srq => self.provider.destroy_srq(id),
-            ObjKind::Mr => self.provider.dereg_mr(id),
-            ObjKind::Cq => self.provider.destroy_cq(id),
-            ObjKind::Pd => self.provider.dealloc_pd(id),
-        }
-    }
-
     /// A destroy command: ownership, use count, provider, then forget.
     /// Returns the object's reported event count.
-    fn destroy(&mut self, ctx: u32, req: &[u8], kind: ObjKind) -> Result<u32, Status> {
+    fn destroy<P: VerbsProvider + ?Sized>(
+        &mut self,
+        p: &mut P,
+        ctx: u32,
+        req: &[u8],
+        kind: ObjKind,
+    ) -> Result<u32, Status> {
         let r: HandleReq = decode(req)?;
         let (id, _) = self.lookup(ctx, r.handle, kind)?;
         if self.objs.get(&r.handle).is_some_and(|o| o.users > 0) {
             return Err(Status::EBUSY);
         }
-        self.provider_destroy(kind, id)?;
+        provider_destroy(p, kind, id)?;
         Ok(self.forget(r.handle).map_or(0, |o| o.events))
     }
 
@@ -773,9 +781,10 @@ impl<P: VerbsProvider> Dispatcher<P> {
         Ok(p)
     }
 
-    fn reg_mr<M: SharedMem + ?Sized>(
+    fn reg_mr<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &mut self,
         mem: &M,
+        p: &mut P,
         ctx: u32,
         r: &RegMrReq,
         out: &mut [u8],
@@ -795,7 +804,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
         }
         self.check_room(ctx)?;
         let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
-        let keys = self.provider.reg_mr(pd, &MrSpec { start: r.start, length: r.length, access: r.access })?;
+        let keys = p.reg_mr(pd, &MrSpec { start: r.start, length: r.length, access: r.access })?;
         let h = self.insert(ctx, ObjKind::Mr, keys.id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
         RegMrResp { mr_handle: h, lkey: keys.lkey, rkey: keys.rkey, reserved: 0 }
             .encode(out)
@@ -803,9 +812,10 @@ impl<P: VerbsProvider> Dispatcher<P> {
         Ok(RegMrResp::SIZE)
     }
 
-    fn create_cq<M: SharedMem + ?Sized>(
+    fn create_cq<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &mut self,
         mem: &M,
+        p: &mut P,
         ctx: u32,
         r: &CreateCqReq,
         out: &mut [u8],
@@ -818,7 +828,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
         let ring = self.place(mem, ctx, entries, CQE_SIZE)?;
         let rings = [(ring.off, RingPlacement::bytes(entries, CQE_SIZE).unwrap_or(0)), (0, 0)];
         let spec = CqSpec { dev_index: r.dev_index, cqe: entries, comp_vector: r.comp_vector, ring };
-        let id = match self.provider.create_cq(&spec) {
+        let id = match p.create_cq(&spec) {
             Ok(id) => id,
             Err(s) => {
                 self.free_rings(ctx, rings);
@@ -830,9 +840,10 @@ impl<P: VerbsProvider> Dispatcher<P> {
         Ok(CreateCqResp::SIZE)
     }
 
-    fn create_qp<M: SharedMem + ?Sized>(
+    fn create_qp<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &mut self,
         mem: &M,
+        p: &mut P,
         ctx: u32,
         r: &CreateQpReq,
         out: &mut [u8],
@@ -898,7 +909,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
             sq,
             rq,
         };
-        let created = match self.provider.create_qp(&spec) {
+        let created = match p.create_qp(&spec) {
             Ok(c) => c,
             Err(s) => {
                 self.free_rings(ctx, rings);
@@ -919,9 +930,10 @@ impl<P: VerbsProvider> Dispatcher<P> {
         Ok(CreateQpResp::SIZE)
     }
 
-    fn create_srq<M: SharedMem + ?Sized>(
+    fn create_srq<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &mut self,
         mem: &M,
+        p: &mut P,
         ctx: u32,
         r: &CreateSrqReq,
         out: &mut [u8],
@@ -940,7 +952,7 @@ impl<P: VerbsProvider> Dispatcher<P> {
         let rings = [(ring.off, RingPlacement::bytes(entries, size).unwrap_or(0)), (0, 0)];
         let max_sge = (size - RecvWqe::SIZE as u32) / Sge::SIZE as u32;
         let spec = SrqSpec { dev_index: dev, pd, max_wr: entries, max_sge, srq_limit: r.srq_limit, ring };
-        let created = match self.provider.create_srq(&spec) {
+        let created = match p.create_srq(&spec) {
             Ok(c) => c,
             Err(s) => {
                 self.free_rings(ctx, rings);

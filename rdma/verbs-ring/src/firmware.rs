@@ -51,6 +51,31 @@ pub enum SlotEvent {
     Reclaimed { ctx: u32, reason: u32, report: TeardownReport },
 }
 
+impl core::fmt::Display for SlotEvent {
+    /// One log line: `ring: context 0 attached`, `ring: context 0 reclaimed
+    /// (lease_expired): destroyed 1 qp, 2 cq, 1 pd`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            SlotEvent::Attached { ctx } => write!(f, "ring: context {ctx} attached"),
+            SlotEvent::Reclaimed { ctx, reason, report } => {
+                write!(f, "ring: context {ctx} reclaimed ({})", crate::abi::reclaim_reason::name(reason))?;
+                let mut sep = ": destroyed";
+                for kind in crate::dispatch::ObjKind::TEARDOWN_ORDER {
+                    let n = report.destroyed[kind as usize];
+                    if n > 0 {
+                        write!(f, "{sep} {n} {}", kind.name())?;
+                        sep = ",";
+                    }
+                }
+                if report.provider_errors > 0 {
+                    write!(f, " ({} destroy errors)", report.provider_errors)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// What one tick did.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct TickReport {
@@ -60,9 +85,9 @@ pub struct TickReport {
 }
 
 /// The firmware's end of the region.
-pub struct Firmware<P> {
+pub struct Firmware {
     layout: Layout,
-    dispatcher: Dispatcher<P>,
+    dispatcher: Dispatcher,
     slots: Vec<Slot>,
     beat: u32,
     /// Commands served per context per tick, so one busy context cannot
@@ -72,13 +97,12 @@ pub struct Firmware<P> {
     resp: Vec<u8>,
 }
 
-impl<P: VerbsProvider> Firmware<P> {
+impl Firmware {
     /// Lay out the region (superblock, slots, command rings) and publish
     /// READY. `budget` is commands per context per tick.
     pub fn new<M: SharedMem + ?Sized>(
         mem: &M,
         layout: Layout,
-        provider: P,
         limits: Limits,
         budget: u32,
     ) -> Result<Self, LayoutError> {
@@ -86,7 +110,7 @@ impl<P: VerbsProvider> Firmware<P> {
         let slot_bytes = layout.params.cmd_slot_size as usize;
         Ok(Firmware {
             layout,
-            dispatcher: Dispatcher::new(layout, provider, limits),
+            dispatcher: Dispatcher::new(layout, limits),
             slots: (0..layout.num_contexts()).map(|_| Slot::Free).collect(),
             beat: 0,
             budget: budget.max(1),
@@ -95,11 +119,11 @@ impl<P: VerbsProvider> Firmware<P> {
         })
     }
 
-    pub fn dispatcher(&self) -> &Dispatcher<P> {
+    pub fn dispatcher(&self) -> &Dispatcher {
         &self.dispatcher
     }
 
-    pub fn dispatcher_mut(&mut self) -> &mut Dispatcher<P> {
+    pub fn dispatcher_mut(&mut self) -> &mut Dispatcher {
         &mut self.dispatcher
     }
 
@@ -109,9 +133,14 @@ impl<P: VerbsProvider> Firmware<P> {
 
     /// Stop serving: every context is reclaimed and the superblock says
     /// FAILED with `code`.
-    pub fn fail<M: SharedMem + ?Sized>(&mut self, mem: &M, code: Status) -> Result<(), ShmError> {
+    pub fn fail<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        code: Status,
+    ) -> Result<(), ShmError> {
         for ctx in 0..self.layout.num_contexts() {
-            self.reclaim(mem, ctx, reclaim_reason::DETACHED)?;
+            self.reclaim(mem, p, ctx, reclaim_reason::DETACHED)?;
         }
         mem.store_u32_release(SB_FAIL_CODE, u32::from(code.0))?;
         mem.store_u32_release(SB_FW_STATE, fw_state::FAILED)
@@ -120,12 +149,16 @@ impl<P: VerbsProvider> Firmware<P> {
     /// One poll: heartbeat, slot transitions, leases, and up to `budget`
     /// commands per attached context. Errors are only those of the firmware's
     /// own mapping (an access outside it), never of the host's doing.
-    pub fn tick<M: SharedMem + ?Sized>(&mut self, mem: &M) -> Result<TickReport, ShmError> {
+    pub fn tick<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+    ) -> Result<TickReport, ShmError> {
         self.beat = self.beat.wrapping_add(1);
         mem.store_u32_release(SB_HEARTBEAT, self.beat)?;
         let mut report = TickReport::default();
         for ctx in 0..self.layout.num_contexts() {
-            self.tick_slot(mem, ctx, &mut report)?;
+            self.tick_slot(mem, p, ctx, &mut report)?;
         }
         Ok(report)
     }
@@ -136,13 +169,19 @@ impl<P: VerbsProvider> Firmware<P> {
         self.layout.slot_off(ctx).map(|o| o + field).ok_or(ShmError::OutOfBounds { off: usize::MAX, len: 4, region: 0 })
     }
 
-    fn tick_slot<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32, report: &mut TickReport) -> Result<(), ShmError> {
+    fn tick_slot<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        report: &mut TickReport,
+    ) -> Result<(), ShmError> {
         let state = mem.load_u32_acquire(self.slot_field(ctx, SLOT_STATE)?)?;
         let active = matches!(self.slots.get(ctx as usize), Some(Slot::Active { .. }));
         let reason = match (active, state) {
             (false, ctx_state::FREE) => return Ok(()),
             (false, ctx_state::ATTACHED) => {
-                self.attach(mem, ctx)?;
+                self.attach(mem, p, ctx)?;
                 report.events.push(SlotEvent::Attached { ctx });
                 None
             }
@@ -154,17 +193,22 @@ impl<P: VerbsProvider> Firmware<P> {
         };
         let reason = match reason {
             Some(r) => Some(r),
-            None => self.serve(mem, ctx, report)?,
+            None => self.serve(mem, p, ctx, report)?,
         };
         if let Some(reason) = reason {
-            let r = self.reclaim(mem, ctx, reason)?;
+            let r = self.reclaim(mem, p, ctx, reason)?;
             report.events.push(SlotEvent::Reclaimed { ctx, reason, report: r });
         }
         Ok(())
     }
 
-    fn attach<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32) -> Result<(), ShmError> {
-        let geo = |p| RingGeometry::new(p, mem.len()).ok();
+    fn attach<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+    ) -> Result<(), ShmError> {
+        let geo = |placement| RingGeometry::new(placement, mem.len()).ok();
         let (Some(cmd), Some(resp)) =
             (self.layout.cmd_ring(ctx).and_then(geo), self.layout.resp_ring(ctx).and_then(geo))
         else {
@@ -175,7 +219,7 @@ impl<P: VerbsProvider> Firmware<P> {
         // A context left attached in the dispatcher cannot exist (reclaim
         // detaches); if it did, start clean.
         if self.dispatcher.is_attached(ctx) {
-            self.dispatcher.detach(ctx);
+            self.dispatcher.detach(p, ctx);
         }
         let _ = self.dispatcher.attach(ctx);
         if let Some(s) = self.slots.get_mut(ctx as usize) {
@@ -185,9 +229,10 @@ impl<P: VerbsProvider> Firmware<P> {
     }
 
     /// Lease check and command service; `Some(reason)` to reclaim.
-    fn serve<M: SharedMem + ?Sized>(
+    fn serve<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &mut self,
         mem: &M,
+        p: &mut P,
         ctx: u32,
         report: &mut TickReport,
     ) -> Result<Option<u32>, ShmError> {
@@ -217,7 +262,7 @@ impl<P: VerbsProvider> Firmware<P> {
                 Err(RingError::Shm(e)) => return Err(e),
                 Err(_) => return Ok(Some(reclaim_reason::PROTOCOL)),
             }
-            let n = self.dispatcher.handle(mem, ctx, &self.req, &mut self.resp);
+            let n = self.dispatcher.handle(mem, p, ctx, &self.req, &mut self.resp);
             match resp.push(mem, &self.resp[..n.min(self.resp.len())]) {
                 Ok(()) => report.commands += 1,
                 Err(RingError::Shm(e)) => return Err(e),
@@ -229,10 +274,16 @@ impl<P: VerbsProvider> Firmware<P> {
 
     /// Tear `ctx` down and hand the slot back: RECLAIMING, objects destroyed,
     /// rings reset, reason and generation written, then FREE (release).
-    fn reclaim<M: SharedMem + ?Sized>(&mut self, mem: &M, ctx: u32, reason: u32) -> Result<TeardownReport, ShmError> {
+    fn reclaim<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        reason: u32,
+    ) -> Result<TeardownReport, ShmError> {
         let slot = self.layout.slot_off(ctx).ok_or(ShmError::OutOfBounds { off: usize::MAX, len: 0, region: 0 })?;
         mem.store_u32_release(slot + SLOT_STATE, ctx_state::RECLAIMING)?;
-        let report = self.dispatcher.detach(ctx);
+        let report = self.dispatcher.detach(p, ctx);
         for p in [self.layout.cmd_ring(ctx), self.layout.resp_ring(ctx)].into_iter().flatten() {
             if let Ok(g) = RingGeometry::new(p, mem.len()) {
                 g.reset(mem).map_err(|e| match e {

@@ -35,7 +35,8 @@ fn small_params() -> LayoutParams {
 
 struct Harness {
     mem: HeapShm,
-    d: Dispatcher<FakeProvider>,
+    d: Dispatcher,
+    p: FakeProvider,
     seq: u32,
 }
 
@@ -47,15 +48,15 @@ impl Harness {
     fn with_limits(limits: Limits) -> Harness {
         let mem = HeapShm::new(REGION);
         let layout = Layout::new(REGION as u64, small_params()).unwrap();
-        let mut d = Dispatcher::new(layout, FakeProvider::new(), limits);
+        let mut d = Dispatcher::new(layout, limits);
         d.attach(0).unwrap();
         d.attach(1).unwrap();
-        Harness { mem, d, seq: 0 }
+        Harness { mem, d, p: FakeProvider::new(), seq: 0 }
     }
 
     fn raw(&mut self, ctx: u32, bytes: &[u8]) -> (CmdHeader, Vec<u8>) {
         let mut resp = vec![0u8; 256];
-        let n = self.d.handle(&self.mem, ctx, bytes, &mut resp);
+        let n = self.d.handle(&self.mem, &mut self.p, ctx, bytes, &mut resp);
         assert!(n >= HEADER_SIZE && n <= resp.len());
         let h = CmdHeader::decode(&resp).unwrap();
         assert_eq!(usize::from(h.len) + HEADER_SIZE, n);
@@ -169,10 +170,10 @@ fn queries_and_control_messages() {
     assert_eq!((rc.counts, rc.contexts), ([0, 0, 0, 0, 0, 2], 2));
     let rc: ResourceCounts = h.cmd(0, nr::QUERY_RESOURCES, DevReq { dev_index: 0, reserved: 0 }).unwrap();
     assert_eq!((rc.counts, rc.contexts), ([0; 6], 0));
-    h.d.detach(0);
+    h.d.detach(&mut h.p, 0);
     h.d.attach(0).unwrap();
     assert_eq!(h.cmd::<_, Empty>(0, nr::LINK_DEL, DevReq { dev_index: 2, reserved: 0 }), Err(Status::EBUSY));
-    h.d.detach(1);
+    h.d.detach(&mut h.p, 1);
     assert_eq!(h.cmd::<_, Empty>(0, nr::LINK_DEL, DevReq { dev_index: 2, reserved: 0 }), Ok(Empty {}));
 }
 
@@ -215,13 +216,13 @@ fn header_checks() {
     CmdHeader { cmd: nr::NOP, status: 3, ..Default::default() }.encode(&mut b).unwrap();
     assert_eq!(h.raw(0, &b).0.status, Status::EINVAL.0);
     // A response buffer without room for a header gets nothing.
-    assert_eq!(h.d.handle(&h.mem, 0, &b, &mut [0u8; 8]), 0);
+    assert_eq!(h.d.handle(&h.mem, &mut h.p, 0, &b, &mut [0u8; 8]), 0);
 }
 
 #[test]
 fn missing_capability_is_not_supported_and_never_reaches_the_provider() {
     let mut h = Harness::new();
-    h.d.provider_mut().caps = h.d.provider().caps.without(Cap::CreateSrq);
+    h.p.caps = h.p.caps.without(Cap::CreateSrq);
     let pd = h.pd(0, 0);
     let r = h.cmd::<_, CreateSrqResp>(
         0,
@@ -229,7 +230,7 @@ fn missing_capability_is_not_supported_and_never_reaches_the_provider() {
         CreateSrqReq { pd_handle: pd, max_wr: 4, max_sge: 1, ..Default::default() },
     );
     assert_eq!(r, Err(Status::EOPNOTSUPP));
-    assert_eq!(h.d.provider().calls("create_srq"), 0);
+    assert_eq!(h.p.calls("create_srq"), 0);
 }
 
 #[test]
@@ -252,7 +253,7 @@ fn handles_of_another_context_or_kind_are_refused() {
     assert_eq!(h.d.count(Some(0), ObjKind::Pd), 1);
     assert_eq!(h.destroy(0, nr::DESTROY_CQ, cq0), Status::OK);
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd0), Status::OK);
-    assert!(h.d.provider().order_violations.is_empty());
+    assert!(h.p.order_violations.is_empty());
 }
 
 #[test]
@@ -261,7 +262,7 @@ fn objects_in_use_cannot_be_destroyed() {
     let pd = h.pd(0, 0);
     let (area, _) = h.d.layout().buf_area(0).unwrap();
     let mr = h.mr(0, pd, area, 8192, access::LOCAL_WRITE).unwrap();
-    assert_eq!(mr.lkey >> 8, h.d.provider().log.len() as u32 + 100);
+    assert_eq!(mr.lkey >> 8, h.p.log.len() as u32 + 100);
     let cq = h.cq(0, 0, 16).unwrap().cq_handle;
     let qp = h.qp(0, pd, cq, cq, 0).unwrap();
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::EBUSY);
@@ -271,12 +272,12 @@ fn objects_in_use_cannot_be_destroyed() {
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::EBUSY);
     assert_eq!(h.destroy(0, nr::DEREG_MR, mr.mr_handle), Status::OK);
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::OK);
-    assert!(h.d.provider().live.is_empty());
+    assert!(h.p.live.is_empty());
     // A provider failure leaves the object in place, still owned.
     let pd = h.pd(0, 0);
-    h.d.provider_mut().fail = Some(("dealloc_pd", Status::EIO));
+    h.p.fail = Some(("dealloc_pd", Status::EIO));
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::EIO);
-    h.d.provider_mut().fail = None;
+    h.p.fail = None;
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::OK);
 }
 
@@ -302,20 +303,20 @@ fn detach_destroys_in_dependency_order() {
     let mut h = Harness::new();
     let n0 = populate(&mut h, 0);
     populate(&mut h, 1);
-    let before = h.d.provider().log.len();
-    let report = h.d.detach(0);
+    let before = h.p.log.len();
+    let report = h.d.detach(&mut h.p, 0);
     assert_eq!(report.total() as usize, n0);
     assert_eq!(report.destroyed, [2, 1, 1, 2, 2, 1]);
     assert_eq!(report.provider_errors, 0);
     // The fake saw nothing destroyed while something used it.
-    assert!(h.d.provider().order_violations.is_empty(), "{:?}", h.d.provider().order_violations);
+    assert!(h.p.order_violations.is_empty(), "{:?}", h.p.order_violations);
     let rank = |l: &str| {
         ["destroy_qp", "destroy_ah", "destroy_srq", "dereg_mr", "destroy_cq", "dealloc_pd"]
             .iter()
             .position(|p| l.starts_with(p))
             .unwrap()
     };
-    let ranks: Vec<usize> = h.d.provider().log[before..].iter().map(|l| rank(l)).collect();
+    let ranks: Vec<usize> = h.p.log[before..].iter().map(|l| rank(l)).collect();
     assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{ranks:?}");
     // Context 1 is untouched; context 0 is gone.
     assert_eq!(h.d.count(Some(1), ObjKind::Qp), 2);
@@ -329,18 +330,18 @@ fn detach_destroys_in_dependency_order() {
     let fresh = fill(&mut h, 2);
     assert!(fresh > 5);
     assert_eq!(fill(&mut h, 0), fresh);
-    h.d.detach(2);
-    h.d.detach(1);
-    h.d.detach(0);
-    assert!(h.d.provider().live.is_empty());
+    h.d.detach(&mut h.p, 2);
+    h.d.detach(&mut h.p, 1);
+    h.d.detach(&mut h.p, 0);
+    assert!(h.p.live.is_empty());
 }
 
 #[test]
 fn teardown_goes_on_when_the_provider_fails() {
     let mut h = Harness::new();
     populate(&mut h, 0);
-    h.d.provider_mut().fail = Some(("destroy_cq", Status::EIO));
-    let r = h.d.detach(0);
+    h.p.fail = Some(("destroy_cq", Status::EIO));
+    let r = h.d.detach(&mut h.p, 0);
     assert_eq!((r.total(), r.provider_errors), (9, 2));
     assert_eq!(h.d.count(None, ObjKind::Cq), 0);
 }
@@ -379,17 +380,17 @@ fn rings_are_placed_in_the_context_queue_area_and_zeroed() {
         }
     }
     // Too large for the area: refused, nothing leaked, provider not called.
-    let calls = h.d.provider().calls("create_cq");
+    let calls = h.p.calls("create_cq");
     assert_eq!(h.cq(1, 0, 1 << 19).map(|_| ()), Err(Status::ENOMEM));
     assert_eq!(h.cq(1, 0, (1 << 20) + 1).map(|_| ()), Err(Status::EINVAL));
     assert_eq!(h.cq(1, 0, 0).map(|_| ()), Err(Status::EINVAL));
-    assert_eq!(h.d.provider().calls("create_cq"), calls);
+    assert_eq!(h.p.calls("create_cq"), calls);
     // A provider that keeps failing does not leak queue memory.
-    h.d.provider_mut().fail = Some(("create_qp", Status::ENOMEM));
+    h.p.fail = Some(("create_qp", Status::ENOMEM));
     for _ in 0..1000 {
         assert_eq!(h.qp(1, pd, cq.cq_handle, cq.cq_handle, 0).map(|_| ()), Err(Status::ENOMEM));
     }
-    h.d.provider_mut().fail = None;
+    h.p.fail = None;
     assert!(h.qp(1, pd, cq.cq_handle, cq.cq_handle, 0).is_ok());
     // Bad capacities.
     let bad = CreateQpReq {
@@ -439,7 +440,7 @@ fn async_events_go_to_the_owner() {
     let cq = h.cq(0, 0, 4).unwrap().cq_handle;
     let qp = h.qp(0, pd, cq, cq, 0).unwrap();
     assert_eq!(h.cmd::<_, AsyncEvent>(0, nr::GET_ASYNC_EVENT, Empty {}), Err(Status::EAGAIN));
-    let id = h.d.provider().live.keys().find(|(k, _)| *k == ObjKind::Qp).map(|(_, id)| *id).unwrap();
+    let id = h.p.live.keys().find(|(k, _)| *k == ObjKind::Qp).map(|(_, id)| *id).unwrap();
     h.d.post_event(EventSource::Object(ObjKind::Qp, id), event_type::QP_FATAL);
     h.d.post_event(EventSource::Port { dev_index: 0, port: 1 }, event_type::PORT_ACTIVE);
     // An event about an object nobody owns is dropped quietly.
@@ -476,7 +477,7 @@ fn limits_and_provider_id_reuse() {
     h.pd(1, 0);
     // A provider handing out an id that is live already is refused (EIO),
     // and the live object is not hurt.
-    h.d.provider_mut().force_id = h.d.provider().live.keys().next().map(|k| k.1);
+    h.p.force_id = h.p.live.keys().next().map(|k| k.1);
     assert_eq!(h.cmd::<_, HandleResp>(1, nr::ALLOC_PD, DevReq::default()), Err(Status::EIO));
     assert_eq!(h.d.count(None, ObjKind::Pd), 4);
 }
@@ -485,17 +486,49 @@ fn limits_and_provider_id_reuse() {
 // Firmware and host, end to end over the fake region.
 // ---------------------------------------------------------------------------
 
-fn appliance() -> (HeapShm, Firmware<FakeProvider>) {
+/// The firmware with the provider it is handed on every tick.
+struct Fw {
+    fw: Firmware,
+    p: FakeProvider,
+}
+
+impl Fw {
+    fn tick(&mut self, mem: &HeapShm) -> Result<crate::firmware::TickReport, crate::shm::ShmError> {
+        self.fw.tick(mem, &mut self.p)
+    }
+
+    fn dispatcher(&self) -> &Dispatcher {
+        self.fw.dispatcher()
+    }
+
+    fn detach(&mut self, ctx: u32) {
+        self.fw.dispatcher_mut().detach(&mut self.p, ctx);
+    }
+
+    fn layout(&self) -> &Layout {
+        self.fw.layout()
+    }
+
+    fn read_slot(&self, mem: &HeapShm, ctx: u32) -> Option<ContextSlot> {
+        self.fw.read_slot(mem, ctx)
+    }
+
+    fn fail(&mut self, mem: &HeapShm, code: Status) -> Result<(), crate::shm::ShmError> {
+        self.fw.fail(mem, &mut self.p, code)
+    }
+}
+
+fn appliance() -> (HeapShm, Fw) {
     let mem = HeapShm::new(REGION);
     let layout = Layout::new(REGION as u64, small_params()).unwrap();
-    let fw = Firmware::new(&mem, layout, FakeProvider::new(), Limits::default(), 16).unwrap();
-    (mem, fw)
+    let fw = Firmware::new(&mem, layout, Limits::default(), 16).unwrap();
+    (mem, Fw { fw, p: FakeProvider::new() })
 }
 
 /// Run one command through the rings, ticking the firmware while waiting.
 fn call<Req: Wire, Resp: Wire>(
     mem: &HeapShm,
-    fw: &mut Firmware<FakeProvider>,
+    fw: &mut Fw,
     host: &mut HostContext,
     nr: u16,
     req: Req,
@@ -508,7 +541,7 @@ fn call<Req: Wire, Resp: Wire>(
     })
 }
 
-fn slot_state(mem: &HeapShm, fw: &Firmware<FakeProvider>, ctx: u32) -> ContextSlot {
+fn slot_state(mem: &HeapShm, fw: &Fw, ctx: u32) -> ContextSlot {
     fw.read_slot(mem, ctx).unwrap()
 }
 
@@ -550,7 +583,7 @@ fn attach_command_detach_round_trip() {
         (s.state, s.generation, s.reclaim_reason, s.host_pid),
         (ctx_state::FREE, 1, reclaim_reason::DETACHED, 0)
     );
-    assert!(fw.dispatcher().provider().live.is_empty());
+    assert!(fw.p.live.is_empty());
     // The slot and its rings are usable again from index 0.
     let mut host = HostContext::attach(&mem, 1).unwrap();
     assert_eq!(host.ctx(), 0);
@@ -593,7 +626,7 @@ fn a_dead_host_is_reclaimed_when_its_lease_expires() {
     assert_eq!((ctx, reason, total), (1, reclaim_reason::LEASE_EXPIRED, 3));
     assert_eq!(fw.dispatcher().count(Some(1), ObjKind::Pd), 0);
     assert_eq!(fw.dispatcher().count(Some(0), ObjKind::Pd), 1);
-    assert!(fw.dispatcher().provider().order_violations.is_empty());
+    assert!(fw.p.order_violations.is_empty());
     // The zombie finds out.
     assert_eq!(dead.heartbeat(&mem), Err(HostError::Lost));
     assert_eq!(call::<_, Empty>(&mem, &mut fw, &mut dead, nr::NOP, Empty {}), Err(HostError::Lost));
@@ -625,7 +658,7 @@ fn protocol_violations_reclaim_the_context() {
     mem.store_u32_release(cmd.off as usize + RING_PRODUCER, 1000).unwrap();
     let r = fw.tick(&mem).unwrap();
     assert!(matches!(r.events[..], [SlotEvent::Reclaimed { ctx: 0, reason: reclaim_reason::PROTOCOL, .. }]));
-    assert!(fw.dispatcher().provider().live.is_empty());
+    assert!(fw.p.live.is_empty());
     assert_eq!(mem.load_u32_acquire(cmd.off as usize + RING_PRODUCER), Ok(0));
 
     // The host frees response slots that were never produced.
@@ -692,9 +725,9 @@ fn failed_firmware_is_visible_to_hosts() {
 
 /// Invariants that hold after any sequence of commands.
 fn check_invariants(h: &Harness) {
-    assert!(h.d.provider().order_violations.is_empty(), "{:?}", h.d.provider().order_violations);
+    assert!(h.p.order_violations.is_empty(), "{:?}", h.p.order_violations);
     for kind in ObjKind::TEARDOWN_ORDER {
-        let fake = h.d.provider().live.keys().filter(|(k, _)| *k == kind).count();
+        let fake = h.p.live.keys().filter(|(k, _)| *k == kind).count();
         assert_eq!(h.d.count(None, kind), fake, "{kind:?}");
     }
 }
@@ -740,7 +773,7 @@ proptest! {
         let mut h = Harness::new();
         populate(&mut h, 0);
         let mut resp = vec![0u8; 256];
-        let n = h.d.handle(&h.mem, ctx, &bytes, &mut resp);
+        let n = h.d.handle(&h.mem, &mut h.p, ctx, &bytes, &mut resp);
         let hdr = CmdHeader::decode(&resp[..n]).unwrap();
         // Random bytes are refused, unless they happen to be a valid command
         // for this context, whose answer then has the command's size.
@@ -767,10 +800,10 @@ proptest! {
             check_invariants(&h);
         }
         for ctx in 0..3 {
-            h.d.detach(ctx);
+            h.d.detach(&mut h.p, ctx);
         }
         check_invariants(&h);
-        prop_assert!(h.d.provider().live.is_empty());
+        prop_assert!(h.p.live.is_empty());
     }
 
     #[test]
@@ -807,14 +840,14 @@ proptest! {
         }
         let s = slot_state(&mem, &fw, 0);
         prop_assert!(s.state == ctx_state::FREE || s.state == ctx_state::ATTACHED);
-        prop_assert!(fw.dispatcher().provider().order_violations.is_empty());
+        prop_assert!(fw.p.order_violations.is_empty());
         if s.state == ctx_state::FREE {
             prop_assert_eq!(fw.dispatcher().count(Some(0), ObjKind::Pd), 0);
         }
         // Whatever happened, every context can be torn down cleanly.
         for ctx in 0..3 {
-            fw.dispatcher_mut().detach(ctx);
+            fw.detach(ctx);
         }
-        prop_assert!(fw.dispatcher().provider().live.is_empty());
+        prop_assert!(fw.p.live.is_empty());
     }
 }

@@ -65,7 +65,11 @@ impl DropReason {
     pub const fn is_not_roce(self) -> bool {
         matches!(
             self,
-            DropReason::OtherHost | DropReason::EtherType | DropReason::ArpTruncated | DropReason::NotUdp | DropReason::NotRoce
+            DropReason::OtherHost
+                | DropReason::EtherType
+                | DropReason::ArpTruncated
+                | DropReason::NotUdp
+                | DropReason::NotRoce
         )
     }
 }

@@ -78,7 +78,7 @@ fn attach_queries_and_detach() {
     let index = ctx.index();
     drop(dev);
     drop(ctx);
-    app.wait_for("detach", T, |fw| fw.read_slot(&*app.mem, index).unwrap().state == ctx_state::FREE);
+    app.wait_for("detach", T, |fw| fw.read_slot(&app.mem, index).unwrap().state == ctx_state::FREE);
     let slots = dev2.context().slots();
     assert_eq!(slots[index as usize].state, ctx_state::FREE);
     assert_eq!(slots[index as usize].reclaim_reason, reclaim_reason::DETACHED);
@@ -115,7 +115,7 @@ fn objects_live_and_die_in_order() {
         assert_eq!((r.pd, r.cq, r.total_objects()), (1, 1, 2));
     }
     assert_eq!(dev.resources().unwrap().total_objects(), 0);
-    assert_eq!(app.fw().dispatcher().provider().live(), 0);
+    assert_eq!(app.fw().p.live(), 0);
     // The buffer area is whole again.
     let (_, buf) = ctx.layout().buf_area(ctx.index()).unwrap();
     assert_eq!(ctx.buffer_space(), buf);
@@ -157,7 +157,7 @@ fn send_and_receive_through_the_rings() {
     assert_eq!((got[1].imm_data, got[1].qp_num, got[1].src_qp), (Some(0xabcd), b.qp_num(), a.qp_num()));
     assert_eq!(rx.to_vec(0, 16).unwrap(), b"hello, appliance");
     // The firmware side consumed exactly the WQE we wrote.
-    let consumed = app.fw().dispatcher().provider().consumed.clone();
+    let consumed = app.fw().p.consumed.clone();
     assert_eq!(consumed.len(), 1);
     assert_eq!((consumed[0].0, consumed[0].1.wr_id, consumed[0].1.imm_data), (a.qp_num(), 11, 0xabcd));
 
@@ -331,7 +331,7 @@ fn all_slots_taken_is_busy() {
     assert!(matches!(e, Error::NoFreeContext { slots: 4 }), "{e}");
     assert_eq!(e.errno().0, "EBUSY");
     drop(ctxs);
-    app.wait_for("all detached", T, |fw| (0..4).all(|c| fw.read_slot(&*app.mem, c).unwrap().state == ctx_state::FREE));
+    app.wait_for("all detached", T, |fw| (0..4).all(|c| fw.read_slot(&app.mem, c).unwrap().state == ctx_state::FREE));
     Context::open(&app.path).unwrap();
 }
 

@@ -1,6 +1,6 @@
 //! The library and `rc_pingpong` against the real provider: two
 //! host-simulated appliances, each a `verbs_ring::Firmware` over its own
-//! `shm-host` ring file with `rdma::uverbs::CoreVerbs` and an rxe transport
+//! `shm-host` ring file with `rdma::uverbs::Uverbs` and an rxe transport
 //! behind it, their transports joined by passing frames in memory. This is
 //! the appliance's data path without QEMU: WQEs from the SQ/RQ rings into
 //! the transport, RoCE v2 frames across, CQEs back into the CQ rings.
@@ -22,7 +22,7 @@ use rdma::rxe::device::Config;
 use rdma::rxe::sink::{FrameSink, VecSink};
 use rdma::rxe::time::Instant as RxeInstant;
 use rdma::rxe::transport::RxeTransport;
-use rdma::uverbs::{CoreAccess, CoreVerbs, MacResolution, ShmMemory, TransportAccess, pump};
+use rdma::uverbs::{CoreAccess, MacResolution, ShmMemory, TransportAccess, Uverbs, pump};
 use shm_host::ShmFile;
 use verbs::{AccessFlags, Context, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
 use verbs_ring::abi::{Layout, LayoutParams};
@@ -45,7 +45,10 @@ struct Node {
 struct Access(Rc<Node>);
 
 impl CoreAccess for Access {
-    fn with<R>(&self, f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>) -> Result<R, Status> {
+    fn with<R>(
+        &mut self,
+        f: impl FnOnce(&mut RdmaCore, &dyn NetdevProvider) -> Result<R, Status>,
+    ) -> Result<R, Status> {
         f(&mut self.0.core.borrow_mut(), &self.0.net)
     }
 }
@@ -55,7 +58,7 @@ impl TransportAccess for Access {
     type Shm = ShmFile;
 
     fn with_transport<R>(
-        &self,
+        &mut self,
         dev: u32,
         f: impl FnOnce(&mut RxeTransport<Mem>, &mut dyn FrameSink, &ShmFile) -> Result<R, Status>,
     ) -> Result<R, Status> {
@@ -65,7 +68,7 @@ impl TransportAccess for Access {
         f(t, &mut *self.0.sent.borrow_mut(), &self.0.shm)
     }
 
-    fn resolve_ipv4(&self, ip: Ipv4Addr, _now: RxeInstant) -> MacResolution {
+    fn resolve_ipv4(&mut self, ip: Ipv4Addr, _now: RxeInstant) -> MacResolution {
         match self.0.arp.borrow_mut().get_mut(&ip) {
             None => MacResolution::Failed,
             Some((0, mac)) => MacResolution::Known(*mac),
@@ -138,12 +141,12 @@ impl Pair {
             std::thread::spawn(move || {
                 // Everything single-threaded lives in this thread.
                 let nodes = [node(1, shms[0].clone(), 2), node(2, shms[1].clone(), 1)];
-                let mut fws: Vec<Firmware<CoreVerbs<Access>>> = nodes
+                let mut fws: Vec<(Firmware, Uverbs, Access)> = nodes
                     .iter()
                     .map(|n| {
                         let layout = Layout::new(REGION as u64, params()).unwrap();
-                        let p = CoreVerbs::new(Access(n.clone()));
-                        Firmware::new(&*n.shm, layout, p, Limits::default(), 16).unwrap()
+                        let fw = Firmware::new(&*n.shm, layout, Limits::default(), 16).unwrap();
+                        (fw, Uverbs::new(), Access(n.clone()))
                     })
                     .collect();
                 ready_tx.send(()).unwrap();
@@ -151,9 +154,10 @@ impl Pair {
                 while !stop.load(Ordering::Acquire) {
                     let now = RxeInstant::from_micros(start.elapsed().as_micros() as u64);
                     let mut moved = false;
-                    for (fw, n) in fws.iter_mut().zip(&nodes) {
-                        fw.tick(&*n.shm).unwrap();
-                        moved |= pump(fw.dispatcher_mut(), now).moved();
+                    for ((fw, uverbs, access), n) in fws.iter_mut().zip(&nodes) {
+                        let mut p = uverbs.provider(access);
+                        fw.tick(&*n.shm, &mut p).unwrap();
+                        moved |= pump(fw.dispatcher_mut(), &mut p, now).moved();
                         n.with_transport(|t| t.poll(now, &mut *n.sent.borrow_mut()));
                     }
                     for (from, to) in [(0, 1), (1, 0)] {

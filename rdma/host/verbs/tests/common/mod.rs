@@ -563,12 +563,32 @@ pub fn params() -> LayoutParams {
     }
 }
 
+/// The firmware and the provider it serves the ring with.
+pub struct Served {
+    pub fw: Firmware,
+    pub p: Loopback,
+}
+
+impl Served {
+    pub fn dispatcher(&self) -> &verbs_ring::dispatch::Dispatcher {
+        self.fw.dispatcher()
+    }
+
+    pub fn dispatcher_mut(&mut self) -> &mut verbs_ring::dispatch::Dispatcher {
+        self.fw.dispatcher_mut()
+    }
+
+    pub fn read_slot(&self, mem: &ShmFile, ctx: u32) -> Option<verbs_ring::abi::ContextSlot> {
+        self.fw.read_slot(mem, ctx)
+    }
+}
+
 /// A running appliance: a temp ring file and the firmware ticking over it.
 pub struct Appliance {
     _dir: tempfile::TempDir,
     pub path: PathBuf,
     pub mem: Arc<ShmFile>,
-    fw: Arc<Mutex<Firmware<Loopback>>>,
+    fw: Arc<Mutex<Served>>,
     stop: Arc<AtomicBool>,
     /// While set, the firmware does not tick (a stalled appliance).
     pub paused: Arc<AtomicBool>,
@@ -585,8 +605,8 @@ impl Appliance {
         let path = dir.path().join("roce-appliance-test");
         let mem = Arc::new(ShmFile::create(&path, REGION).unwrap());
         let layout = Layout::new(REGION as u64, p).unwrap();
-        let fw = Firmware::new(&*mem, layout, Loopback::new(REGION), Limits::default(), 16).unwrap();
-        let fw = Arc::new(Mutex::new(fw));
+        let fw = Firmware::new(&*mem, layout, Limits::default(), 16).unwrap();
+        let fw = Arc::new(Mutex::new(Served { fw, p: Loopback::new(REGION) }));
         let stop = Arc::new(AtomicBool::new(false));
         let paused = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -594,9 +614,10 @@ impl Appliance {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Acquire) {
                     if !paused.load(Ordering::Acquire) {
-                        let mut f = fw.lock().unwrap();
-                        f.tick(&*mem).unwrap();
-                        f.dispatcher_mut().provider_mut().step(&mem);
+                        let mut guard = fw.lock().unwrap();
+                        let Served { fw, p } = &mut *guard;
+                        fw.tick(&*mem, p).unwrap();
+                        p.step(&mem);
                     }
                     std::thread::sleep(Duration::from_micros(100));
                 }
@@ -605,12 +626,12 @@ impl Appliance {
         Appliance { _dir: dir, path, mem, fw, stop, paused, thread: Some(thread) }
     }
 
-    pub fn fw(&self) -> MutexGuard<'_, Firmware<Loopback>> {
+    pub fn fw(&self) -> MutexGuard<'_, Served> {
         self.fw.lock().unwrap()
     }
 
     /// Wait (bounded) until `cond` holds on the firmware.
-    pub fn wait_for(&self, what: &str, timeout: Duration, cond: impl Fn(&Firmware<Loopback>) -> bool) {
+    pub fn wait_for(&self, what: &str, timeout: Duration, cond: impl Fn(&Served) -> bool) {
         let start = Instant::now();
         while !cond(&self.fw()) {
             assert!(start.elapsed() < timeout, "timed out waiting for {what}");

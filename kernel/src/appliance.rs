@@ -1,0 +1,41 @@
+//! The one owner of the appliance's state: the network (NICs, netdevs, the
+//! RDMA core and its devices), the verbs ring server and the console. The
+//! poll loop polls it with `&mut`; each pass lends every part exactly the
+//! `&mut` it needs, in order: the network first (frames in, transports,
+//! timers), then the ring (WQEs into the transports, completions out to the
+//! host's CQ rings), then the console (a typed command runs against the
+//! network). Nothing is shared behind a cell.
+
+use crate::net::Net;
+use crate::poll::{Task, Timers};
+use crate::shell::Shell;
+use crate::time::Instant;
+use crate::verbs::Verbs;
+
+pub struct Appliance {
+    /// `None` on a machine without a supported NIC: the console still runs.
+    pub net: Option<Net>,
+    /// `None` without an ivshmem device.
+    pub verbs: Option<Verbs>,
+    pub shell: Shell,
+}
+
+impl Task for Appliance {
+    fn poll(&mut self, now: Instant, timers: &mut Timers) -> bool {
+        let mut busy = false;
+        if let Some(net) = self.net.as_mut() {
+            busy |= net.poll(now, timers);
+        }
+        if let Some(verbs) = self.verbs.as_mut() {
+            busy |= verbs.poll(now, self.net.as_mut());
+        }
+        busy |= self.shell.poll(now, timers, self.net.as_mut());
+        busy
+    }
+
+    fn deadline(&mut self, now: Instant) -> Option<Instant> {
+        let net = self.net.as_mut().and_then(|n| n.deadline(now));
+        let verbs = self.verbs.as_ref().and_then(|v| v.deadline(now));
+        net.into_iter().chain(verbs).min()
+    }
+}
