@@ -155,6 +155,9 @@ impl Verbs {
         let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now).moved());
         let mut commands = false;
         if now >= self.next_tick {
+            // What the core told the server's client (port events, devices
+            // gone) reaches the contexts before their commands are served.
+            rdma::uverbs::deliver_events(self.firmware.dispatcher_mut(), &mut p);
             match crate::prof::TICK.time(|| self.firmware.tick(&*self.mem, &mut p)) {
                 Ok(report) => {
                     for ev in &report.events {

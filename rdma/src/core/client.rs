@@ -57,6 +57,12 @@ pub trait Client {
     /// An asynchronous event on a device this client was added to; the
     /// client's handler is registered when its `add` succeeds.
     fn event(&mut self, _ev: &IbEvent, _dev: &Device, _data: Option<&mut ClientData>) {}
+
+    /// Downcast hook for whoever registered the client and wants its state
+    /// back ([`RdmaCore::client_mut`](super::RdmaCore::client_mut)).
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
 }
 
 /// Bound on registered clients.

@@ -333,6 +333,11 @@ impl RdmaCore {
         self.clients.remove(id).ok_or(Error::NoSuchClient(id.0))
     }
 
+    /// The registered client `id`, as the type its owner gave it.
+    pub fn client_mut<T: Any>(&mut self, id: ClientId) -> Option<&mut T> {
+        self.clients.get_mut(id)?.as_any_mut()?.downcast_mut::<T>()
+    }
+
     /// `ib_get_client_data`.
     pub fn client_data<T: Any>(&self, device_index: u32, id: ClientId) -> Option<&T> {
         self.contexts.data(device_index, id)?.downcast_ref::<T>()

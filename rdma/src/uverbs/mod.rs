@@ -21,6 +21,7 @@
 //! [`Memory`](crate::rxe::memory::Memory) maps them there ([`ShmMemory`] over
 //! any [`SharedMem`](verbs_ring::SharedMem)).
 
+pub mod client;
 pub mod datapath;
 mod memory;
 pub mod objects;
@@ -29,7 +30,7 @@ pub use datapath::{PumpReport, pump};
 pub use memory::ShmMemory;
 pub use objects::{MacResolution, TransportAccess, mac_of_link_local, verbs_status};
 
-use crate::core::{Error, GidType, NetdevProvider, RdmaCore, RxeCounter};
+use crate::core::{ClientId, Error, GidType, NetdevProvider, RdmaCore, RxeCounter};
 use crate::rxe::ah::AhHandle;
 use crate::rxe::cq::CqHandle;
 use crate::rxe::mr::MrHandle;
@@ -37,12 +38,16 @@ use crate::rxe::pd::PdHandle;
 use crate::rxe::qp::{QpHandle, QpInitAttr};
 use crate::rxe::srq::SrqHandle;
 use crate::rxe::time::Instant;
+use alloc::boxed::Box;
+use alloc::collections::BTreeSet;
 use objects::{CqObj, Objects, QpObj, SrqObj};
 use verbs_ring::SharedMem;
 use verbs_ring::cmd::{
     self, CountersResp, DEV_NAME_LEN, GidEntry, IFNAME_LEN, LinkInfo, MAX_COUNTERS, NO_MORE, Status,
 };
-use verbs_ring::dispatch::{CqSpec, Created, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider};
+use verbs_ring::dispatch::{
+    CqSpec, Created, Dispatcher, EventSource, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider,
+};
 use verbs_ring::ring::{Consumer, Producer};
 use verbs_ring::table::CapSet;
 use verbs_ring::wire::name_field;
@@ -62,11 +67,16 @@ pub struct Uverbs {
     objs: Objects,
     /// The time of the last [`pump`]: MAC resolution in commands uses it.
     now: Instant,
+    /// The server's [`client::UverbsClient`] in the core, once registered.
+    client: Option<ClientId>,
+    /// Devices that went away with objects of ours on them: destroying
+    /// those objects' handles succeeds, the objects went with the device.
+    gone: BTreeSet<u32>,
 }
 
 impl Default for Uverbs {
     fn default() -> Self {
-        Uverbs { objs: Objects::default(), now: Instant::ZERO }
+        Uverbs { objs: Objects::default(), now: Instant::ZERO, client: None, gone: BTreeSet::new() }
     }
 }
 
@@ -90,6 +100,42 @@ impl Uverbs {
     /// Completions dropped because a CQ ring was full, over every CQ.
     pub fn cq_overruns(&self) -> u64 {
         self.objs.cqs.values().map(|c| c.overruns).sum()
+    }
+}
+
+/// Takes what the server's client heard from the core since the last call
+/// (registering the client the first time) and hands it to the ring: port
+/// events (ACTIVE, ERR, GID change) to every context, and for a device that
+/// went away `DEVICE_FATAL`, after which the server forgets that device's
+/// objects. Called once per tick: port events are not latency-critical.
+pub fn deliver_events<A: CoreAccess>(d: &mut Dispatcher, p: &mut CoreVerbs<'_, A>) {
+    let CoreVerbs { access, u } = p;
+    let heard = access.with(|core, _| {
+        let id = match u.client {
+            Some(id) => id,
+            None => {
+                let id = core.register_client(Box::new(client::UverbsClient::new())).map_err(|e| status(&e))?;
+                u.client = Some(id);
+                id
+            }
+        };
+        Ok(core.client_mut::<client::UverbsClient>(id).map(|c| c.take()).unwrap_or_default())
+    });
+    for h in heard.unwrap_or_default() {
+        match h {
+            client::Heard::Port { dev, port, event_type } => {
+                d.post_event(EventSource::Port { dev_index: dev, port }, event_type)
+            }
+            client::Heard::Added(dev) => {
+                u.gone.remove(&dev);
+            }
+            client::Heard::Removed(dev) => {
+                d.post_event(EventSource::Port { dev_index: dev, port: 0 }, cmd::event_type::DEVICE_FATAL);
+                if u.objs.forget_dev(dev) > 0 {
+                    u.gone.insert(dev);
+                }
+            }
+        }
     }
 }
 
@@ -232,6 +278,13 @@ pub fn link_info(core: &RdmaCore, dev: u32, port: u32) -> Result<LinkInfo, Statu
     })
 }
 
+impl<A> CoreVerbs<'_, A> {
+    /// The object lived on a device that went away, and with it.
+    fn gone_with_device(&self, id: ObjId) -> bool {
+        self.u.gone.contains(&objects::dev_of(id))
+    }
+}
+
 impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     fn caps(&self) -> CapSet {
         CapSet::all()
@@ -294,6 +347,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn dealloc_pd(&mut self, pd: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(pd) {
+            return Ok(());
+        }
         let dev = self.u.objs.dev_of_pd(pd)?;
         self.access.with_transport(dev, |t, _, _| {
             t.dealloc_pd(PdHandle::from_raw(objects::raw(pd))).map_err(|e| verbs_status(&e))
@@ -320,6 +376,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(mr) {
+            return Ok(());
+        }
         let dev = self.u.objs.mrs.get(&mr).copied().ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.dereg_mr(MrHandle::from_raw(objects::raw(mr))).map_err(|e| verbs_status(&e))
@@ -344,6 +403,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn destroy_cq(&mut self, cq: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(cq) {
+            return Ok(());
+        }
         let dev = self.u.objs.cqs.get(&cq).map(|c| c.dev).ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_cq(CqHandle::from_raw(objects::raw(cq))).map_err(|e| verbs_status(&e))
@@ -409,6 +471,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(qp) {
+            return Ok(());
+        }
         let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_qp(QpHandle::from_raw(objects::raw(qp))).map_err(|e| verbs_status(&e))
@@ -455,6 +520,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(srq) {
+            return Ok(());
+        }
         let dev = self.u.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_srq(SrqHandle::from_raw(objects::raw(srq))).map_err(|e| verbs_status(&e))
@@ -474,6 +542,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn destroy_ah(&mut self, ah: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(ah) {
+            return Ok(());
+        }
         let dev = self.u.objs.ahs.get(&ah).copied().ok_or(Status::ENOENT)?;
         self.access.with_transport(dev, |t, _, _| {
             t.destroy_ah(AhHandle::from_raw(objects::raw(ah))).map_err(|e| verbs_status(&e))

@@ -142,6 +142,23 @@ impl Objects {
         self.pds.get(&pd).copied().ok_or(Status::ENOENT)
     }
 
+    /// Forgets every object on device `dev` (it went away with them);
+    /// returns how many there were.
+    pub fn forget_dev(&mut self, dev: u32) -> usize {
+        let before = self.count();
+        self.pds.retain(|_, d| *d != dev);
+        self.mrs.retain(|_, d| *d != dev);
+        self.ahs.retain(|_, d| *d != dev);
+        self.cqs.retain(|_, c| c.dev != dev);
+        self.qps.retain(|_, q| q.dev != dev);
+        self.srqs.retain(|_, s| s.dev != dev);
+        before - self.count()
+    }
+
+    fn count(&self) -> usize {
+        self.pds.len() + self.mrs.len() + self.ahs.len() + self.cqs.len() + self.qps.len() + self.srqs.len()
+    }
+
     /// Devices with a QP, SRQ or CQ: the ones the pump visits.
     pub fn active_devs(&self) -> alloc::vec::Vec<u32> {
         let mut devs: alloc::vec::Vec<u32> = self

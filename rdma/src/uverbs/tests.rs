@@ -152,6 +152,7 @@ impl Appliance {
         let mut fw = self.fw.borrow_mut();
         let (mut uverbs, mut node) = (self.uverbs.borrow_mut(), self.node);
         let mut p = uverbs.provider(&mut node);
+        deliver_events(fw.dispatcher_mut(), &mut p);
         let ok = fw.tick(&*self.node.shm, &mut p).is_ok();
         pump(fw.dispatcher_mut(), &mut p, Instant::from_micros(now));
         let sent = &self.node.sent;
@@ -590,4 +591,39 @@ fn link_add_and_queries_through_the_ring() {
     let _: Empty = host.call(&*mem, nr::LINK_DEL, &DevReq { dev_index: dev.handle, reserved: 0 }, tick).unwrap();
     assert!(node.core.borrow().device_by_name("rxe0").is_none());
     assert!(node.with_first_transport(|_| ()).is_none());
+}
+
+/// The server is a client of the core: a port going down reaches every
+/// context as PORT_ERR, and `rdma link delete` as DEVICE_FATAL, after which
+/// the objects that lived on the device are gone and destroying their
+/// handles succeeds (nothing is left to leak in the dispatcher).
+#[test]
+fn port_events_and_device_removal_reach_the_contexts() {
+    use crate::core::netdev::{NetdevEvent, NetdevEventKind};
+    use verbs_ring::cmd::event_type;
+    let a = Appliance::new(1);
+    let mut host = a.attach(7);
+    let pd: HandleResp = a.call(&mut host, nr::ALLOC_PD, &DevReq { dev_index: 0, reserved: 0 }).unwrap();
+
+    let mut down = a.node.net[0].clone();
+    down.carrier = false;
+    a.node.core.borrow_mut().netdev_event(NetdevEvent::new(NetdevEventKind::Change, down)).unwrap();
+    a.node.core.borrow_mut().process_events();
+    a.step();
+    let ev: verbs_ring::cmd::AsyncEvent = a.call(&mut host, nr::GET_ASYNC_EVENT, &Empty {}).unwrap();
+    assert_eq!((ev.event_type, ev.dev_index, ev.element), (event_type::PORT_ERR, 0, 1));
+
+    let net = a.node.net.clone();
+    a.node.core.borrow_mut().link_del(&net, "rxe0").unwrap();
+    a.step();
+    let ev: verbs_ring::cmd::AsyncEvent = a.call(&mut host, nr::GET_ASYNC_EVENT, &Empty {}).unwrap();
+    assert_eq!((ev.event_type, ev.dev_index), (event_type::DEVICE_FATAL, 0));
+    assert_eq!(a.uverbs.borrow().live(), [0; 6]);
+    let done: Result<Empty, _> = a.call(&mut host, nr::DEALLOC_PD, &HandleReq { handle: pd.handle, reserved: 0 });
+    assert!(done.is_ok(), "{done:?}");
+    // A new device is usable again: its objects are not mistaken for the gone ones.
+    let add = LinkAddReq { dev_name: name("rxe0"), link_type: name("rxe"), netdev: name("eth0") };
+    let dev: HandleResp = a.call(&mut host, nr::LINK_ADD, &add).unwrap();
+    let pd: Result<HandleResp, _> = a.call(&mut host, nr::ALLOC_PD, &DevReq { dev_index: dev.handle, reserved: 0 });
+    assert!(pd.is_ok(), "{pd:?}");
 }
