@@ -1,10 +1,14 @@
 //! Host tools of the `verbs` crate (`write_bw`, `rc_pingpong`, ...) run on
 //! an appliance's ring, as the tests and benchmarks drive them: started with
-//! their output captured, waited for with a limit, killed past it.
+//! their output captured, waited for with a limit, killed past it; or
+//! [`Watched`], their output read line by line as it comes, each line with
+//! the time it arrived, for tests that check what happened before what.
 
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::verbs_tool;
@@ -44,4 +48,122 @@ pub fn finish(mut child: Child, limit: Duration) -> std::io::Result<(bool, Strin
         e.read_to_string(&mut out)?;
     }
     Ok((status.is_some_and(|s| s.success()), out))
+}
+
+/// The lines a [`Watched`] tool printed so far, each with when it arrived,
+/// and how many of its two pipes are still open.
+#[derive(Default)]
+struct Lines {
+    seen: Vec<(Instant, String)>,
+    open: usize,
+}
+
+/// A host tool whose stdout and stderr are read as they come, split into
+/// lines at `\n` and `\r` (progress lines end in `\r`). Dropping it kills
+/// the tool.
+pub struct Watched {
+    child: Child,
+    lines: Arc<(Mutex<Lines>, Condvar)>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Watched {
+    /// Starts tool `name` on `ring` with `args` (split on whitespace).
+    pub fn spawn(name: &str, ring: &Path, args: &str) -> std::io::Result<Watched> {
+        let mut child = spawn(name, ring, args)?;
+        let lines = Arc::new((Mutex::new(Lines { seen: Vec::new(), open: 2 }), Condvar::new()));
+        let mut readers = Vec::new();
+        let pipes: [Option<Box<dyn Read + Send>>; 2] = [
+            child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>),
+            child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>),
+        ];
+        for pipe in pipes {
+            let lines = Arc::clone(&lines);
+            readers.push(std::thread::spawn(move || follow(pipe, &lines)));
+        }
+        Ok(Watched { child, lines, readers })
+    }
+
+    /// When the first line containing `needle` arrived, waiting for it at
+    /// most `limit` (`None`: not within `limit`, or the tool closed its
+    /// output without printing it).
+    pub fn wait_line(&self, needle: &str, limit: Duration) -> Option<Instant> {
+        let (lock, cond) = &*self.lines;
+        let deadline = Instant::now() + limit;
+        let mut l = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some((t, _)) = l.seen.iter().find(|(_, s)| s.contains(needle)) {
+                return Some(*t);
+            }
+            let now = Instant::now();
+            if l.open == 0 || now >= deadline {
+                return None;
+            }
+            l = cond.wait_timeout(l, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// Everything printed so far, one line each.
+    pub fn text(&self) -> String {
+        let l = self.lines.0.lock().unwrap_or_else(PoisonError::into_inner);
+        l.seen.iter().map(|(_, s)| format!("{s}\n")).collect()
+    }
+
+    /// Waits for the tool at most `limit` (killing it past that): whether it
+    /// succeeded, and everything it printed.
+    pub fn finish(mut self, limit: Duration) -> std::io::Result<(bool, String)> {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break Some(s);
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        Ok((status.is_some_and(|s| s.success()), self.text()))
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        // Only a tool not finished yet is still running here.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads `pipe` to its end into `lines`, a line at a time.
+fn follow(pipe: Option<Box<dyn Read + Send>>, lines: &(Mutex<Lines>, Condvar)) {
+    let (lock, cond) = lines;
+    let mut partial = Vec::new();
+    let mut buf = [0u8; 4096];
+    let push = |bytes: &mut Vec<u8>| {
+        if !bytes.is_empty() {
+            let s = String::from_utf8_lossy(bytes).into_owned();
+            lock.lock().unwrap_or_else(PoisonError::into_inner).seen.push((Instant::now(), s));
+            cond.notify_all();
+        }
+        bytes.clear();
+    };
+    if let Some(mut pipe) = pipe {
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            for &b in &buf[..n] {
+                if b == b'\n' || b == b'\r' {
+                    push(&mut partial);
+                } else {
+                    partial.push(b);
+                }
+            }
+        }
+    }
+    push(&mut partial);
+    lock.lock().unwrap_or_else(PoisonError::into_inner).open -= 1;
+    cond.notify_all();
 }

@@ -1,5 +1,6 @@
 //! What every tool shares: the `--ring` option (else `$RDMA_RING`, else
-//! the ring `make run` uses) and `-d` device selection, and the error exit.
+//! the ring `make run` uses) and `-d` device selection, and the exits
+//! (which detach the process's contexts).
 
 use std::path::PathBuf;
 
@@ -30,5 +31,14 @@ impl RingArgs {
 /// helps: `ENODEV`, `EBUSY`, ...).
 pub fn fail(prog: &str, e: &Error) -> ! {
     eprintln!("{prog}: {e} [{}]", e.errno().0);
-    std::process::exit(1)
+    exit(1)
+}
+
+/// End the process with `code`, detaching every context it has open first:
+/// `std::process::exit` runs no destructors, and a context not detached
+/// keeps its slot (and its objects) until the firmware sees the lease
+/// expire.
+pub fn exit(code: i32) -> ! {
+    crate::context::detach_all();
+    std::process::exit(code)
 }

@@ -210,14 +210,43 @@ impl Inner {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
+impl Inner {
+    /// Stop the heartbeat and give the slot back (once; later commands
+    /// answer `Lost`).
+    fn detach(&self) {
         lock(&self.hb_stop).take();
         if let Some(host) = lock(&self.host).take() {
             // Ask the firmware to destroy whatever is left; a slot already
             // reclaimed answers Lost, which is fine here.
             let _ = host.detach(&self.mem);
         }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// Every context this process has open, so that an exit that runs no
+/// destructors (`std::process::exit`, what the tools' error paths use) can
+/// still detach them instead of leaving each slot taken until its lease
+/// expires.
+static OPEN: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+
+fn remember(inner: &Arc<Inner>) {
+    let mut open = lock(&OPEN);
+    open.retain(|w| w.strong_count() > 0);
+    open.push(Arc::downgrade(inner));
+}
+
+/// Detach every context of this process that is still open; each handle
+/// left answers `Lost` afterwards. For [`crate::cli::exit`].
+pub fn detach_all() {
+    let open = std::mem::take(&mut *lock(&OPEN));
+    for inner in open.iter().filter_map(Weak::upgrade) {
+        inner.detach();
     }
 }
 
@@ -350,6 +379,7 @@ impl Context {
             lost: AtomicBool::new(false),
             hb_stop: Mutex::new(Some(tx)),
         });
+        remember(&inner);
         if opts.heartbeat_thread {
             // A quarter of the lease, between 1 ms and 100 ms.
             let lease_us = u64::from(layout.params.heartbeat_period_us) * u64::from(layout.params.lease_beats);

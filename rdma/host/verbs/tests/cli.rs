@@ -206,3 +206,54 @@ fn perf_tools_print_their_tables() {
         }
     }
 }
+
+/// Every slot's (state, reason of its last reclaim), read from the region.
+fn slot_states(app: &Appliance) -> Vec<(u32, u32)> {
+    use verbs_ring::SharedMem;
+    use verbs_ring::abi::{SLOT_RECLAIM_REASON, SLOT_STATE};
+    let layout = *app.fw().layout();
+    (0..layout.num_contexts())
+        .map(|i| {
+            let off = layout.slot_off(i).unwrap();
+            let word = |at| app.mem.load_u32_acquire(off + at).unwrap();
+            (word(SLOT_STATE), word(SLOT_RECLAIM_REASON))
+        })
+        .collect()
+}
+
+/// A tool that exits through `std::process::exit` (an error, `ibv_devinfo`'s
+/// status, rc_pingpong's refusals, `rdma`'s usage) runs no destructors; it
+/// still detaches its context, so the slot is free at once, not after the
+/// lease expires.
+#[test]
+fn tools_detach_their_context_on_every_exit() {
+    use verbs_ring::abi::{ctx_state, reclaim_reason};
+    let app = Appliance::start();
+    let port = free_port().to_string();
+    for (name, args, succeeds) in [
+        ("ibv_devinfo", &["-d", "rxe0"][..], true),
+        ("ibv_devinfo", &["-d", "nope"][..], false),
+        ("ibv_devinfo", &["-i", "9"][..], false),
+        ("rdma", &["link", "show", "nope"][..], false),
+        ("rdma", &["link", "frobnicate"][..], false),
+        ("show_gids", &["nope"][..], false),
+        ("rc_pingpong", &["-p", &port][..], false),
+    ] {
+        let (ok, _, err) = run(name, &app.path, args);
+        assert_eq!(ok, succeeds, "{name} {args:?}: {err}");
+        let start = Instant::now();
+        let states = loop {
+            let s = slot_states(&app);
+            if s.iter().all(|&(state, _)| state == ctx_state::FREE) || start.elapsed() > Duration::from_secs(10) {
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(states.iter().all(|&(state, _)| state == ctx_state::FREE), "{name} {args:?}: {states:?}");
+        assert!(
+            !states.iter().any(|&(_, why)| why == reclaim_reason::LEASE_EXPIRED),
+            "{name} {args:?} left its slot to the lease: {states:?}"
+        );
+        assert!(states.iter().any(|&(_, why)| why == reclaim_reason::DETACHED), "{states:?}");
+    }
+}

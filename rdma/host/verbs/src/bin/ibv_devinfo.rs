@@ -42,7 +42,7 @@ fn main() {
     }
     if devs.is_empty() {
         eprintln!("No IB devices found");
-        std::process::exit(255);
+        verbs::cli::exit(255);
     }
     let mut status = 0;
     for d in &devs {
@@ -57,5 +57,5 @@ fn main() {
         let _ = devinfo::write(&mut out, &view, cli.verbose);
     }
     print!("{out}");
-    std::process::exit(status);
+    verbs::cli::exit(status);
 }

@@ -118,7 +118,7 @@ fn pattern(side: u8, seq: u32, i: usize) -> u8 {
 
 fn die(msg: &str) -> ! {
     eprintln!("{msg}");
-    std::process::exit(1)
+    verbs::cli::exit(1)
 }
 
 fn main() {

@@ -34,7 +34,7 @@ fn usage() -> ! {
          \x20      rdma resource [show [DEV]]\n\
          \x20      rdma statistic [show [link DEV[/PORT]]]"
     );
-    std::process::exit(1)
+    verbs::cli::exit(1)
 }
 
 /// `DEV` or `DEV/PORT`.
@@ -78,7 +78,7 @@ fn main() {
         statistic_show(&ctx, target)
     } else {
         eprintln!("Object \"{object}\" is unknown, try \"rdma help\".");
-        std::process::exit(1)
+        verbs::cli::exit(1)
     };
     if let Err(e) = r {
         fail("rdma", &e)
