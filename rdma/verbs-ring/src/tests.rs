@@ -851,3 +851,16 @@ proptest! {
         prop_assert!(fw.p.live.is_empty());
     }
 }
+
+#[test]
+fn slot_events_log_as_one_readable_line() {
+    use crate::dispatch::TeardownReport;
+    use crate::firmware::SlotEvent;
+    use alloc::string::ToString;
+    assert_eq!(SlotEvent::Attached { ctx: 3 }.to_string(), "ring: context 3 attached");
+    let report = TeardownReport { destroyed: [1, 0, 0, 2, 1, 1], provider_errors: 0 };
+    let ev = SlotEvent::Reclaimed { ctx: 1, reason: reclaim_reason::LEASE_EXPIRED, report };
+    assert_eq!(ev.to_string(), "ring: context 1 reclaimed (lease expired): destroyed 1 qp, 2 mr, 1 cq, 1 pd");
+    let bare = SlotEvent::Reclaimed { ctx: 0, reason: reclaim_reason::DETACHED, report: TeardownReport::default() };
+    assert_eq!(bare.to_string(), "ring: context 0 reclaimed (detached)");
+}
