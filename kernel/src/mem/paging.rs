@@ -54,8 +54,10 @@ pub fn init(info: &BootInfo) {
 
     let ram = Flags::PRESENT | Flags::WRITABLE;
     // The low area holds the image: small pages, so the guard page can be cut out.
+    // (map_range would take a 2 MiB page wherever one fits, and an image
+    // past 2 MiB then put the stack's guard page inside one.)
     let low_end = align_up(info.image.end, LARGE);
-    let mapped = map_range(&mut mapper, SMALL..low_end, ram, false);
+    let mapped = map_small_pages(&mut mapper, SMALL..low_end, ram, false);
     for r in info
         .memory_map
         .iter()
@@ -73,8 +75,11 @@ pub fn init(info: &BootInfo) {
         crate::fatal!("cannot map the image: {e:?}");
     }
     let guard = Page::<Size4KiB>::containing_address(VirtAddr::new(boot::stack_bottom()));
-    if let Ok((_, flush)) = mapper.unmap(guard) {
-        flush.ignore(); // the new tables are not live yet
+    match mapper.unmap(guard) {
+        Ok((_, flush)) => flush.ignore(), // the new tables are not live yet
+        // Without the guard a stack overflow silently overwrites what lies
+        // below the stack: refuse to run like that.
+        Err(e) => crate::fatal!("cannot unmap the stack guard page at {:#x}: {e:?}", boot::stack_bottom()),
     }
     // SAFETY: the new tables map the running code, stack, data and all RAM at
     // the same addresses as the boot tables did.
