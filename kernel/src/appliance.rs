@@ -3,9 +3,11 @@
 //! poll loop polls it with `&mut`; each pass lends every part exactly the
 //! `&mut` it needs, in order: the network first (frames in, transports,
 //! timers), then the ring (WQEs into the transports, completions out to the
-//! host's CQ rings), then the console (a typed command runs against the
-//! network). Nothing is shared behind a cell.
+//! host's CQ rings), then the console's running jobs (ping, pingpong,
+//! netbench), then the console (a typed command runs against the network
+//! and may start a job). Nothing is shared behind a cell.
 
+use crate::jobs::Jobs;
 use crate::net::Net;
 use crate::poll::{Task, Timers};
 use crate::shell::Shell;
@@ -18,6 +20,8 @@ pub struct Appliance {
     /// `None` without an ivshmem device.
     pub verbs: Option<Verbs>,
     pub shell: Shell,
+    /// What console commands left running (ping, pingpong, netbench).
+    pub jobs: Jobs,
 }
 
 impl Task for Appliance {
@@ -29,13 +33,16 @@ impl Task for Appliance {
         if let Some(verbs) = self.verbs.as_mut() {
             busy |= verbs.poll(now, self.net.as_mut());
         }
-        busy |= self.shell.poll(now, timers, self.net.as_mut());
+        if let Some(net) = self.net.as_mut() {
+            busy |= self.jobs.poll(net, now);
+        }
+        busy |= self.shell.poll(now, timers, self.net.as_mut(), &mut self.jobs);
         busy
     }
 
     fn deadline(&mut self, now: Instant) -> Option<Instant> {
         let net = self.net.as_mut().and_then(|n| n.deadline(now));
         let verbs = self.verbs.as_ref().and_then(|v| v.deadline(now));
-        net.into_iter().chain(verbs).min()
+        [net, verbs, self.jobs.deadline()].into_iter().flatten().min()
     }
 }

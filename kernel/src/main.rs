@@ -8,6 +8,7 @@ extern crate alloc;
 mod appliance;
 mod arch;
 mod console;
+mod jobs;
 mod logger;
 mod mem;
 mod net;
@@ -57,7 +58,7 @@ fn kmain(boot: BootResult) -> ! {
     }
     banner(&info, devices);
     let verbs = region.and_then(|(mem, f)| verbs::start(mem, f, time::now()));
-    let mut appliance = appliance::Appliance { net, verbs, shell: Shell::new() };
+    let mut appliance = appliance::Appliance { net, verbs, shell: Shell::new(), jobs: jobs::Jobs::default() };
     poll::run(&mut [&mut appliance])
 }
 

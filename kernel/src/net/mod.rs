@@ -7,12 +7,10 @@
 //! ones dropped and counted); let smoltcp and the neighbour table transmit;
 //! deliver netdev events, in order, to their subscribers (console log, RDMA core).
 
-pub mod bench;
 mod device;
+pub mod discard;
 mod hal;
 pub mod memory;
-pub mod ping;
-pub mod pingpong;
 pub mod rdma;
 
 use crate::poll::{Task, Timers};
@@ -62,11 +60,8 @@ pub struct Net {
     pub links: Vec<Link>,
     pub netdevs: Netdevs,
     pub rdma: rdma::Rdma,
-    pub ping: Option<ping::PingJob>,
-    pub pingpong: Option<pingpong::Job>,
-    /// Finished pingpongs' objects, kept a moment for the peer's retransmissions.
-    pub pingpong_lingering: Vec<pingpong::Lingering>,
-    pub bench: bench::Bench,
+    /// Frames to the discard port (the receiving side of `netbench`).
+    pub discard: discard::RxCount,
     /// The counters `perf` shows, as they were at its last reset.
     pub perf_base: Vec<(&'static str, u64)>,
 }
@@ -108,16 +103,7 @@ impl Net {
         // log, then the RDMA core (GID cache, port state).
         netdevs.subscribe(Box::new(|ev: &knet::events::NetdevEvent| log::info!("{ev}")));
         netdevs.subscribe(Box::new(rdma.notifier()));
-        Net {
-            links: Vec::new(),
-            netdevs,
-            rdma,
-            ping: None,
-            pingpong: None,
-            pingpong_lingering: Vec::new(),
-            bench: bench::Bench::default(),
-            perf_base: Vec::new(),
-        }
+        Net { links: Vec::new(), netdevs, rdma, discard: discard::RxCount::default(), perf_base: Vec::new() }
     }
 
     /// Registers `nic` as the next `eth%d`, brings it up and gives it a
@@ -269,7 +255,7 @@ impl Net {
     /// Takes frames from link `i`'s NIC and steers them; returns how many.
     fn receive(&mut self, i: usize, now: Instant) -> usize {
         let up = self.is_up(i);
-        let Self { links, netdevs, rdma, bench, .. } = self;
+        let Self { links, netdevs, rdma, discard, .. } = self;
         let Some(link) = links.get_mut(i) else { return 0 };
         let Link { nic, neigh, stack_queue, ifindex, .. } = link;
         let mac = nic.mac();
@@ -308,7 +294,7 @@ impl Net {
                         stack_queue.push_back(frame.to_vec());
                     }
                 }
-                Steer::Stack if bench::is_discard(frame) => bench.receive(frame, now),
+                Steer::Stack if discard::is_discard(frame) => discard.record(frame, now),
                 Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
                 Steer::Stack => stats.rx_dropped += 1,
                 Steer::Drop(_) => {}
@@ -363,13 +349,9 @@ impl Net {
                 .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
             [smol, l.neigh.poll_at()]
         });
-        let links: Vec<Instant> = links.flatten().collect();
+        let links = links.flatten().min();
         let rxe = self.rdma.transports().filter_map(|(_, _, t)| t.next_deadline(now)).min();
-        let ping = self.ping.as_ref().map(|p| p.deadline());
-        links
-            .into_iter()
-            .chain([ping, self.bench.deadline(), rxe, pingpong::deadline(self)].into_iter().flatten())
-            .min()
+        links.into_iter().chain(rxe).min()
     }
 }
 
@@ -422,9 +404,6 @@ impl Net {
         }
         prof::TRANSPORT.time(|| self.poll_transports(now));
         busy |= self.transmit_arp(now);
-        busy |= ping::poll(self, now);
-        busy |= pingpong::poll(self, now);
-        busy |= bench::poll(self, now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
         for link in self.links.iter_mut() {

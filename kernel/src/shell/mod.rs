@@ -6,6 +6,7 @@ mod builtin;
 mod net;
 mod table;
 
+use crate::jobs::Jobs;
 use crate::net::Net;
 use crate::poll::Timers;
 use crate::time::Instant;
@@ -30,14 +31,14 @@ impl Shell {
         Self { editor: LineEditor::new(), ready: Rc::new(Cell::new(true)), prompt_due: true }
     }
 
-    fn execute(&mut self, line: &str, timers: &mut Timers, net: Option<&mut Net>) {
+    fn execute(&mut self, line: &str, timers: &mut Timers, net: Option<&mut Net>, jobs: &mut Jobs) {
         let words: heapless::Vec<&str, { LINE_MAX / 2 }> = line.split_ascii_whitespace().collect();
         let Some((&name, args)) = words.split_first() else { return };
         let Some(cmd) = table::find(name) else {
             crate::println!("error: unknown command '{name}' (try 'help')");
             return;
         };
-        let mut ctx = Context { timers, ready: &self.ready, net };
+        let mut ctx = Context { timers, ready: &self.ready, net, jobs };
         match (cmd.run)(&mut ctx, args) {
             Ok(()) => {}
             Err(CommandError::Usage) => crate::println!("error: usage: {}", cmd.usage),
@@ -49,7 +50,7 @@ impl Shell {
 impl Shell {
     /// Reads what was typed and runs a finished line against the network
     /// its owner lends for the pass; returns whether there was input.
-    pub fn poll(&mut self, _now: Instant, timers: &mut Timers, mut net: Option<&mut Net>) -> bool {
+    pub fn poll(&mut self, _now: Instant, timers: &mut Timers, mut net: Option<&mut Net>, jobs: &mut Jobs) -> bool {
         if !self.ready.get() {
             return false; // input waits in the UART (and QEMU) until the command is done
         }
@@ -80,7 +81,7 @@ impl Shell {
                     crate::println!();
                     let mut line = heapless::String::<LINE_MAX>::new();
                     let _ = line.push_str(self.editor.take());
-                    self.execute(&line, timers, net.take());
+                    self.execute(&line, timers, net.take(), jobs);
                     self.prompt_due = true;
                 }
             }

@@ -2,7 +2,8 @@
 //! tools that read the core (`rdma`, `ibv_devinfo`, `ibv_devices`, `show_gids`).
 
 use super::table::{CommandError, CommandResult, Context};
-use crate::net::{Net, bench, ping};
+use crate::jobs::{netbench, ping};
+use crate::net::{Net, discard};
 use crate::{print, println, time};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -92,7 +93,7 @@ pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
         return Err(fail(format!("packet size {} is too large (at most 8192)", args.size)));
     }
     with_net(ctx, |net, ctx| {
-        if net.ping.is_some() {
+        if ctx.jobs.ping.is_some() {
             return Err(fail("a ping is already running"));
         }
         let link = net.link_for(dst);
@@ -101,7 +102,7 @@ pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
             return Err(fail(format!("connect: Network is unreachable ({} has no IPv4 address)", net.name(link))));
         };
         let count = args.count.unwrap_or(ping::DEFAULT_COUNT);
-        ping::start(net, src, dst, count, args.interval, args.size, time::now(), ctx.ready.clone());
+        ping::start(&mut ctx.jobs.ping, net, src, dst, count, args.interval, args.size, time::now(), ctx.ready.clone());
         Ok(())
     })
 }
@@ -122,16 +123,16 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
                 .ok()
                 .filter(|m| (1..=60_000).contains(m))
                 .ok_or_else(|| fail(format!("'{ms}' ms is not in 1..=60000")))?;
-            if net.bench.running() {
+            if ctx.jobs.netbench.running() {
                 return Err(fail("a send is already running"));
             }
-            net.bench.start(link, dst, len, time::Duration::from_millis(ms), time::now(), ctx.ready.clone());
+            ctx.jobs.netbench.start(link, dst, len, time::Duration::from_millis(ms), time::now(), ctx.ready.clone());
             Ok(())
         }
         ["rx"] => {
-            let rx = &net.bench.rx;
+            let rx = &net.discard;
             let span = rx.first.map_or(0, |f| rx.last.saturating_since(f).as_micros());
-            let (fps, gbps) = bench::rate(rx.frames.saturating_sub(1), rx.bytes, span);
+            let (fps, gbps) = netbench::rate(rx.frames.saturating_sub(1), rx.bytes, span);
             println!(
                 "netbench rx: {} frames, {} bytes over {span} us: {fps} frames/s, {gbps:.3} Gb/s",
                 rx.frames, rx.bytes
@@ -139,7 +140,7 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
             Ok(())
         }
         ["reset"] => {
-            net.bench.rx = bench::RxCount::default();
+            net.discard = discard::RxCount::default();
             Ok(())
         }
         _ => Err(CommandError::Usage),
@@ -179,7 +180,7 @@ pub fn ud_pingpong(ctx: &mut Context, args: &[&str]) -> CommandResult {
 
 fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpType) -> CommandResult {
     let ud = qp_type == rdma::rxe::qp_state::QpType::Ud;
-    use crate::net::pingpong::{Args, DEFAULT_PORT, start};
+    use crate::jobs::pingpong::{Args, DEFAULT_PORT, start};
     use rdma::core::port::IbMtu;
     let mut a = Args {
         server: None,
@@ -250,7 +251,7 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
         })?;
         a.mtu = mtu.unwrap_or(IbMtu::Mtu1024);
     }
-    with_net(ctx, |net, ctx| start(net, a, time::now(), ctx.ready.clone()).map_err(fail))
+    with_net(ctx, |net, ctx| start(&mut ctx.jobs.pingpong, net, a, time::now(), ctx.ready.clone()).map_err(fail))
 }
 
 /// `perf [reset]`: where the time went since the last reset (halted, in the

@@ -12,6 +12,8 @@ pub struct Context<'a> {
     pub ready: &'a Rc<Cell<bool>>,
     /// The network, lent by its owner for this command, when there is one.
     pub net: Option<&'a mut crate::net::Net>,
+    /// Where a command leaves a job that outlives it (ping, pingpong, netbench).
+    pub jobs: &'a mut crate::jobs::Jobs,
 }
 
 /// Why a command failed; printed as one `error: ` line.

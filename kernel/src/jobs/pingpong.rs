@@ -15,8 +15,8 @@
 //! with no path, an address handle to the peer, and 40 bytes in front of each
 //! receive for the GRH; messages fit one MTU.
 
-use super::Net;
-use super::memory::LOCAL_BASE;
+use crate::net::Net;
+use crate::net::memory::LOCAL_BASE;
 use crate::println;
 use crate::time::{Duration, Instant};
 use alloc::format;
@@ -172,6 +172,14 @@ fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
 /// would otherwise exhaust its retries after we are done.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// The console's pingpong: the running job, if any, and the objects of
+/// finished ones still answering the peer's last retransmissions.
+#[derive(Default)]
+pub struct Pingpong {
+    job: Option<Job>,
+    lingering: Vec<Lingering>,
+}
+
 /// The objects of a finished pingpong, kept until `until`.
 pub struct Lingering {
     until: Instant,
@@ -183,23 +191,23 @@ pub struct Lingering {
     ah: Option<AhHandle>,
 }
 
-fn fail(net: &mut Net, why: &str) {
-    let tool = net.pingpong.as_ref().map_or("ibv_rc_pingpong", |j| j.args.tool());
+fn fail(pp: &mut Pingpong, net: &mut Net, why: &str) {
+    let tool = pp.job.as_ref().map_or("ibv_rc_pingpong", |j| j.args.tool());
     println!("error: {tool}: {why}");
-    finish(net, None);
+    finish(pp, net, None);
 }
 
 /// Ends the job: the prompt returns at once; its objects go now (`None`) or
 /// once they stopped mattering to the peer.
-fn finish(net: &mut Net, linger_until: Option<Instant>) {
-    let Some(job) = net.pingpong.take() else { return };
+fn finish(pp: &mut Pingpong, net: &mut Net, linger_until: Option<Instant>) {
+    let Some(job) = pp.job.take() else { return };
     if let Some(l) = net.links.get_mut(job.tcp_link) {
         l.sockets.remove(job.tcp);
     }
     let left =
         Lingering { until: Instant::ZERO, dev: job.dev, pd: job.pd, cq: job.cq, qp: job.qp, mr: job.mr, ah: job.ah };
     match linger_until {
-        Some(until) => net.pingpong_lingering.push(Lingering { until, ..left }),
+        Some(until) => pp.lingering.push(Lingering { until, ..left }),
         None => release(net, &left),
     }
     job.ready.set(true);
@@ -218,10 +226,10 @@ fn release(net: &mut Net, l: &Lingering) {
 }
 
 /// Destroys the objects of finished pingpongs whose time is up.
-fn release_expired(net: &mut Net, now: Instant) -> bool {
+fn release_expired(pp: &mut Pingpong, net: &mut Net, now: Instant) -> bool {
     let (expired, kept): (Vec<_>, Vec<_>) =
-        core::mem::take(&mut net.pingpong_lingering).into_iter().partition(|l| now >= l.until);
-    net.pingpong_lingering = kept;
+        core::mem::take(&mut pp.lingering).into_iter().partition(|l| now >= l.until);
+    pp.lingering = kept;
     for l in &expired {
         release(net, l);
     }
@@ -229,8 +237,8 @@ fn release_expired(net: &mut Net, now: Instant) -> bool {
 }
 
 /// Sets up the QP, posts the receives and starts the exchange.
-pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> Result<(), String> {
-    if net.pingpong.is_some() {
+pub fn start(pp: &mut Pingpong, net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> Result<(), String> {
+    if pp.job.is_some() {
         return Err("a pingpong is already running".into());
     }
     let dev = match args.dev {
@@ -257,8 +265,8 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
         .and_then(|d| d.port(1))
         .and_then(|p| p.gid_table().iter().find(|(i, _)| *i == usize::from(args.gid_index)).map(|(_, a)| a.gid))
         .ok_or_else(|| format!("no GID at index {}", args.gid_index))?;
-    if args.size == 0 || args.buffer_len() as usize > super::memory::LOCAL_SIZE {
-        return Err(format!("size {} is not in 1..={}", args.size, super::memory::LOCAL_SIZE - GRH_LEN as usize));
+    if args.size == 0 || args.buffer_len() as usize > crate::net::memory::LOCAL_SIZE {
+        return Err(format!("size {} is not in 1..={}", args.size, crate::net::memory::LOCAL_SIZE - GRH_LEN as usize));
     }
     if args.qp_type == QpType::Ud && args.size > args.mtu.bytes() {
         return Err(format!("requested size larger than port MTU ({})", args.mtu.bytes()));
@@ -309,7 +317,7 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
     let tcp = link.sockets.add(socket);
     println!("  local address:  {}", describe(&local));
     ready.set(false);
-    net.pingpong = Some(Job {
+    pp.job = Some(Job {
         args,
         dev,
         tcp_link,
@@ -330,18 +338,18 @@ pub fn start(net: &mut Net, args: Args, now: Instant, ready: Rc<Cell<bool>>) -> 
 
 /// When the job next needs a pass by itself (its stall check, or a finished
 /// job's objects to release).
-pub fn deadline(net: &Net) -> Option<Instant> {
-    let lingering = net.pingpong_lingering.iter().map(|l| l.until).min();
-    [net.pingpong.as_ref().map(|j| j.last_progress + STALL), lingering].into_iter().flatten().min()
+pub fn deadline(pp: &Pingpong) -> Option<Instant> {
+    let lingering = pp.lingering.iter().map(|l| l.until).min();
+    [pp.job.as_ref().map(|j| j.last_progress + STALL), lingering].into_iter().flatten().min()
 }
 
-fn job_pd(net: &Net) -> Result<PdHandle, String> {
-    net.pingpong.as_ref().map(|j| j.pd).ok_or_else(|| "no job".into())
+fn job_pd(pp: &Pingpong) -> Result<PdHandle, String> {
+    pp.job.as_ref().map(|j| j.pd).ok_or_else(|| "no job".into())
 }
 
 /// Moves the QP to RTR and RTS towards `remote` (rdma-core's `pp_connect_ctx`).
-fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
-    let Some(job) = net.pingpong.as_ref() else { return Ok(false) };
+fn connect(pp: &mut Pingpong, net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
+    let Some(job) = pp.job.as_ref() else { return Ok(false) };
     let (args, qp, local_psn, dev) = (job.args, job.qp, job.local.psn, job.dev);
     let dmac = match mac_of_link_local(&remote.gid) {
         Some(mac) => mac,
@@ -356,7 +364,7 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
             }
         }
     };
-    let pd = job_pd(net)?;
+    let pd = job_pd(pp)?;
     let t = net.rdma.transport_mut(dev).ok_or("the RDMA device went away")?;
     let ah_attr = AhAttr { dgid: remote.gid, sgid_index: args.gid_index, hop_limit: 1, dmac, ..AhAttr::default() };
     let mut ah = None;
@@ -401,7 +409,7 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
     let t = net.rdma.transport_mut(dev).ok_or("the RDMA device went away")?;
     t.modify_qp(qp, &rtr, rtr_mask).map_err(|e| format!("modify QP to RTR: {e:?}"))?;
     t.modify_qp(qp, &rts, rts_mask).map_err(|e| format!("modify QP to RTS: {e:?}"))?;
-    if let Some(job) = net.pingpong.as_mut() {
+    if let Some(job) = pp.job.as_mut() {
         job.ah = ah;
         job.remote_qpn = remote.qpn;
     }
@@ -409,8 +417,8 @@ fn connect(net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
     Ok(true)
 }
 
-fn post_send(net: &mut Net) -> Result<(), String> {
-    let job = net.pingpong.as_ref().ok_or("no job")?;
+fn post_send(pp: &mut Pingpong, net: &mut Net) -> Result<(), String> {
+    let job = pp.job.as_ref().ok_or("no job")?;
     let t = net.rdma.transport_mut(job.dev).ok_or("the RDMA device went away")?;
     let grh = u64::from(job.args.grh());
     let sge = [Sge { addr: LOCAL_BASE + grh, length: job.args.size, lkey: job.mr.raw() }];
@@ -422,33 +430,33 @@ fn post_send(net: &mut Net) -> Result<(), String> {
 }
 
 /// Advances the job; returns whether it did anything.
-pub fn poll(net: &mut Net, now: Instant) -> bool {
-    let released = !net.pingpong_lingering.is_empty() && release_expired(net, now);
-    let Some(job) = net.pingpong.as_ref() else { return released };
+pub fn poll(pp: &mut Pingpong, net: &mut Net, now: Instant) -> bool {
+    let released = !pp.lingering.is_empty() && release_expired(pp, net, now);
+    let Some(job) = pp.job.as_ref() else { return released };
     if now.saturating_since(job.last_progress) > STALL {
-        fail(net, "no progress for 20 s (peer gone, or packets lost for good)");
+        fail(pp, net, "no progress for 20 s (peer gone, or packets lost for good)");
         return true;
     }
     let result = match job.phase {
-        Phase::Exchange { .. } => exchange(net, now),
-        Phase::Run { .. } => run(net, now),
+        Phase::Exchange { .. } => exchange(pp, net, now),
+        Phase::Run { .. } => run(pp, net, now),
     };
     match result {
         Ok(progress) => {
-            if let Some(j) = net.pingpong.as_mut().filter(|_| progress) {
+            if let Some(j) = pp.job.as_mut().filter(|_| progress) {
                 j.last_progress = now;
             }
             progress
         }
         Err(why) => {
-            fail(net, &why);
+            fail(pp, net, &why);
             true
         }
     }
 }
 
-fn exchange(net: &mut Net, now: Instant) -> Result<bool, String> {
-    let Some(job) = net.pingpong.as_mut() else { return Ok(false) };
+fn exchange(pp: &mut Pingpong, net: &mut Net, now: Instant) -> Result<bool, String> {
+    let Some(job) = pp.job.as_mut() else { return Ok(false) };
     let is_client = job.args.server.is_some();
     let local_msg = message(&job.local);
     let Phase::Exchange { sent, got, remote, connected } = &mut job.phase else { return Ok(false) };
@@ -478,16 +486,16 @@ fn exchange(net: &mut Net, now: Instant) -> Result<bool, String> {
     let dest = *remote;
     if need_connect {
         let Some(dest) = dest else { return Ok(progress) };
-        if !connect(net, &dest, now)? {
+        if !connect(pp, net, &dest, now)? {
             return Ok(progress); // waiting for ARP
         }
-        let Some(job) = net.pingpong.as_mut() else { return Ok(true) };
+        let Some(job) = pp.job.as_mut() else { return Ok(true) };
         if let Phase::Exchange { connected, .. } = &mut job.phase {
             *connected = true;
         }
         return Ok(true);
     }
-    let Some(job) = net.pingpong.as_mut() else { return Ok(progress) };
+    let Some(job) = pp.job.as_mut() else { return Ok(progress) };
     let Phase::Exchange { sent, connected, .. } = job.phase else { return Ok(progress) };
     if !(sent && connected) {
         return Ok(progress);
@@ -501,18 +509,18 @@ fn exchange(net: &mut Net, now: Instant) -> Result<bool, String> {
     socket.close();
     job.phase = Phase::Run { scnt: 0, rcnt: 0, routs: job.args.rx_depth, pending: RECV_WRID, start: now };
     if is_client {
-        post_send(net)?;
-        if let Some(Job { phase: Phase::Run { pending, .. }, .. }) = net.pingpong.as_mut() {
+        post_send(pp, net)?;
+        if let Some(Job { phase: Phase::Run { pending, .. }, .. }) = pp.job.as_mut() {
             *pending |= SEND_WRID;
         }
     }
     Ok(true)
 }
 
-fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
+fn run(pp: &mut Pingpong, net: &mut Net, now: Instant) -> Result<bool, String> {
     let mut progress = false;
     loop {
-        let Some(job) = net.pingpong.as_mut() else { return Ok(progress) };
+        let Some(job) = pp.job.as_mut() else { return Ok(progress) };
         let t = net.rdma.transport_mut(job.dev).ok_or("the RDMA device went away")?;
         let Ok(Some(wc)) = t.poll_one(job.cq) else { break };
         progress = true;
@@ -558,10 +566,10 @@ fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
         let send_now = *scnt < iters && *pending == 0;
         if send_now {
             *pending = RECV_WRID | SEND_WRID;
-            post_send(net)?;
+            post_send(pp, net)?;
         }
     }
-    let Some(job) = net.pingpong.as_ref() else { return Ok(progress) };
+    let Some(job) = pp.job.as_ref() else { return Ok(progress) };
     if let Phase::Run { scnt, rcnt, start, .. } = job.phase
         && scnt >= job.args.iters
         && rcnt >= job.args.iters
@@ -575,7 +583,7 @@ fn run(net: &mut Net, now: Instant) -> Result<bool, String> {
             job.args.iters,
             us as f64 / f64::from(job.args.iters)
         );
-        finish(net, Some(now + LINGER));
+        finish(pp, net, Some(now + LINGER));
         return Ok(true);
     }
     Ok(progress)

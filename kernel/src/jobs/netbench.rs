@@ -3,7 +3,8 @@
 //! other counts them below smoltcp. The result is the frame rate the emulated
 //! wire carries, the limit the RoCE transport is compared against.
 
-use super::Net;
+use crate::net::Net;
+use crate::net::discard::DISCARD_PORT;
 use crate::println;
 use crate::time::{Duration, Instant};
 use alloc::rc::Rc;
@@ -18,30 +19,10 @@ use smoltcp::wire::{
     UdpPacket,
 };
 
-/// RFC 863's discard port.
-pub const DISCARD_PORT: u16 = 9;
 /// Frames queued per pass before other work gets a turn.
 const TX_BATCH: usize = 256;
 /// How long to wait for the transmit queue to drain before trying again.
 const BACKOFF: Duration = Duration::from_micros(100);
-
-/// Whether `frame` is IPv4/UDP to the discard port.
-pub fn is_discard(frame: &[u8]) -> bool {
-    let ihl = frame.get(14).map_or(0, |b| usize::from(b & 0x0f) * 4);
-    frame.get(12..14) == Some(&[0x08, 0x00])
-        && frame.get(23) == Some(&17)
-        && ihl >= 20
-        && frame.get(14 + ihl + 2..14 + ihl + 4) == Some(&DISCARD_PORT.to_be_bytes())
-}
-
-/// What the receiving side counted since the last reset.
-#[derive(Default)]
-pub struct RxCount {
-    pub frames: u64,
-    pub bytes: u64,
-    pub first: Option<Instant>,
-    pub last: Instant,
-}
 
 struct TxJob {
     /// The link the frames go out on.
@@ -58,20 +39,13 @@ struct TxJob {
     ready: Rc<Cell<bool>>,
 }
 
+/// The sending side of `netbench`: at most one run at a time.
 #[derive(Default)]
-pub struct Bench {
-    pub rx: RxCount,
+pub struct Sender {
     tx: Option<TxJob>,
 }
 
-impl Bench {
-    pub fn receive(&mut self, frame: &[u8], now: Instant) {
-        self.rx.frames += 1;
-        self.rx.bytes += frame.len() as u64;
-        self.rx.first.get_or_insert(now);
-        self.rx.last = now;
-    }
-
+impl Sender {
     pub fn deadline(&self) -> Option<Instant> {
         self.tx.as_ref().map(|j| if j.frame.is_some() { j.retry_at.min(j.until) } else { j.retry_at })
     }
@@ -137,15 +111,15 @@ fn build_frame(
 }
 
 /// Advances a send job; returns whether it sent anything.
-pub fn poll(net: &mut Net, now: Instant) -> bool {
-    let Some(job) = net.bench.tx.as_mut() else { return false };
+pub fn poll(sender: &mut Sender, net: &mut Net, now: Instant) -> bool {
+    let Some(job) = sender.tx.as_mut() else { return false };
     let Some(link) = net.links.get_mut(job.link) else { return false };
     if job.frame.is_none() {
         match link.neigh.lookup_or_request(job.dst, now) {
             Resolution::Known(mac) => {
                 let Some(src) = net.netdevs.by_index(link.ifindex).and_then(|d| d.ipv4().first().map(|c| c.address()))
                 else {
-                    return finish(net, "no IPv4 address on the device");
+                    return finish(sender, "no IPv4 address on the device");
                 };
                 job.frame = Some(build_frame(
                     EthernetAddress(link.nic.mac()),
@@ -161,7 +135,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
                 job.retry_at = now + Duration::from_millis(10);
                 return false;
             }
-            Resolution::Failed => return finish(net, "no ARP reply from the destination"),
+            Resolution::Failed => return finish(sender, "no ARP reply from the destination"),
         }
     }
     let Some(frame) = job.frame.as_deref() else { return false };
@@ -174,7 +148,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
             job.duration.as_micros() / 1000,
             job.queue_full
         );
-        return finish(net, "");
+        return finish(sender, "");
     }
     let mut sent = 0;
     while sent < TX_BATCH {
@@ -190,8 +164,8 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
     sent > 0
 }
 
-fn finish(net: &mut Net, error: &str) -> bool {
-    if let Some(job) = net.bench.tx.take() {
+fn finish(sender: &mut Sender, error: &str) -> bool {
+    if let Some(job) = sender.tx.take() {
         if !error.is_empty() {
             println!("error: netbench: {error}");
         }

@@ -2,7 +2,7 @@
 //! come with their IP header and TTL), one per interval, replies printed as they
 //! come and iputils' statistics at the end. The shell's prompt waits meanwhile.
 
-use super::Net;
+use crate::net::Net;
 use crate::time::{Duration, Instant};
 use crate::{print, println};
 use alloc::collections::BTreeMap;
@@ -48,6 +48,7 @@ impl PingJob {
 /// Starts a ping job from `src`; the shell's prompt is held until it ends.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
+    slot: &mut Option<PingJob>,
     net: &mut Net,
     src: Ipv4Address,
     dst: Ipv4Address,
@@ -65,7 +66,7 @@ pub fn start(
     let handle = l.sockets.add(socket);
     println!("{}", PingHeader { dst: dst.into(), size });
     ready.set(false);
-    net.ping = Some(PingJob {
+    *slot = Some(PingJob {
         src,
         dst,
         count,
@@ -84,8 +85,8 @@ pub fn start(
 }
 
 /// Advances the job; returns whether it did anything.
-pub fn poll(net: &mut Net, now: Instant) -> bool {
-    let Some(job) = net.ping.as_mut() else { return false };
+pub fn poll(slot: &mut Option<PingJob>, net: &mut Net, now: Instant) -> bool {
+    let Some(job) = slot.as_mut() else { return false };
     let Some(link) = net.links.get_mut(job.link) else { return false };
     let socket = link.sockets.get_mut::<raw::Socket>(job.socket);
     let caps = ChecksumCapabilities::default();
@@ -136,7 +137,7 @@ pub fn poll(net: &mut Net, now: Instant) -> bool {
         job.ready.set(true);
         let handle = job.socket;
         link.sockets.remove(handle);
-        net.ping = None;
+        *slot = None;
         busy = true;
     }
     busy
