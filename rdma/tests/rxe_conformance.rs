@@ -4,10 +4,10 @@
 use rdma::core::counters::RxeCounter;
 use rdma::rxe::memory::Memory;
 use rdma::rxe::sim::{self, End, Faults, Link, MEM_BASE, Sim};
-use rdma::rxe::stats::RxDrop;
 use rdma::rxe::time::Instant;
 use rdma::rxe::wc::{WcOpcode, WcStatus, WorkCompletion};
 use rdma::rxe::wr::{RecvWr, SendWr, Sge, UdDest, WrOpcode};
+use rdma::wire::frame::DropReason;
 use rdma::wire::frame::{self as wire_frame};
 use rdma::wire::{Opcode, Psn};
 use std::cell::Cell;
@@ -179,7 +179,7 @@ fn lost_middle_packet_gets_one_sequence_nak() {
     assert_eq!(statuses(&wcs), [(1, WcStatus::Success)]);
     assert_eq!(read(&sim, 1, 0x4000, 8000), pattern(8000, 5));
     assert_eq!(sim.nodes[1].stats().get(RxeCounter::OutOfSeqRequest), 6, "the 6 packets after the gap");
-    assert_eq!(sim.nodes[1].stats().dropped(RxDrop::OutOfSequence), 5, "one NAK, then silence");
+    assert_eq!(sim.nodes[1].stats().dropped(DropReason::OutOfSequence), 5, "one NAK, then silence");
     assert_eq!(sim.nodes[0].stats().get(RxeCounter::RcvdSeqErr), 1);
     assert_eq!(sim.nodes[0].stats().timeouts, 0);
 }
@@ -480,7 +480,7 @@ fn ud_with_wrong_qkey_is_dropped_and_counted() {
     assert_eq!(statuses(&wait_cqes(&mut sim, 0, &a, 1)), [(1, WcStatus::Success)], "UD completes when sent");
     sim.run_idle(LIMIT);
     assert!(sim::drain_cq(&mut sim.nodes[1], b.cq).is_empty());
-    assert_eq!(sim.nodes[1].stats().dropped(RxDrop::BadQkey), 1);
+    assert_eq!(sim.nodes[1].stats().dropped(DropReason::BadQkey), 1);
     // Too long for the MTU: refused locally.
     sim.nodes[0].post_send(a.qp, &SendWr::new(2, WrOpcode::Send, &[sge(&a, 0, 2000)]).with_ud(ud)).expect("post");
     assert_eq!(statuses(&wait_cqes(&mut sim, 0, &a, 1)), [(2, WcStatus::LocLenErr)]);
@@ -502,7 +502,7 @@ fn qp_in_error_flushes() {
     // Node 0's sends go unanswered: retries run out.
     sim.nodes[0].post_send(a.qp, &SendWr::new(1, WrOpcode::Send, &[])).expect("post");
     assert_eq!(statuses(&wait_cqes(&mut sim, 0, &a, 1)), [(1, WcStatus::RetryExcErr)]);
-    assert!(sim.nodes[1].stats().dropped(RxDrop::QpState) >= 1);
+    assert!(sim.nodes[1].stats().dropped(DropReason::QpState) >= 1);
 }
 
 #[test]
@@ -520,7 +520,10 @@ fn uc_drops_the_rest_of_a_message_after_a_gap() {
     let got = sim::drain_cq(&mut sim.nodes[1], b.cq);
     assert_eq!(got.len(), 1, "only the second message arrived");
     assert_eq!((got[0].wr_id, got[0].byte_len), (1, 100), "into the WQE the broken message left");
-    assert_eq!(sim.nodes[1].stats().dropped(RxDrop::BadOpSequence) + sim.nodes[1].stats().dropped(RxDrop::UcGap), 2);
+    assert_eq!(
+        sim.nodes[1].stats().dropped(DropReason::BadOpSequence) + sim.nodes[1].stats().dropped(DropReason::UcGap),
+        2
+    );
 }
 
 #[test]

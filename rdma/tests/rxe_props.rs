@@ -163,7 +163,7 @@ fn check_with(
                     q.0,
                     q.1,
                     q.2,
-                    s.nodes[0].stats().drops().filter(|d| d.1 > 0).collect::<Vec<_>>()
+                    s.nodes[0].stats().drops.nonzero().collect::<Vec<_>>()
                 );
                 last_seen = q;
             }

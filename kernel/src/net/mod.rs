@@ -217,10 +217,7 @@ impl Net {
             add("tx_full", s.tx_full);
             add("ghost_acks", s.ghost_acks);
             add("implied_naks", s.implied_naks);
-            for (name, n) in s.drops() {
-                add(name, n);
-            }
-            for (r, n) in s.wire_drops.iter() {
+            for (r, n) in s.drops.iter() {
                 add(r.name(), n);
             }
         }

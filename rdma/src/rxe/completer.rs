@@ -35,10 +35,10 @@ use super::memory::Memory;
 use super::qp::{INFINITE_RNR_RETRY, Qp, SendWqe, WqeState};
 use super::qp_state::{QpState, QpType};
 use super::sgl;
-use super::stats::RxDrop;
 use super::time::{Duration, Instant, local_ack_timeout};
 use super::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
 use super::wr::{SendFlags, WrOpcode};
+use vocab::DropReason;
 
 /// Why the requester goes back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,7 +260,7 @@ pub fn rewind(qp: &mut Qp, psn: Psn) {
 /// again and again. Only progress or the timer re-arm the rewind.
 fn retry<M>(qp: &mut Qp, dev: &mut Device<M>, now: Instant, psn: Psn, why: Retry) {
     if why != Retry::Timeout && qp.req.rewound_to == Some(psn) {
-        dev.stats.drop(RxDrop::DuplicateResponse);
+        dev.stats.drop(DropReason::DuplicateResponse);
         return;
     }
     if qp.req.retry_left == 0 {
@@ -301,17 +301,17 @@ pub fn on_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
     let psn = rx.repr.roce.bth.psn;
     if !psn.is_before(qp.req.max_psn) {
         dev.stats.ghost_acks += 1;
-        dev.stats.drop(RxDrop::UnexpectedResponse);
+        dev.stats.drop(DropReason::UnexpectedResponse);
         return;
     }
     if !psn.is_before(qp.req.psn) && rx.info.operation != Operation::Acknowledge {
         // Data for a request sent before a rewind and not yet resent: it will be
         // asked for again. (ACKs and NAKs from then are still true, and used.)
-        dev.stats.drop(RxDrop::UnexpectedResponse);
+        dev.stats.drop(DropReason::UnexpectedResponse);
         return;
     }
     if psn.is_before(qp.req.comp_psn) {
-        dev.stats.drop(RxDrop::DuplicateResponse);
+        dev.stats.drop(DropReason::DuplicateResponse);
         return;
     }
     handle_response(qp, dev, rx, now);
@@ -332,7 +332,7 @@ fn handle_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
         }
         let head = qp.sq.ring.head();
         let Some(wqe) = qp.sq.ring.get(head).copied() else {
-            dev.stats.drop(RxDrop::UnexpectedResponse);
+            dev.stats.drop(DropReason::UnexpectedResponse);
             return;
         };
         match wqe.state {
@@ -345,7 +345,7 @@ fn handle_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
                 continue;
             }
             WqeState::Posted if !wqe.assigned => {
-                dev.stats.drop(RxDrop::UnexpectedResponse);
+                dev.stats.drop(DropReason::UnexpectedResponse);
                 return;
             }
             WqeState::Posted | WqeState::Sending | WqeState::Sent => {}
@@ -377,7 +377,7 @@ fn on_wqe_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
         Operation::RdmaReadResponse => {
             // READ responses only ever carry ACK syndromes.
             if syndrome.is_some_and(|s| !s.is_ack()) {
-                dev.stats.drop(RxDrop::BadResponse);
+                dev.stats.drop(DropReason::BadResponse);
                 return;
             }
             read_response(qp, dev, rx, wqe, now)
@@ -385,7 +385,7 @@ fn on_wqe_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
         Operation::AtomicAcknowledge => {
             let Some(orig) = rx.repr.roce.ext.atomic_ack_eth.map(|a| a.orig) else { return };
             if !wqe.opcode.is_atomic() || psn != wqe.first_psn {
-                dev.stats.drop(RxDrop::BadResponse);
+                dev.stats.drop(DropReason::BadResponse);
                 return;
             }
             let pos = qp.sq.ring.head();
@@ -400,7 +400,7 @@ fn on_wqe_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
         Operation::Acknowledge => match syndrome {
             Some(Syndrome::Ack { .. }) => {
                 if wqe.opcode.is_rd_atomic() {
-                    dev.stats.drop(RxDrop::BadResponse);
+                    dev.stats.drop(DropReason::BadResponse);
                     return;
                 }
                 advance(qp, dev, psn.next(), now);
@@ -437,9 +437,9 @@ fn on_wqe_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
                 };
                 fail_head(qp, dev, status);
             }
-            Some(Syndrome::Reserved(_)) | None => dev.stats.drop(RxDrop::BadResponse),
+            Some(Syndrome::Reserved(_)) | None => dev.stats.drop(DropReason::BadResponse),
         },
-        _ => dev.stats.drop(RxDrop::Unsupported),
+        _ => dev.stats.drop(DropReason::Unsupported),
     }
 }
 
@@ -447,7 +447,7 @@ fn on_wqe_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
 fn read_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, wqe: &SendWqe, now: Instant) {
     let psn = rx.repr.roce.bth.psn;
     if wqe.opcode != WrOpcode::RdmaRead {
-        dev.stats.drop(RxDrop::BadResponse);
+        dev.stats.drop(DropReason::BadResponse);
         return;
     }
     if psn != qp.req.comp_psn {
@@ -459,14 +459,14 @@ fn read_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, 
     let mtu = qp.mtu();
     let offset = (psn.diff(wqe.first_psn).max(0) as u32).saturating_mul(mtu);
     let Some(remaining) = wqe.length.checked_sub(offset) else {
-        dev.stats.drop(RxDrop::BadResponse);
+        dev.stats.drop(DropReason::BadResponse);
         return;
     };
     let expected = remaining.min(mtu) as usize;
     let payload = rx.repr.payload;
     let ends = rx.info.position.ends_message();
     if payload.len() != expected || ends != (expected as u32 == remaining) {
-        dev.stats.drop(RxDrop::BadResponse);
+        dev.stats.drop(DropReason::BadResponse);
         return;
     }
     let pos = qp.sq.ring.head();

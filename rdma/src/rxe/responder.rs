@@ -29,10 +29,10 @@ use super::qp::{InMessage, Qp, ReadReply, Resource};
 use super::qp_state::{QpState, QpType};
 use super::sgl;
 use super::sink::FrameSink;
-use super::stats::RxDrop;
 use super::time::Instant;
 use super::tx;
 use super::wc::{WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use vocab::DropReason;
 
 /// The length of the GRH Linux puts in front of UD data.
 pub const GRH_LEN: usize = 40;
@@ -47,7 +47,7 @@ pub enum Verdict {
     /// Refused with this NAK code.
     Nak(NakCode),
     /// Dropped silently.
-    Drop(RxDrop),
+    Drop(DropReason),
 }
 
 /// Handles one request packet for `qp`.
@@ -109,7 +109,7 @@ fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &R
     if qp.resp.read.is_some() {
         send_read(qp, dev, sink);
         if qp.resp.read.is_some() {
-            dev.stats.drop(RxDrop::ResponderBusy);
+            dev.stats.drop(DropReason::ResponderBusy);
             return;
         }
     }
@@ -117,7 +117,7 @@ fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &R
     if d > 0 {
         dev.stats.inc(RxeCounter::OutOfSeqRequest);
         if qp.resp.nak_sent {
-            dev.stats.drop(RxDrop::OutOfSequence);
+            dev.stats.drop(DropReason::OutOfSequence);
         } else {
             qp.resp.nak_sent = true;
             let expected = qp.resp.psn;
@@ -138,7 +138,7 @@ fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &R
             Operation::RdmaWrite => write(qp, dev, rx),
             Operation::RdmaReadRequest => read(qp, dev, rx),
             Operation::CompareSwap | Operation::FetchAdd => atomic(qp, dev, rx, sink),
-            _ => Verdict::Drop(RxDrop::Unsupported),
+            _ => Verdict::Drop(DropReason::Unsupported),
         },
     };
     match verdict {
@@ -439,7 +439,7 @@ fn duplicate<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>,
     match rx.info.operation {
         Operation::RdmaReadRequest => {
             let Some(Resource::Read { last, .. }) = qp.resp.find_read(psn) else {
-                dev.stats.drop(RxDrop::NoResource);
+                dev.stats.drop(DropReason::NoResource);
                 return;
             };
             let Some(reth) = rx.repr.roce.ext.reth else { return };
@@ -449,7 +449,7 @@ fn duplicate<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>,
             if psn.wrapping_add(packets - 1).is_after(last)
                 || check_rkey(qp, dev, reth.rkey, reth.va, u64::from(reth.dma_len), AccessFlags::REMOTE_READ).is_err()
             {
-                dev.stats.drop(RxDrop::NoResource);
+                dev.stats.drop(DropReason::NoResource);
                 return;
             }
             qp.resp.read =
@@ -458,7 +458,7 @@ fn duplicate<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>,
         }
         Operation::CompareSwap | Operation::FetchAdd => match qp.resp.find_atomic(psn) {
             Some(orig) => atomic_ack(qp, dev, sink, psn, orig),
-            None => dev.stats.drop(RxDrop::NoResource),
+            None => dev.stats.drop(DropReason::NoResource),
         },
         _ => {
             let prev = qp.resp.psn.wrapping_sub(1);
@@ -522,12 +522,12 @@ fn uc<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) {
     qp.resp.psn = psn.next();
     match (qp.resp.msg, starts) {
         (InMessage::Dropping, false) => {
-            dev.stats.drop(RxDrop::UcGap);
+            dev.stats.drop(DropReason::UcGap);
             return;
         }
         (InMessage::None, false) => {
             qp.resp.msg = InMessage::Dropping;
-            dev.stats.drop(RxDrop::BadOpSequence);
+            dev.stats.drop(DropReason::BadOpSequence);
             return;
         }
         (InMessage::Dropping | InMessage::Send { .. } | InMessage::Write { .. }, true) => {
@@ -540,18 +540,18 @@ fn uc<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) {
         Ok(()) => match rx.info.operation {
             Operation::Send => send(qp, dev, rx),
             Operation::RdmaWrite => write(qp, dev, rx),
-            _ => Verdict::Drop(RxDrop::WrongQpType),
+            _ => Verdict::Drop(DropReason::WrongQpType),
         },
     };
     match verdict {
         Verdict::Done => {}
         Verdict::Rnr => {
             qp.resp.msg = InMessage::Dropping;
-            dev.stats.drop(RxDrop::NoRecvWqe);
+            dev.stats.drop(DropReason::NoRecvWqe);
         }
         Verdict::Nak(_) => {
             qp.resp.msg = InMessage::Dropping;
-            dev.stats.drop(RxDrop::BadOpSequence);
+            dev.stats.drop(DropReason::BadOpSequence);
         }
         Verdict::Drop(reason) => {
             qp.resp.msg = InMessage::Dropping;
@@ -563,20 +563,20 @@ fn uc<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) {
 /// UD and GSI: Q_Key check, one packet per message, the GRH in front of the data.
 fn ud<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, frame: &[u8]) {
     let Some(deth) = rx.repr.roce.ext.deth else {
-        dev.stats.drop(RxDrop::WrongQpType);
+        dev.stats.drop(DropReason::WrongQpType);
         return;
     };
     if deth.qkey != qp.qkey() {
-        dev.stats.drop(RxDrop::BadQkey);
+        dev.stats.drop(DropReason::BadQkey);
         return;
     }
     let payload = rx.repr.payload;
     if payload.len() > qp.mtu() as usize {
-        dev.stats.drop(RxDrop::TooLong);
+        dev.stats.drop(DropReason::TooLong);
         return;
     }
     if !have_recv_wqe(qp, dev) {
-        dev.stats.drop(RxDrop::NoRecvWqe);
+        dev.stats.drop(DropReason::NoRecvWqe);
         return;
     }
     let Some((_, length)) = recv_wqe(qp) else { return };

@@ -36,10 +36,11 @@ use super::requester;
 use super::responder;
 use super::sink::{FrameSink, Watched};
 use super::srq::{Srq, SrqHandle};
-use super::stats::{RxDrop, Stats};
+use super::stats::Stats;
 use super::time::Instant;
 use super::wc::{WcOpcode, WcStatus, WorkCompletion};
 use super::wr::{RecvWr, SendWr};
+use vocab::DropReason;
 
 /// Why a verb failed. Each names what was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -566,22 +567,22 @@ impl<M: Memory> RxeTransport<M> {
         let rx = match frame::parse(frame) {
             Ok(rx) => rx,
             Err(reason) => {
-                self.dev.stats.wire_drop(reason);
+                self.dev.stats.drop(reason);
                 return;
             }
         };
         self.dev.stats.inc(crate::core::counters::RxeCounter::RcvdPkts);
         if !self.is_local(&rx.repr.path.ip) {
-            self.dev.stats.drop(RxDrop::BadAddress);
+            self.dev.stats.drop(DropReason::BadAddress);
             return;
         }
         let bth = rx.repr.roce.bth;
         if bth.pkey & 0x7FFF != 0x7FFF {
-            self.dev.stats.drop(RxDrop::BadPkey);
+            self.dev.stats.drop(DropReason::BadPkey);
             return;
         }
         let Some(h) = self.qp_by_qpn(bth.dest_qpn) else {
-            self.dev.stats.drop(RxDrop::NoSuchQp);
+            self.dev.stats.drop(DropReason::NoSuchQp);
             return;
         };
         let Self { dev, qps, .. } = self;
@@ -596,7 +597,7 @@ impl<M: Memory> RxeTransport<M> {
             QpType::Ud | QpType::Gsi => QpTypes::UD,
         };
         if !rx.info.qp_types.contains(bit) {
-            dev.stats.drop(RxDrop::WrongQpType);
+            dev.stats.drop(DropReason::WrongQpType);
             return;
         }
         if qp.qp_type.is_connected() {
@@ -606,25 +607,25 @@ impl<M: Memory> RxeTransport<M> {
                 _ => false,
             };
             if !from_peer {
-                dev.stats.drop(RxDrop::BadAddress);
+                dev.stats.drop(DropReason::BadAddress);
                 return;
             }
         }
         match rx.info.direction {
             Direction::Request => {
                 if !qp.can_receive() {
-                    dev.stats.drop(RxDrop::QpState);
+                    dev.stats.drop(DropReason::QpState);
                     return;
                 }
                 responder::on_request(qp, dev, &rx, frame, sink, now);
             }
             Direction::Response => {
                 if qp.qp_type != QpType::Rc {
-                    dev.stats.drop(RxDrop::Unsupported);
+                    dev.stats.drop(DropReason::Unsupported);
                     return;
                 }
                 if !qp.can_send() {
-                    dev.stats.drop(RxDrop::QpState);
+                    dev.stats.drop(DropReason::QpState);
                     return;
                 }
                 if rx.repr.path.ecn == Ecn::Ce {

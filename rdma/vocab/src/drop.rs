@@ -1,8 +1,10 @@
 //! Why a received frame was dropped: one vocabulary for the whole receive path.
 //! Steering below smoltcp uses the first few (a frame it cannot read the
 //! EtherType, IP protocol or UDP port of, or that is not for us); the RoCE frame
-//! parser (`rdma::wire::frame::parse`, the one validator of a RoCE frame) uses the
-//! rest. Each drop is counted once, by whoever dropped it, in a [`DropCounters`].
+//! parser (`rdma::wire::frame::parse`, the one validator of a RoCE frame) the
+//! next ones; the rxe transport the last ones (a well-formed frame its QPs do
+//! not take). Each drop is counted once, by whoever dropped it, in a
+//! [`DropCounters`].
 //!
 //! Linux drops the same frames in `eth_type_trans`, `ip_rcv_core`, `ipv6_rcv`,
 //! `__udp4_lib_rcv` and `rxe_rcv`; we have no MIB, so the reasons are the counters.
@@ -52,6 +54,23 @@ drop_reasons! {
     UnknownOpcode => "unknown_opcode", "An opcode with no row in the opcode table (RD, XRC, reserved).";
     HeaderMismatch => "header_mismatch", "Too short for the headers the opcode calls for, or a payload where it allows none.";
     BadPadding => "bad_padding", "Payload and pad are not whole words, or the pad count exceeds them.";
+    NoSuchQp => "no_such_qp", "Transport: the BTH names a QPN no QP has.";
+    QpState => "qp_state", "Transport: the QP's state does not take packets (RESET, INIT, ERR; requests before RTR).";
+    WrongQpType => "wrong_qp_type", "Transport: the opcode belongs to another transport than the QP's type.";
+    BadPkey => "bad_pkey", "Transport: the P_Key is neither the default nor its limited form.";
+    BadQkey => "bad_qkey", "Transport: UD/GSI, the DETH Q_Key is not the QP's.";
+    BadAddress => "bad_address", "Transport: the destination IP is not ours, or a connected QP heard from a stranger.";
+    OutOfSequence => "out_of_sequence", "Transport: RC, a request ahead of the expected PSN after the one sequence NAK was sent.";
+    UcGap => "uc_gap", "Transport: UC, a packet of a message whose beginning was lost.";
+    NoRecvWqe => "no_recv_wqe", "Transport: UD/UC, no receive WQE was posted (these cannot send RNR NAK).";
+    TooLong => "too_long", "Transport: UD, a payload over the path MTU.";
+    UnexpectedResponse => "unexpected_response", "Transport: a response whose PSN was never sent (a ghost ACK) or that nothing waits for.";
+    DuplicateResponse => "duplicate_response", "Transport: a response for a PSN already completed.";
+    BadResponse => "bad_response", "Transport: a READ response with the wrong length or position.";
+    NoResource => "no_resource", "Transport: a duplicate READ or atomic whose saved responder resource was overwritten.";
+    ResponderBusy => "responder_busy", "Transport: a request arrived while a READ response was still being sent.";
+    BadOpSequence => "bad_op_sequence", "Transport: a request opcode out of order within a message (e.g. MIDDLE without FIRST), UC.";
+    Unsupported => "unsupported", "Transport: a response opcode on a QP type that never gets responses, or a CNP.";
 }
 
 impl DropReason {
@@ -81,8 +100,14 @@ impl fmt::Display for DropReason {
 }
 
 /// A counter per drop reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropCounters([u64; DropReason::COUNT]);
+
+impl Default for DropCounters {
+    fn default() -> Self {
+        DropCounters([0; DropReason::COUNT])
+    }
+}
 
 impl DropCounters {
     pub fn record(&mut self, reason: DropReason) {
