@@ -581,6 +581,10 @@ impl Served {
     pub fn read_slot(&self, mem: &ShmFile, ctx: u32) -> Option<verbs_ring::abi::ContextSlot> {
         self.fw.read_slot(mem, ctx)
     }
+
+    pub fn layout(&self) -> &Layout {
+        self.fw.layout()
+    }
 }
 
 /// A running appliance: a temp ring file and the firmware ticking over it.
