@@ -39,9 +39,6 @@ impl Driver for Rxe {
     fn get_port_immutable(&self, _port: u32) -> Result<PortImmutable, Error> {
         Ok(rxe_params::port_immutable())
     }
-    fn dev_fw_str(&self) -> String {
-        String::from(rxe_params::FW_VERSION)
-    }
 }
 
 const MAC: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x01]);

@@ -251,34 +251,8 @@ impl OpSet {
 pub struct DeviceCapFlags(pub u64);
 
 impl DeviceCapFlags {
-    /// Bit and name, in the order `ibv_devinfo -v` lists them.
-    pub const NAMES: [(u64, &'static str); 24] = [
-        (1 << 0, "RESIZE_MAX_WR"),
-        (1 << 1, "BAD_PKEY_CNTR"),
-        (1 << 2, "BAD_QKEY_CNTR"),
-        (1 << 3, "RAW_MULTI"),
-        (1 << 4, "AUTO_PATH_MIG"),
-        (1 << 5, "CHANGE_PHY_PORT"),
-        (1 << 6, "UD_AV_PORT_ENFORCE"),
-        (1 << 7, "CURR_QP_STATE_MOD"),
-        (1 << 8, "SHUTDOWN_PORT"),
-        (1 << 9, "INIT_TYPE"),
-        (1 << 10, "PORT_ACTIVE_EVENT"),
-        (1 << 11, "SYS_IMAGE_GUID"),
-        (1 << 12, "RC_RNR_NAK_GEN"),
-        (1 << 13, "SRQ_RESIZE"),
-        (1 << 14, "N_NOTIFY_CQ"),
-        (1 << 17, "MEM_WINDOW"),
-        (1 << 18, "UD_IP_CSUM"),
-        (1 << 20, "XRC"),
-        (1 << 21, "MEM_MGT_EXTENSIONS"),
-        (1 << 23, "MEM_WINDOW_TYPE_2A"),
-        (1 << 24, "MEM_WINDOW_TYPE_2B"),
-        (1 << 25, "RC_IP_CSUM"),
-        (1 << 26, "RAW_IP_CSUM"),
-        (1 << 29, "MANAGED_FLOW_STEERING"),
-    ];
-
+    // Their names, as `ibv_devinfo -v` prints them, live with that output
+    // (`verbs_ring::show::devinfo`).
     pub const BAD_PKEY_CNTR: u64 = 1 << 1;
     pub const BAD_QKEY_CNTR: u64 = 1 << 2;
     pub const AUTO_PATH_MIG: u64 = 1 << 4;
@@ -291,17 +265,6 @@ impl DeviceCapFlags {
     pub const MEM_WINDOW: u64 = 1 << 17;
     pub const MEM_MGT_EXTENSIONS: u64 = 1 << 21;
     pub const MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
-
-    /// The names of the set bits, in `ibv_devinfo` order.
-    pub fn names(self) -> impl Iterator<Item = &'static str> {
-        DeviceCapFlags::NAMES.into_iter().filter(move |(bit, _)| self.0 & bit != 0).map(|(_, name)| name)
-    }
-
-    /// Set bits `ibv_devinfo` has no name for (only the low 32 bits count).
-    pub fn unknown(self) -> u64 {
-        let known = DeviceCapFlags::NAMES.iter().fold(0, |acc, (b, _)| acc | b);
-        self.0 & 0xffff_ffff & !known
-    }
 }
 
 /// Device attributes (`struct ib_device_attr`), queried once at registration.
@@ -349,13 +312,6 @@ pub struct DeviceAttr {
     pub local_ca_ack_delay: u8,
     /// `IBK_ALLOW_USER_UNREG`: `rdma link delete` may remove the device.
     pub allow_user_unreg: bool,
-}
-
-impl DeviceAttr {
-    /// `fw_ver` the way the verbs provider prints it.
-    pub fn fw_ver_string(&self) -> String {
-        alloc::format!("{}.{}.{}", (self.fw_ver >> 32) & 0xffff, (self.fw_ver >> 16) & 0xffff, self.fw_ver & 0xffff)
-    }
 }
 
 /// The driver behind a device: what Linux calls `struct ib_device_ops`,
@@ -546,7 +502,6 @@ impl core::fmt::Debug for Device {
 mod tests {
     use super::*;
     use crate::core::rxe_params;
-    use alloc::vec::Vec;
 
     #[test]
     fn mandatory_ops_are_checked_one_by_one() {
@@ -570,18 +525,5 @@ mod tests {
     fn rxe_cap_flags_match_linux_6_1() {
         let attr = rxe_params::device_attr(crate::core::netdev::MacAddr::default());
         assert_eq!(attr.device_cap_flags.0, 0x0122_3c76);
-        let names: Vec<&str> = attr.device_cap_flags.names().collect();
-        assert_eq!(names.first(), Some(&"BAD_PKEY_CNTR"));
-        assert_eq!(names.last(), Some(&"MEM_WINDOW_TYPE_2B"));
-        assert_eq!(names.len(), 12);
-        assert_eq!(attr.device_cap_flags.unknown(), 0);
-    }
-
-    #[test]
-    fn fw_ver_prints_as_three_fields() {
-        let mut attr = rxe_params::device_attr(crate::core::netdev::MacAddr::default());
-        assert_eq!(attr.fw_ver_string(), "0.0.0");
-        attr.fw_ver = (6 << 32) | (1 << 16) | 2;
-        assert_eq!(attr.fw_ver_string(), "6.1.2");
     }
 }

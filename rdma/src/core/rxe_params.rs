@@ -32,8 +32,6 @@ pub const PKEY_TBL_LEN: u16 = 1;
 pub const PORT_CAP_FLAGS: u32 = 1 << 16;
 /// Largest message (`RXE_PORT_MAX_MSG_SZ` in 6.1).
 pub const MAX_MSG_SZ: u32 = 0x0080_0000;
-/// The firmware string `rdma dev show` prints for our rxe devices.
-pub const FW_VERSION: &str = "6.1.0";
 
 /// Device attributes of an rxe device on a netdev with this MAC: node and
 /// system-image GUIDs are the EUI-64 of the MAC.

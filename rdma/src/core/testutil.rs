@@ -90,10 +90,6 @@ impl Driver for FakeDriver {
         Ok(self.immutable)
     }
 
-    fn dev_fw_str(&self) -> String {
-        String::from(rxe_params::FW_VERSION)
-    }
-
     fn enable_driver(&mut self) -> Result<(), Error> {
         if self.fail_enable { Err(Error::Driver("enable failed")) } else { Ok(()) }
     }

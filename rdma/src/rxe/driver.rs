@@ -6,7 +6,6 @@
 //! through [`RxeDriver::of`] / [`RxeDriver::of_mut`] on the registered device.
 
 use alloc::boxed::Box;
-use alloc::string::String;
 use core::any::Any;
 
 use super::ah::LocalPort;
@@ -96,10 +95,6 @@ impl<M: Memory + 'static> Driver for RxeDriver<M> {
     fn get_port_immutable(&self, port: u32) -> Result<PortImmutable, Error> {
         check_port(port)?;
         Ok(rxe_params::port_immutable())
-    }
-
-    fn dev_fw_str(&self) -> String {
-        String::from(rxe_params::FW_VERSION)
     }
 
     fn port_changed(&mut self, port: u32, attr: &PortAttr) {
