@@ -1,5 +1,6 @@
 //! The appliance kernel: brings up the machine from the boot information, then
-//! runs every driver, protocol engine and the console from one poll loop.
+//! runs every driver, protocol engine and the console from one poll loop, all
+//! of it owned by one [`appliance::Appliance`] (see ARCHITECTURE.md).
 #![no_std]
 #![no_main]
 

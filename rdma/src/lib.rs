@@ -1,6 +1,14 @@
-//! The appliance's RDMA logic: the RoCE v2 wire codec (`wire`) and the RDMA core
-//! (`core`: device and client registries, GID cache, link ops). Pure logic that
-//! `cargo test` runs on the host; the kernel feeds it frames, events and time.
+//! The appliance's RDMA logic, pure and host-tested; the kernel feeds it frames,
+//! netdev events, memory and time, and it never calls back into the kernel.
+//!
+//! - [`wire`]: the RoCE v2 codec (one file per header, the opcode table, ICRC,
+//!   whole frames: `frame::parse` is the one validator of a received frame);
+//! - [`core`]: the RDMA core (device and client registries, GID cache, ports,
+//!   counters, link ops, nldev), Linux's ib_core;
+//! - [`rxe`]: the rxe driver ([`rxe::RxeDriver`], one per device, owning its
+//!   transport) and the RC/UC/UD transport itself;
+//! - [`uverbs`]: the verbs ring's provider over the core and the transports,
+//!   and the ring server's client of the core.
 #![no_std]
 #![deny(unsafe_code)]
 

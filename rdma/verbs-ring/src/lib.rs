@@ -1,4 +1,4 @@
-//! Verbs over a shared-memory ring (issue 7): the versioned ABI between the
+//! Verbs over a shared-memory ring: the versioned ABI between the
 //! appliance firmware and host programs, and the pure logic on both sides.
 //!
 //! Host processes reach the firmware through one shared region (QEMU

@@ -1,4 +1,4 @@
-//! The host's end of the verbs ring (issue 7): a [`SharedMem`] over a file
+//! The host's end of the verbs ring: a [`SharedMem`] over a file
 //! in `/dev/shm` mapped `MAP_SHARED`, the same file QEMU backs the
 //! appliance's `ivshmem-plain` BAR2 with
 //! (`-object memory-backend-file,mem-path=/dev/shm/NAME,share=on`).

@@ -1,4 +1,4 @@
-//! The host side of the appliance (issue 7): an ibverbs-shaped, safe
+//! The host side of the appliance: an ibverbs-shaped, safe
 //! library over the verbs ring in a shared-memory file, used by the CLI
 //! tools in `src/bin/`.
 //!
