@@ -33,6 +33,8 @@ pub enum RxeCounter {
 
 /// Number of rxe counters.
 pub const NUM_COUNTERS: usize = 15;
+// Each counter is named by the ring's list, index for index.
+const _: () = assert!(NUM_COUNTERS == verbs_ring::show::rdma_stat::COUNTER_NAMES.len());
 
 impl RxeCounter {
     pub const ALL: [RxeCounter; NUM_COUNTERS] = [
@@ -53,25 +55,9 @@ impl RxeCounter {
         RxeCounter::RdmaRecvs,
     ];
 
-    /// The Linux counter name.
+    /// The Linux counter name (the ring's list, which the host tools print by).
     pub fn name(self) -> &'static str {
-        match self {
-            RxeCounter::SentPkts => "sent_pkts",
-            RxeCounter::RcvdPkts => "rcvd_pkts",
-            RxeCounter::DuplicateRequest => "duplicate_request",
-            RxeCounter::OutOfSeqRequest => "out_of_seq_request",
-            RxeCounter::RcvdRnrErr => "rcvd_rnr_err",
-            RxeCounter::SendRnrErr => "send_rnr_err",
-            RxeCounter::RcvdSeqErr => "rcvd_seq_err",
-            RxeCounter::AckDeferred => "ack_deferred",
-            RxeCounter::RetryExceededErr => "retry_exceeded_err",
-            RxeCounter::RetryRnrExceededErr => "retry_rnr_exceeded_err",
-            RxeCounter::CompleterRetryErr => "completer_retry_err",
-            RxeCounter::SendErr => "send_err",
-            RxeCounter::LinkDowned => "link_downed",
-            RxeCounter::RdmaSends => "rdma_sends",
-            RxeCounter::RdmaRecvs => "rdma_recvs",
-        }
+        verbs_ring::show::rdma_stat::COUNTER_NAMES[self as usize]
     }
 
     pub fn from_name(name: &str) -> Option<RxeCounter> {

@@ -1,47 +1,16 @@
-//! `rdma statistic show` for the console, in iproute2's shape: the one
-//! console output the shared formatters in [`verbs_ring::show`] do not
-//! cover, since it reads the core's counters by name where the host tool
-//! reads the ring's numbered counters.
-//!
-//! Lines carry no trailing blank.
+//! `rdma statistic show` for the console: the core's counters, in rxe's
+//! order, through the formatter the host tool uses too
+//! ([`verbs_ring::show::rdma_stat`]).
 
 use core::fmt::{self, Write};
 
-use super::counters::Counters;
+use super::counters::{Counters, RxeCounter};
 use super::device::Device;
-
-/// Joins space-separated fields without a trailing blank.
-struct Fields<'a> {
-    out: &'a mut dyn Write,
-    first: bool,
-}
-
-impl<'a> Fields<'a> {
-    fn new(out: &'a mut dyn Write) -> Self {
-        Fields { out, first: true }
-    }
-
-    fn field(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
-        if !self.first {
-            self.out.write_char(' ')?;
-        }
-        self.first = false;
-        self.out.write_fmt(args)
-    }
-
-    fn end(self) -> fmt::Result {
-        self.out.write_char('\n')
-    }
-}
 
 /// `rdma statistic show` for one port: `link rxe0/1 sent_pkts 0 rcvd_pkts 0 ...`.
 pub fn rdma_stat_show(out: &mut dyn Write, dev_name: &str, port: u32, counters: &Counters) -> fmt::Result {
-    let mut f = Fields::new(out);
-    f.field(format_args!("link {dev_name}/{port}"))?;
-    for (name, value) in counters.iter() {
-        f.field(format_args!("{name} {value}"))?;
-    }
-    f.end()
+    let values = RxeCounter::ALL.map(|c| counters.get(c));
+    verbs_ring::show::rdma_stat::write(out, dev_name, port, &values)
 }
 
 /// `rdma statistic show` for every port of every device given.

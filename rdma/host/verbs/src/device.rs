@@ -8,9 +8,9 @@ use verbs_ring::show::{DeviceView, PortView};
 
 use crate::context::{Context, Link};
 use crate::error::{Error, Result};
-use crate::names::COUNTER_NAMES;
 use crate::pd::Pd;
 use crate::queue::Cq;
+use verbs_ring::show::rdma_stat::COUNTER_NAMES;
 
 pub use verbs_ring::cmd::{DeviceAttr, GidEntry, PortAttr};
 

@@ -1,28 +1,7 @@
 //! Names the host programs print beside the tools' text (which is
 //! `verbs_ring::show`'s, shared with the firmware console): MTUs,
-//! completion statuses, event types, counter names, the link layer in the
+//! completion statuses, event types, the link layer in the
 //! perftest banner.
-
-/// Counter names in QUERY_COUNTERS order: the core's `RxeCounter::ALL`,
-/// which is Linux's `rxe_counter_name[]` (kept in step by hand: the
-/// host library does not link the transport crate).
-pub const COUNTER_NAMES: [&str; 15] = [
-    "sent_pkts",
-    "rcvd_pkts",
-    "duplicate_request",
-    "out_of_seq_request",
-    "rcvd_rnr_err",
-    "send_rnr_err",
-    "rcvd_seq_err",
-    "ack_deferred",
-    "retry_exceeded_err",
-    "retry_rnr_exceeded_err",
-    "completer_retry_err",
-    "send_err",
-    "link_downed",
-    "rdma_sends",
-    "rdma_recvs",
-];
 
 /// Bytes of an `enum ibv_mtu` value (0 when invalid).
 pub fn mtu_bytes(m: u32) -> u32 {

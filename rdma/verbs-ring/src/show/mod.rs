@@ -8,8 +8,8 @@
 //! - [`devinfo`]: rdma-core's `ibv_devinfo` (`-v`, `-l`);
 //! - [`devices`]: rdma-core's `ibv_devices`;
 //! - [`gids`]: the `show_gids` script (mlnx-tools);
-//! - [`rdma_link`], [`rdma_dev`]: iproute2's `rdma link show` and
-//!   `rdma dev show` lines;
+//! - [`rdma_link`], [`rdma_dev`], [`rdma_stat`]: iproute2's `rdma link
+//!   show`, `rdma dev show` and `rdma statistic show` lines;
 //! - [`words`]: the spellings more than one of them uses (GUIDs, GIDs, names).
 //!
 //! Every formatter writes to a [`core::fmt::Write`] and reads values a peer
@@ -25,6 +25,7 @@ pub mod devinfo;
 pub mod gids;
 pub mod rdma_dev;
 pub mod rdma_link;
+pub mod rdma_stat;
 pub mod words;
 
 /// One device as the tools see it: its link (name, index, GUIDs, netdev),

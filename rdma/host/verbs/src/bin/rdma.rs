@@ -176,11 +176,10 @@ fn statistic_show(ctx: &Context, filter: Option<&String>) -> verbs::Result<()> {
     };
     for d in devs {
         let p = port.unwrap_or(d.link().port).clamp(1, 255) as u8;
-        let mut line = format!("link {}/{}", d.name(), p);
-        for (n, v) in d.counters(p)? {
-            line += &format!(" {n} {v}");
-        }
-        println!("{line}");
+        let values: Vec<u64> = d.counters(p)?.into_iter().map(|(_, v)| v).collect();
+        let mut line = String::new();
+        let _ = verbs_ring::show::rdma_stat::write(&mut line, d.name(), u32::from(p), &values);
+        print!("{line}");
     }
     Ok(())
 }
