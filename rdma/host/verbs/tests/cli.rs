@@ -42,6 +42,10 @@ fn tool_ring_last(name: &str, ring: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// The bound on waiting for a tool or for the appliance: generous, because a
+/// busy machine can starve a child process for seconds; not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
 /// Wait for `child` at most `t`, killing it past that.
 fn finish(mut child: Child, t: Duration) -> Output {
     let start = Instant::now();
@@ -63,7 +67,7 @@ fn text(b: &[u8]) -> String {
 /// Run to completion; (success, stdout, stderr).
 fn run(name: &str, ring: &Path, args: &[&str]) -> (bool, String, String) {
     let child = tool(name, ring, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let out = finish(child, Duration::from_secs(30));
+    let out = finish(child, PATIENCE);
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
@@ -83,8 +87,8 @@ fn pair(name: &str, ring: &Path, args: &[&str]) -> (String, String) {
     let mut cargs = sargs.clone();
     cargs.push("127.0.0.1");
     let client = tool(name, ring, &cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let c = finish(client, Duration::from_secs(60));
-    let s = finish(server, Duration::from_secs(60));
+    let c = finish(client, PATIENCE);
+    let s = finish(server, PATIENCE);
     assert!(c.status.success(), "{name} client failed:\n{}{}", text(&c.stdout), text(&c.stderr));
     assert!(s.status.success(), "{name} server failed:\n{}{}", text(&s.stdout), text(&s.stderr));
     (text(&s.stdout), text(&c.stdout))
@@ -178,7 +182,7 @@ fn rc_pingpong_checks_data_in_both_directions() {
     let (ok, _, err) = run("rc_pingpong", &app.path, &["-p", &free_port().to_string()]);
     assert!(!ok && err.contains("use -g GID_INDEX"), "{err}");
     // Every object of both processes is gone.
-    app.wait_for("pingpong objects released", Duration::from_secs(10), |fw| {
+    app.wait_for("pingpong objects released", PATIENCE, |fw| {
         fw.dispatcher().count(None, verbs_ring::dispatch::ObjKind::Qp) == 0
     });
 }
@@ -227,7 +231,7 @@ fn options_count_in_any_position_for_every_tool() {
     let ring = &app.path;
     let run_last = |name: &str, args: &[&str]| {
         let child = tool_ring_last(name, ring, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let out = finish(child, Duration::from_secs(60));
+        let out = finish(child, PATIENCE);
         (out.status.success(), text(&out.stdout), text(&out.stderr))
     };
     for args in [
@@ -276,8 +280,8 @@ fn options_count_in_any_position_for_every_tool() {
         let mut cargs = sargs.clone();
         cargs.push("127.0.0.1");
         let client = tool_ring_last(name, ring, &cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let c = finish(client, Duration::from_secs(60));
-        let s = finish(server, Duration::from_secs(60));
+        let c = finish(client, PATIENCE);
+        let s = finish(server, PATIENCE);
         assert!(c.status.success(), "{name} client --ring last:\n{}{}", text(&c.stdout), text(&c.stderr));
         assert!(s.status.success(), "{name} server --ring last:\n{}{}", text(&s.stdout), text(&s.stderr));
     }
