@@ -765,3 +765,42 @@ fn a_frame_that_causes_an_ack_flushes_the_sink() {
     sim.nodes[1].receive(&out.frames[0][..20], now, &mut quiet);
     assert_eq!(quiet.1, 0, "a dropped frame sends nothing and flushes nothing");
 }
+
+/// C9-88: a zero-length RDMA WRITE or READ need not carry a valid rkey or address,
+/// and the responder must not check them (Linux rxe skips the check too). A Linux
+/// peer sends such WRITEs with rkey 0; refusing them would take both QPs to ERR.
+#[test]
+fn zero_length_write_and_read_skip_the_rkey_check() {
+    use rdma::rxe::qp_state::QpState;
+    let (mut sim, [a, b]) = setup(Faults::NONE, &Link::default());
+    let n = &mut sim.nodes[0];
+    n.post_send(a.qp, &SendWr::new(1, WrOpcode::RdmaWrite, &[]).with_remote(0, 0)).expect("post");
+    n.post_send(a.qp, &SendWr::new(2, WrOpcode::RdmaRead, &[]).with_remote(0, 0)).expect("post");
+    // Same rkey, nonzero length: still refused.
+    n.post_send(a.qp, &SendWr::new(3, WrOpcode::RdmaWrite, &[sge(&a, 0, 16)]).with_remote(0, 0)).expect("post");
+    let wcs = wait_cqes(&mut sim, 0, &a, 3);
+    assert_eq!(statuses(&wcs), [(1, WcStatus::Success), (2, WcStatus::Success), (3, WcStatus::RemAccessErr)]);
+    assert_eq!((wcs[0].opcode, wcs[0].byte_len), (WcOpcode::RdmaWrite, 0));
+    assert_eq!((wcs[1].opcode, wcs[1].byte_len), (WcOpcode::RdmaRead, 0));
+    assert_eq!(sim.nodes[1].stats().get(RxeCounter::DuplicateRequest), 0);
+    assert_eq!(sim.nodes[0].stats().timeouts, 0, "both answered at once, not after retries");
+    assert_eq!(sim.nodes[1].query_qp(b.qp).expect("qp").qp_state, QpState::Err, "the bad WRITE");
+    assert_eq!(sim.nodes[1].poll_event(), Some(rdma::rxe::event::AsyncEvent::QpAccessErr { qpn: b.qpn }));
+}
+
+/// The zero-length WRITE alone leaves the responder's QP live.
+#[test]
+fn zero_length_write_with_rkey_0_leaves_the_qp_live() {
+    use rdma::rxe::qp_state::QpState;
+    let (mut sim, [a, b]) = setup(Faults::NONE, &Link::default());
+    post_recv(&mut sim, 1, &b, 7, 0x8000, 128);
+    let n = &mut sim.nodes[0];
+    n.post_send(a.qp, &SendWr::new(1, WrOpcode::RdmaWrite, &[]).with_remote(0, 0)).expect("post");
+    n.post_send(a.qp, &SendWr::new(2, WrOpcode::RdmaRead, &[]).with_remote(0x1234, 0)).expect("post");
+    n.post_send(a.qp, &SendWr::new(3, WrOpcode::Send, &[sge(&a, 0, 16)])).expect("post");
+    let wcs = wait_cqes(&mut sim, 0, &a, 3);
+    assert_eq!(statuses(&wcs), [1, 2, 3].map(|i| (i, WcStatus::Success)));
+    assert_eq!(sim.nodes[1].query_qp(b.qp).expect("qp").qp_state, QpState::Rts);
+    assert_eq!(statuses(&sim::drain_cq(&mut sim.nodes[1], b.cq)), [(7, WcStatus::Success)]);
+    assert_eq!(sim.nodes[1].poll_event(), None);
+}

@@ -85,8 +85,10 @@ impl Default for Options {
             ivshmem: None,
             accel: Accel::from_env(),
             extra: Vec::new(),
-            boot_timeout: Duration::from_secs(60),
-            cmd_timeout: Duration::from_secs(30),
+            // Bounds on waits for the guest, not timing checks: generous, as
+            // TCG on a machine busy with other work can stall for seconds.
+            boot_timeout: Duration::from_secs(120),
+            cmd_timeout: Duration::from_secs(60),
         }
     }
 }

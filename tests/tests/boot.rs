@@ -58,7 +58,7 @@ fn cmdline_reaches_the_kernel() {
 fn crash(kind: &str) -> (Exit, String) {
     let mut a = Appliance::boot(Options::default()).unwrap();
     a.send(format!("fault {kind}\r").as_bytes()).unwrap();
-    let exit = a.wait_exit(Duration::from_secs(30)).unwrap();
+    let exit = a.wait_exit(Duration::from_secs(60)).unwrap();
     (exit, a.transcript())
 }
 

@@ -319,10 +319,17 @@ fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdic
 }
 
 /// Looks up an rkey for a remote access of `rights` over `va..va + len`.
+///
+/// A zero-length access touches no memory, so neither its rkey nor its address is
+/// looked at (C9-88: a zero-length RDMA READ or WRITE need not carry valid ones;
+/// Linux rxe skips the check the same way). The QP's own access rights still apply.
 fn check_rkey<M>(qp: &Qp, dev: &Device<M>, rkey: u32, va: u64, len: u64, rights: u32) -> Result<(), Verdict> {
     let denied = Verdict::Nak(NakCode::RemoteAccessError);
     if !qp.attr.qp_access_flags.has(rights) {
         return Err(denied);
+    }
+    if len == 0 {
+        return Ok(());
     }
     let mr = dev.mrs.get(rkey).ok_or(denied)?;
     if mr.rkey() != Some(rkey) {
@@ -501,7 +508,10 @@ pub fn send_read<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device
             return;
         }
         let Device { mem, stats, ip_id, .. } = dev;
-        let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| mem.read(va, out).is_ok());
+        // A zero-length READ names no memory (C9-88): nothing to read at `va`.
+        let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| {
+            out.is_empty() || mem.read(va, out).is_ok()
+        });
         if !sent {
             return;
         }

@@ -14,7 +14,7 @@ use core::cmp::Reverse;
 
 use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
-use crate::wire::MacAddr;
+use crate::wire::{BthPacket, MacAddr, Opcode, Psn, RethPacket};
 
 use super::ah::{AhAttr, LocalPort};
 use super::cq::CqHandle;
@@ -87,6 +87,57 @@ pub struct WireStats {
     pub bytes: u64,
 }
 
+/// What the wire did to one frame, in [`Wire::journal`]: enough for a test to
+/// tell whether a retry had a cause on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carried {
+    /// When it was put on the wire.
+    pub at: Instant,
+    /// The destination node.
+    pub to: usize,
+    /// The BTH opcode and PSN as sent (before any corruption); `None` for a
+    /// frame too short to hold them.
+    pub bth: Option<(Opcode, Psn)>,
+    /// An RDMA READ request's DMA length (its RETH): the request stands for as
+    /// many PSNs as the responses it asks for.
+    pub read_len: Option<u32>,
+    /// Dropped (by the drop rate or by [`Wire::filter`]): never arrived.
+    pub dropped: bool,
+    /// A bit flipped on the way.
+    pub corrupted: bool,
+    /// Delayed past frames sent after it.
+    pub reordered: bool,
+    /// Delivered twice.
+    pub duplicated: bool,
+}
+
+impl Carried {
+    /// Whether the frame did not arrive once, intact and in order: the faults
+    /// that can cost the transport a retry. A duplicate costs none (the
+    /// responder answers a duplicate request again, the requester ignores an
+    /// old response), so it does not count.
+    pub fn faulted(&self) -> bool {
+        self.dropped || self.corrupted || self.reordered
+    }
+}
+
+/// The BTH opcode and PSN of a RoCE v2 frame, read from their fixed offsets
+/// (Ethernet, then IPv4 or IPv6, then UDP), and a READ request's DMA length:
+/// no checks beyond the length.
+fn peek_bth(frame: &[u8]) -> Option<((Opcode, Psn), Option<u32>)> {
+    let ip_len = match frame.get(12..14)? {
+        [0x08, 0x00] => 20,
+        [0x86, 0xDD] => 40,
+        _ => return None,
+    };
+    let roce = frame.get(14 + ip_len + 8..)?;
+    let bth = BthPacket::new_checked(roce).ok()?;
+    let read_len = (bth.opcode() == Opcode::RcRdmaReadRequest)
+        .then(|| RethPacket::new_checked(roce.get(crate::wire::bth::HEADER_LEN..)?).ok().map(|r| r.dma_len()))
+        .flatten();
+    Some(((bth.opcode(), bth.psn()), read_len))
+}
+
 struct InFlight {
     to: usize,
     frame: Vec<u8>,
@@ -110,6 +161,9 @@ pub struct Wire {
     pub filter: Option<Filter>,
     /// Called for every frame delivered: (time, destination node, frame). For tracing.
     pub observer: Option<Observer>,
+    /// When `Some`, every frame put on the wire is appended with its fate, in
+    /// the order sent. `None` (the default) records nothing.
+    pub journal: Option<Vec<Carried>>,
 }
 
 /// See [`Wire::observer`].
@@ -132,6 +186,7 @@ impl Wire {
             stats: WireStats::default(),
             filter: None,
             observer: None,
+            journal: None,
         }
     }
 
@@ -189,9 +244,36 @@ impl Wire {
     fn carry(&mut self, now: Instant, to: usize, frame: Vec<u8>) {
         self.stats.sent += 1;
         self.stats.bytes += frame.len() as u64;
+        let mut entry = self.journal.is_some().then(|| {
+            let peeked = peek_bth(&frame);
+            Carried {
+                at: now,
+                to,
+                bth: peeked.map(|p| p.0),
+                read_len: peeked.and_then(|p| p.1),
+                dropped: false,
+                corrupted: false,
+                reordered: false,
+                duplicated: false,
+            }
+        });
+        self.carry_faulty(now, to, frame, entry.as_mut());
+        if let (Some(journal), Some(entry)) = (self.journal.as_mut(), entry) {
+            journal.push(entry);
+        }
+    }
+
+    /// [`Wire::carry`] proper; notes what it did in `entry`.
+    fn carry_faulty(&mut self, now: Instant, to: usize, frame: Vec<u8>, mut entry: Option<&mut Carried>) {
+        let mut note = |f: fn(&mut Carried)| {
+            if let Some(e) = entry.as_deref_mut() {
+                f(e);
+            }
+        };
         let filtered = self.filter.as_mut().is_some_and(|f| f(to, &frame));
         if filtered || self.rng.chance(self.faults.drop) {
             self.stats.dropped += 1;
+            note(|e| e.dropped = true);
             self.recycle(frame);
             return;
         }
@@ -200,11 +282,13 @@ impl Wire {
             let byte = 14 + self.rng.below(frame.len() as u64 - 14) as usize;
             frame[byte] ^= 1 << self.rng.below(8);
             self.stats.corrupted += 1;
+            note(|e| e.corrupted = true);
         }
         let mut at = now + self.delay();
         if self.rng.chance(self.faults.reorder) {
             at = at + Duration::from_micros(1 + self.rng.below(4 * self.faults.delay_us.max(1) + 8));
             self.stats.reordered += 1;
+            note(|e| e.reordered = true);
         } else if let Some(last) = self.last_arrival.get_mut(to) {
             at = at.max(*last);
             *last = at;
@@ -215,6 +299,7 @@ impl Wire {
             let later = at + Duration::from_micros(self.rng.below(8));
             self.enqueue(later, to, copy);
             self.stats.duplicated += 1;
+            note(|e| e.duplicated = true);
         }
         self.enqueue(at, to, frame);
     }

@@ -157,6 +157,14 @@ impl Firmware {
         self.beat = self.beat.wrapping_add(1);
         mem.store_u32_release(SB_HEARTBEAT, self.beat)?;
         let mut report = TickReport::default();
+        // A host may have overwritten the superblock: publish it again, and
+        // reclaim the contexts that may have attached through a wrong layout.
+        if crate::superblock::check(mem, &self.layout)?.is_some_and(|r| r.layout_changed) {
+            for ctx in crate::superblock::claimed_contexts(mem, &self.layout) {
+                let r = self.reclaim(mem, p, ctx, reclaim_reason::PROTOCOL)?;
+                report.events.push(SlotEvent::Reclaimed { ctx, reason: reclaim_reason::PROTOCOL, report: r });
+            }
+        }
         for ctx in 0..self.layout.num_contexts() {
             self.tick_slot(mem, p, ctx, &mut report)?;
         }

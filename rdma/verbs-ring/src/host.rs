@@ -10,7 +10,7 @@
 
 use crate::abi::{Layout, LayoutError, SLOT_GENERATION, SLOT_HOST_HEARTBEAT, SLOT_HOST_PID, SLOT_STATE, ctx_state};
 use crate::cmd::{CmdHeader, HEADER_SIZE, Status};
-use crate::ring::{Consumer, Producer, RingError, RingGeometry};
+use crate::ring::{Consumer, Producer, RingError, RingGeometry, Violation};
 use crate::shm::{SharedMem, ShmError};
 use crate::wire::Wire;
 
@@ -20,9 +20,13 @@ pub enum HostError {
     Layout(LayoutError),
     /// Every context slot is taken.
     NoFreeContext,
+    /// A ring operation failed. `Ring(Corrupt(_))` is for good: the ring
+    /// stays poisoned ([`HostContext::broken`]) and every later command fails
+    /// the same way, so [`HostContext::detach`] and attach again.
     Ring(RingError),
     Shm(ShmError),
     /// The firmware reclaimed our slot (lease expired or protocol error).
+    /// Attach again for a new one.
     Lost,
     /// A response that does not answer what we asked (sequence, command,
     /// or a length that does not match the expected response).
@@ -106,6 +110,13 @@ impl HostContext {
     /// This context's buffer area `(region offset, size)`: MR memory.
     pub fn buf_area(&self) -> (u64, u64) {
         self.layout.buf_area(self.ctx).unwrap_or((0, 0))
+    }
+
+    /// How the firmware broke one of this context's rings, if it did. A broken
+    /// context never works again: detach it (the firmware reclaims the slot
+    /// and its objects) and attach a new one.
+    pub fn broken(&self) -> Option<Violation> {
+        self.cmd.poisoned().or(self.resp.poisoned())
     }
 
     /// Renew the lease, and check the slot is still ours.
@@ -209,5 +220,61 @@ impl HostContext {
             Ok(_) => Ok(()),
             Err(_) => Err(HostError::Lost),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{LayoutParams, RING_PRODUCER, reclaim_reason};
+    use crate::cmd::{Empty, nr};
+    use crate::dispatch::Limits;
+    use crate::firmware::SlotEvent;
+    use crate::shm::fake::HeapShm;
+    use crate::testutil::Fw;
+
+    const REGION: usize = 4 << 20;
+
+    fn appliance() -> (HeapShm, Fw) {
+        let mem = HeapShm::new(REGION);
+        let params = LayoutParams { num_contexts: 2, queue_area_size: 64 << 10, ..LayoutParams::default() };
+        let layout = Layout::new(REGION as u64, params).expect("layout");
+        let fw = Fw::new(&mem, layout, Limits::default(), 16);
+        (mem, fw)
+    }
+
+    fn nop(mem: &HeapShm, fw: &mut Fw, host: &mut HostContext) -> Result<Empty, HostError> {
+        let mut ticks = 0;
+        host.call(mem, nr::NOP, &Empty {}, || {
+            ticks += 1;
+            fw.tick(mem).is_ok() && ticks < 100
+        })
+    }
+
+    /// A response ring the firmware (or anyone) broke poisons the context for
+    /// good; detaching hands the slot back and a new attach works.
+    #[test]
+    fn a_broken_context_is_detached_and_attached_again() {
+        let (mem, mut fw) = appliance();
+        let mut host = HostContext::attach(&mem, 7).expect("attach");
+        assert_eq!(nop(&mem, &mut fw, &mut host), Ok(Empty {}));
+        let resp = host.layout().resp_ring(host.ctx()).expect("resp ring");
+        mem.store_u32_release(resp.off as usize + RING_PRODUCER, 0x4000_0000).expect("in the region");
+        let first = nop(&mem, &mut fw, &mut host);
+        assert!(matches!(first, Err(HostError::Ring(RingError::Corrupt(_)))), "{first:?}");
+        assert!(host.broken().is_some());
+        // The firmware overwrote the index with a sane one meanwhile; still broken.
+        assert!(matches!(nop(&mem, &mut fw, &mut host), Err(HostError::Ring(RingError::Corrupt(_)))));
+        let ctx = host.ctx();
+        host.detach(&mem).expect("still ours");
+        let events = fw.tick(&mem).expect("tick").events;
+        assert!(
+            events.iter().any(|e| matches!(e, SlotEvent::Reclaimed { ctx: c, reason, .. }
+                if *c == ctx && *reason == reclaim_reason::DETACHED)),
+            "{events:?}"
+        );
+        let mut again = HostContext::attach(&mem, 7).expect("attach again");
+        assert_eq!(again.broken(), None);
+        assert_eq!(nop(&mem, &mut fw, &mut again), Ok(Empty {}));
     }
 }

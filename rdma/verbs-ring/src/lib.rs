@@ -81,6 +81,7 @@ pub mod host;
 pub mod ring;
 pub mod shm;
 pub mod show;
+pub mod superblock;
 pub mod table;
 pub mod wire;
 pub mod wqe;

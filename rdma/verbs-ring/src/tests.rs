@@ -12,12 +12,12 @@ use proptest::prelude::*;
 use crate::abi::*;
 use crate::cmd::*;
 use crate::dispatch::{Dispatcher, EventSource, Limits, ObjKind};
-use crate::firmware::{Firmware, SlotEvent};
+use crate::firmware::SlotEvent;
 use crate::host::{HostContext, HostError};
 use crate::shm::SharedMem;
 use crate::shm::fake::HeapShm;
 use crate::table::{self, Cap};
-use crate::testutil::FakeProvider;
+use crate::testutil::{FakeProvider, Fw};
 use crate::wire::{Wire, name_field};
 
 const REGION: usize = 1 << 20;
@@ -486,43 +486,11 @@ fn limits_and_provider_id_reuse() {
 // Firmware and host, end to end over the fake region.
 // ---------------------------------------------------------------------------
 
-/// The firmware with the provider it is handed on every tick.
-struct Fw {
-    fw: Firmware,
-    p: FakeProvider,
-}
-
-impl Fw {
-    fn tick(&mut self, mem: &HeapShm) -> Result<crate::firmware::TickReport, crate::shm::ShmError> {
-        self.fw.tick(mem, &mut self.p)
-    }
-
-    fn dispatcher(&self) -> &Dispatcher {
-        self.fw.dispatcher()
-    }
-
-    fn detach(&mut self, ctx: u32) {
-        self.fw.dispatcher_mut().detach(&mut self.p, ctx);
-    }
-
-    fn layout(&self) -> &Layout {
-        self.fw.layout()
-    }
-
-    fn read_slot(&self, mem: &HeapShm, ctx: u32) -> Option<ContextSlot> {
-        self.fw.read_slot(mem, ctx)
-    }
-
-    fn fail(&mut self, mem: &HeapShm, code: Status) -> Result<(), crate::shm::ShmError> {
-        self.fw.fail(mem, &mut self.p, code)
-    }
-}
-
 fn appliance() -> (HeapShm, Fw) {
     let mem = HeapShm::new(REGION);
     let layout = Layout::new(REGION as u64, small_params()).unwrap();
-    let fw = Firmware::new(&mem, layout, Limits::default(), 16).unwrap();
-    (mem, Fw { fw, p: FakeProvider::new() })
+    let fw = Fw::new(&mem, layout, Limits::default(), 16);
+    (mem, fw)
 }
 
 /// Run one command through the rings, ticking the firmware while waiting.

@@ -8,8 +8,12 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use crate::abi::{ContextSlot, Layout};
 use crate::cmd::*;
+use crate::dispatch::Dispatcher;
 use crate::dispatch::{CqSpec, Created, MrKeys, MrSpec, ObjId, ObjKind, QpSpec, SrqSpec, VerbsProvider};
+use crate::firmware::Firmware;
+use crate::shm::fake::HeapShm;
 use crate::table::CapSet;
 
 pub struct FakeProvider {
@@ -204,5 +208,43 @@ impl VerbsProvider for FakeProvider {
             dev_name: crate::wire::name_field(name).map_err(|_| Status::ENAMETOOLONG)?,
             ..Default::default()
         })
+    }
+}
+
+/// A firmware over the fake region with the provider it is handed on every tick.
+pub struct Fw {
+    pub fw: Firmware,
+    pub p: FakeProvider,
+}
+
+impl Fw {
+    /// Lays the region out and publishes READY, as `Firmware::new` does.
+    pub fn new(mem: &HeapShm, layout: Layout, limits: crate::dispatch::Limits, budget: u32) -> Fw {
+        let fw = Firmware::new(mem, layout, limits, budget).unwrap_or_else(|e| panic!("firmware: {e:?}"));
+        Fw { fw, p: FakeProvider::new() }
+    }
+
+    pub fn tick(&mut self, mem: &HeapShm) -> Result<crate::firmware::TickReport, crate::shm::ShmError> {
+        self.fw.tick(mem, &mut self.p)
+    }
+
+    pub fn dispatcher(&self) -> &Dispatcher {
+        self.fw.dispatcher()
+    }
+
+    pub fn detach(&mut self, ctx: u32) {
+        self.fw.dispatcher_mut().detach(&mut self.p, ctx);
+    }
+
+    pub fn layout(&self) -> &Layout {
+        self.fw.layout()
+    }
+
+    pub fn read_slot(&self, mem: &HeapShm, ctx: u32) -> Option<ContextSlot> {
+        self.fw.read_slot(mem, ctx)
+    }
+
+    pub fn fail(&mut self, mem: &HeapShm, code: Status) -> Result<(), crate::shm::ShmError> {
+        self.fw.fail(mem, &mut self.p, code)
     }
 }

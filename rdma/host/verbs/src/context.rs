@@ -24,6 +24,7 @@ use verbs_ring::abi::{
 use verbs_ring::area::RangeAllocator;
 use verbs_ring::cmd::{self, CmdHeader, HEADER_SIZE, nr};
 use verbs_ring::host::{HostContext, HostError};
+use verbs_ring::ring::RingError;
 use verbs_ring::wire::{Wire, name_field};
 use verbs_ring::{SharedMem, Status, table};
 
@@ -70,8 +71,13 @@ pub(crate) struct Inner {
     pub(crate) layout: Layout,
     pub(crate) ctx: u32,
     path: PathBuf,
+    /// What the context was opened with, for [`Context::reopen`].
+    opts: Options,
     timeout: Duration,
     lost: AtomicBool,
+    /// Set when this library gave the context up after a ring protocol error
+    /// (and asked the firmware to reclaim it): what went wrong.
+    abandoned: Mutex<Option<String>>,
     /// Dropping it stops the heartbeat thread.
     hb_stop: Mutex<Option<mpsc::Sender<()>>>,
 }
@@ -103,7 +109,7 @@ impl Inner {
         match e {
             HostError::Lost => {
                 self.lost.store(true, Ordering::Release);
-                Error::Lost
+                self.lost_error()
             }
             HostError::Status(status) => Error::Command { cmd, status },
             HostError::TimedOut => Error::TimedOut { cmd, firmware_alive: true },
@@ -116,6 +122,37 @@ impl Inner {
         }
     }
 
+    /// The error for a context that is gone: why, when this library gave it up.
+    pub(crate) fn lost_error(&self) -> Error {
+        match lock(&self.abandoned).clone() {
+            Some(why) => Error::Abandoned { why },
+            None => Error::Lost,
+        }
+    }
+
+    /// [`Inner::host_error`], and whether the error leaves the context
+    /// untrustworthy for good: a ring the firmware broke stays poisoned (every
+    /// later command would fail the same way), and an answer that cannot be
+    /// read means the response stream is out of step.
+    fn host_failure(&self, cmd: &'static str, e: HostError) -> (Error, bool) {
+        let fatal = matches!(e, HostError::Ring(RingError::Corrupt(_)) | HostError::BadResponse | HostError::Shm(_));
+        (self.host_error(cmd, e), fatal)
+    }
+
+    /// Gives the context up after a protocol error: asks the firmware to
+    /// reclaim the slot (it destroys every object and frees it, as for a
+    /// detach), stops using it, and remembers why, so that every later call
+    /// says so instead of failing with `EPROTO` again, and holds no slot.
+    fn abandon(&self, host: &mut Option<HostContext>, e: &Error) {
+        if let Some(h) = host.take() {
+            // A slot already reclaimed answers Lost: nothing left to free.
+            let _ = h.detach(&self.mem);
+        }
+        *lock(&self.abandoned) = Some(e.to_string());
+        self.lost.store(true, Ordering::Release);
+        lock(&self.hb_stop).take();
+    }
+
     pub(crate) fn fw_heartbeat(&self) -> u32 {
         self.mem.load_u32_acquire(SB_HEARTBEAT).unwrap_or(0)
     }
@@ -123,7 +160,7 @@ impl Inner {
     /// Renew the lease; `Lost` once the firmware took the slot back.
     fn heartbeat(&self) -> Result<()> {
         let mut guard = lock(&self.host);
-        let host = guard.as_mut().ok_or(Error::Lost)?;
+        let Some(host) = guard.as_mut() else { return Err(self.lost_error()) };
         host.heartbeat(&self.mem).map_err(|e| self.host_error("heartbeat", e))
     }
 
@@ -148,36 +185,62 @@ impl Inner {
     }
 
     /// Send command `n` and wait for its answer. Answers to earlier commands
-    /// that timed out are skipped.
+    /// that timed out are skipped. After a protocol error the context is given
+    /// up ([`Inner::abandon`]): this call returns the error, later ones
+    /// [`Error::Abandoned`].
     pub(crate) fn call<Req: Wire, Resp: Wire>(&self, n: u16, req: &Req) -> Result<Resp> {
-        let name = cmd_name(n);
         if self.lost.load(Ordering::Acquire) {
-            return Err(Error::Lost);
+            return Err(self.lost_error());
         }
         let mut guard = lock(&self.host);
-        let host = guard.as_mut().ok_or(Error::Lost)?;
-        host.heartbeat(&self.mem).map_err(|e| self.host_error(name, e))?;
-        let seq = host.submit(&self.mem, n, req).map_err(|e| self.host_error(name, e))?;
+        match self.call_locked(&mut guard, n, req) {
+            Ok(resp) => Ok(resp),
+            Err((e, fatal)) => {
+                if fatal {
+                    self.abandon(&mut guard, &e);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Inner::call`] with the lock held; an error says whether it is fatal
+    /// to the context.
+    fn call_locked<Req: Wire, Resp: Wire>(
+        &self,
+        guard: &mut Option<HostContext>,
+        n: u16,
+        req: &Req,
+    ) -> Result<Resp, (Error, bool)> {
+        let name = cmd_name(n);
+        let Some(host) = guard.as_mut() else { return Err((self.lost_error(), false)) };
+        host.heartbeat(&self.mem).map_err(|e| self.host_failure(name, e))?;
+        let seq = host.submit(&self.mem, n, req).map_err(|e| self.host_failure(name, e))?;
         let mut out = [0u8; MAX_CMD_SLOT as usize];
         let start = Instant::now();
         let mut last_beat = start;
         let hb0 = self.fw_heartbeat();
         let mut round = 0;
         loop {
-            if let Some(hdr) = host.poll_response(&self.mem, &mut out).map_err(|e| self.host_error(name, e))? {
+            if let Some(hdr) = host.poll_response(&self.mem, &mut out).map_err(|e| self.host_failure(name, e))? {
                 if hdr.seq != seq && seq.wrapping_sub(hdr.seq) < 1 << 31 {
                     continue; // a late answer to a command that timed out
                 }
-                return self.check_response(name, n, seq, host.ctx(), &hdr, &out);
+                // Any answer but a refusal that does not fit the question
+                // means the rings are out of step.
+                return self.check_response(name, n, seq, host.ctx(), &hdr, &out).map_err(|e| {
+                    let fatal = matches!(e, Error::Protocol(_));
+                    (e, fatal)
+                });
             }
             let now = Instant::now();
             if now.duration_since(start) > self.timeout {
-                return Err(Error::TimedOut { cmd: name, firmware_alive: self.fw_heartbeat() != hb0 });
+                return Err((Error::TimedOut { cmd: name, firmware_alive: self.fw_heartbeat() != hb0 }, false));
             }
             if now.duration_since(last_beat) > Duration::from_millis(10) {
                 // Keeps the lease while we hold the lock, and notices a
                 // reclaimed slot.
-                host.heartbeat(&self.mem).map_err(|e| self.host_error(name, e))?;
+                host.heartbeat(&self.mem).map_err(|e| self.host_failure(name, e))?;
                 last_beat = now;
             }
             backoff(&mut round);
@@ -375,8 +438,10 @@ impl Context {
             layout,
             ctx,
             path: path.to_path_buf(),
+            opts,
             timeout: opts.timeout,
             lost: AtomicBool::new(false),
+            abandoned: Mutex::new(None),
             hb_stop: Mutex::new(Some(tx)),
         });
         remember(&inner);
@@ -388,6 +453,14 @@ impl Context {
             spawn_heartbeat(Arc::downgrade(&inner), rx, period);
         }
         Ok(Context { inner })
+    }
+
+    /// Attach again to the same ring with the same [`Options`]: a new context
+    /// (most likely in another slot), for when this one is gone
+    /// ([`Error::Lost`], [`Error::Abandoned`]). Objects of the old context are
+    /// not carried over: the firmware destroyed them.
+    pub fn reopen(&self) -> Result<Context> {
+        Context::open_with(&self.inner.path, self.inner.opts)
     }
 
     /// Attach to the ring `--ring` / `$RDMA_RING` / [`DEFAULT_RING`] names.

@@ -32,8 +32,13 @@ pub enum Error {
     /// ring protocol, or the firmware stopped (`ENOTCONN`). Every object of
     /// the context is gone.
     Lost,
+    /// This library gave the context up after a ring protocol error (`why`)
+    /// and had the firmware reclaim it (`ENOTCONN`): every object of the
+    /// context is gone. [`crate::Context::reopen`] attaches a new one.
+    Abandoned { why: String },
     /// The firmware answered something that was not asked, or a ring it
-    /// placed is unusable (`EPROTO`).
+    /// placed is unusable (`EPROTO`). When the context cannot be trusted after
+    /// it, the context is given up: later calls return [`Error::Abandoned`].
     Protocol(String),
     /// A local check refused an argument before anything was sent (`EINVAL`).
     InvalidArgument(&'static str),
@@ -62,7 +67,7 @@ impl Error {
             Error::NoFreeContext { .. } => ("EBUSY", 16),
             Error::Command { status, .. } => (status.name().unwrap_or("EIO"), i32::from(status.0)),
             Error::TimedOut { .. } => ("ETIMEDOUT", 110),
-            Error::Lost => ("ENOTCONN", 107),
+            Error::Lost | Error::Abandoned { .. } => ("ENOTCONN", 107),
             Error::Protocol(_) => ("EPROTO", 71),
             Error::InvalidArgument(_) => ("EINVAL", 22),
             Error::Name { .. } => ("ENAMETOOLONG", 36),
@@ -93,7 +98,15 @@ impl fmt::Display for Error {
             Error::TimedOut { cmd, firmware_alive: false } => {
                 write!(f, "{cmd}: no answer in time (the appliance's heartbeat stopped: is it running?)")
             }
-            Error::Lost => f.write_str("the firmware reclaimed this context (lease expired or protocol error)"),
+            Error::Lost => f.write_str(
+                "the firmware reclaimed this context (lease expired or protocol error); its objects are gone: \
+                 attach again (Context::reopen, or restart the program)",
+            ),
+            Error::Abandoned { why } => write!(
+                f,
+                "this context was given up after a ring protocol error ({why}) and reclaimed; its objects are \
+                 gone: attach again (Context::reopen, or restart the program)"
+            ),
             Error::Protocol(what) => write!(f, "ring protocol error: {what}"),
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Name { what, name, error } => write!(f, "{what} {name:?}: {error}"),

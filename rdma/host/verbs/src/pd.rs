@@ -203,7 +203,7 @@ impl Drop for MemoryRegion<'_> {
         let req = cmd::HandleReq { handle: self.handle, reserved: 0 };
         match inner.call::<_, cmd::Empty>(nr::DEREG_MR, &req) {
             // Deregistered, or the whole context is gone: the memory is ours.
-            Ok(_) | Err(Error::Lost) => {
+            Ok(_) | Err(Error::Lost | Error::Abandoned { .. }) => {
                 let _ = lock(&inner.buffers).free(self.start, self.len);
             }
             // The firmware may still use it: leak the range rather than

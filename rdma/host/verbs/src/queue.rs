@@ -178,7 +178,7 @@ impl<'d> Cq<'d> {
                 return Err(Error::TimedOut { cmd: "poll_cq", firmware_alive: true });
             }
             if round > 1024 && self.dev.ctx.is_lost() {
-                return Err(Error::Lost);
+                return Err(self.dev.ctx.inner.lost_error());
             }
             backoff(&mut round);
         }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::Appliance;
 
-fn tool(name: &str, ring: &Path, args: &[&str]) -> Command {
-    let exe = match name {
+fn exe(name: &str) -> &'static str {
+    match name {
         "rdma" => env!("CARGO_BIN_EXE_rdma"),
         "ibv_devinfo" => env!("CARGO_BIN_EXE_ibv_devinfo"),
         "ibv_devices" => env!("CARGO_BIN_EXE_ibv_devices"),
@@ -25,11 +25,26 @@ fn tool(name: &str, ring: &Path, args: &[&str]) -> Command {
         "send_lat" => env!("CARGO_BIN_EXE_send_lat"),
         "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
         _ => unreachable!(),
-    };
-    let mut c = Command::new(exe);
+    }
+}
+
+fn tool(name: &str, ring: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(exe(name));
     c.arg("--ring").arg(ring).args(args).env_remove("RDMA_RING");
     c
 }
+
+/// `name ARGS... --ring RING`, with `$RDMA_RING` naming a file that does not
+/// exist: a tool that ignored a late `--ring` would fail to map that one.
+fn tool_ring_last(name: &str, ring: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(exe(name));
+    c.args(args).arg("--ring").arg(ring).env("RDMA_RING", "/nonexistent/ring-from-env");
+    c
+}
+
+/// The bound on waiting for a tool or for the appliance: generous, because a
+/// busy machine can starve a child process for seconds; not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Wait for `child` at most `t`, killing it past that.
 fn finish(mut child: Child, t: Duration) -> Output {
@@ -52,7 +67,7 @@ fn text(b: &[u8]) -> String {
 /// Run to completion; (success, stdout, stderr).
 fn run(name: &str, ring: &Path, args: &[&str]) -> (bool, String, String) {
     let child = tool(name, ring, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let out = finish(child, Duration::from_secs(30));
+    let out = finish(child, PATIENCE);
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
@@ -72,8 +87,8 @@ fn pair(name: &str, ring: &Path, args: &[&str]) -> (String, String) {
     let mut cargs = sargs.clone();
     cargs.push("127.0.0.1");
     let client = tool(name, ring, &cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let c = finish(client, Duration::from_secs(60));
-    let s = finish(server, Duration::from_secs(60));
+    let c = finish(client, PATIENCE);
+    let s = finish(server, PATIENCE);
     assert!(c.status.success(), "{name} client failed:\n{}{}", text(&c.stdout), text(&c.stderr));
     assert!(s.status.success(), "{name} server failed:\n{}{}", text(&s.stdout), text(&s.stderr));
     (text(&s.stdout), text(&c.stdout))
@@ -167,7 +182,7 @@ fn rc_pingpong_checks_data_in_both_directions() {
     let (ok, _, err) = run("rc_pingpong", &app.path, &["-p", &free_port().to_string()]);
     assert!(!ok && err.contains("use -g GID_INDEX"), "{err}");
     // Every object of both processes is gone.
-    app.wait_for("pingpong objects released", Duration::from_secs(10), |fw| {
+    app.wait_for("pingpong objects released", PATIENCE, |fw| {
         fw.dispatcher().count(None, verbs_ring::dispatch::ObjKind::Qp) == 0
     });
 }
@@ -244,7 +259,7 @@ fn tools_detach_their_context_on_every_exit() {
         let start = Instant::now();
         let states = loop {
             let s = slot_states(&app);
-            if s.iter().all(|&(state, _)| state == ctx_state::FREE) || start.elapsed() > Duration::from_secs(10) {
+            if s.iter().all(|&(state, _)| state == ctx_state::FREE) || start.elapsed() > PATIENCE {
                 break s;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -255,5 +270,70 @@ fn tools_detach_their_context_on_every_exit() {
             "{name} {args:?} left its slot to the lease: {states:?}"
         );
         assert!(states.iter().any(|&(_, why)| why == reclaim_reason::DETACHED), "{states:?}");
+    }
+}
+
+/// Issue 17: `rdma OBJECT ... --ring FILE` used to hand `--ring FILE` to the
+/// OBJECT words and open the default ring. Every tool's options count in any
+/// position, and an unknown one is refused rather than taken as a word.
+#[test]
+fn options_count_in_any_position_for_every_tool() {
+    let app = Appliance::start();
+    let ring = &app.path;
+    let run_last = |name: &str, args: &[&str]| {
+        let child = tool_ring_last(name, ring, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let out = finish(child, PATIENCE);
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    for args in [
+        &["link", "show"][..],
+        &["link", "show", "rxe0/1"],
+        &["dev"],
+        &["resource", "show"],
+        &["statistic", "show", "link", "rxe0/1"],
+    ] {
+        let (ok, out, err) = run_last("rdma", args);
+        assert!(ok, "rdma {args:?} --ring: {err}");
+        assert!(out.contains("rxe0"), "rdma {args:?} --ring: {out}");
+    }
+    // Between the words, too.
+    let child = Command::new(exe("rdma"))
+        .args(["link", "--ring"])
+        .arg(ring)
+        .arg("show")
+        .env("RDMA_RING", "/nonexistent/ring-from-env")
+        .output()
+        .unwrap();
+    assert!(child.status.success(), "{}", text(&child.stderr));
+    assert_eq!(text(&child.stdout), "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0 \n");
+    // An option the tool does not know is refused, not taken for a word.
+    let (ok, out, err) = run_last("rdma", &["link", "show", "--bogus"]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(err.contains("--bogus"), "{err}");
+    for (name, args) in
+        [("ibv_devinfo", &["-l"][..]), ("ibv_devinfo", &["-d", "rxe0"]), ("ibv_devices", &[]), ("show_gids", &[])]
+    {
+        let (ok, out, err) = run_last(name, args);
+        assert!(ok, "{name} {args:?} --ring: {err}");
+        assert!(out.contains("rxe0"), "{name}: {out}");
+    }
+    // The client/server tools: `--ring` after the server's name.
+    for (name, args) in
+        [("rc_pingpong", &["-g", "1", "-n", "5", "-r", "4"][..]), ("send_lat", &["-n", "10", "-s", "8"])]
+    {
+        let port = free_port().to_string();
+        let mut sargs = vec!["-p", &port];
+        if name != "rc_pingpong" {
+            sargs.extend(["--bind", "127.0.0.1"]);
+        }
+        sargs.extend_from_slice(args);
+        let server = tool_ring_last(name, ring, &sargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut cargs = sargs.clone();
+        cargs.push("127.0.0.1");
+        let client = tool_ring_last(name, ring, &cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let c = finish(client, PATIENCE);
+        let s = finish(server, PATIENCE);
+        assert!(c.status.success(), "{name} client --ring last:\n{}{}", text(&c.stdout), text(&c.stderr));
+        assert!(s.status.success(), "{name} server --ring last:\n{}{}", text(&s.stdout), text(&s.stderr));
     }
 }

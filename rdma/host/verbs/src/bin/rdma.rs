@@ -14,7 +14,11 @@ struct Cli {
     #[command(flatten)]
     ring: RingArgs,
     /// OBJECT [COMMAND [ARGS]]: link | dev | resource | statistic
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "OBJECT")]
+    ///
+    /// Plain positionals, so `--ring` counts wherever it stands (`rdma link show
+    /// --ring FILE`) and an unknown option is refused; no keyword of ours starts
+    /// with a hyphen.
+    #[arg(value_name = "OBJECT")]
     words: Vec<String>,
 }
 
