@@ -83,10 +83,11 @@ impl TransportAccess for NetAccess<'_> {
         result
     }
 
-    fn resolve_ipv4(&mut self, ip: Ipv4Addr, now: Instant) -> MacResolution {
+    fn resolve_ipv4(&mut self, dev: u32, ip: Ipv4Addr, now: Instant) -> MacResolution {
         let Some(net) = self.net.as_deref_mut() else { return MacResolution::Failed };
-        let link = net.link_for(ip);
-        let Some(link) = net.links.get_mut(link) else { return MacResolution::Failed };
+        // The next hop is asked for on the device's own netdev.
+        let Some(ifindex) = net.rdma.core.device(dev).map(|d| d.netdev().ifindex) else { return MacResolution::Failed };
+        let Some(link) = net.link_of(ifindex).and_then(|l| net.links.get_mut(l)) else { return MacResolution::Failed };
         match link.neigh.lookup_or_request(ip, now) {
             Resolution::Known(mac) => MacResolution::Known(mac),
             Resolution::Pending => MacResolution::Pending,

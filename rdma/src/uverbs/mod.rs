@@ -455,7 +455,7 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
 
     fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr) -> Result<(), Status> {
         let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
-        let (attr, mask) = objects::qp_attr(self.access, attr_mask, attr, self.u.now)?;
+        let (attr, mask) = objects::qp_attr(self.access, dev, attr_mask, attr, self.u.now)?;
         self.access.with_transport(dev, |t, _, _| {
             t.modify_qp(QpHandle::from_raw(objects::raw(qp)), &attr, mask.0).map_err(|e| verbs_status(&e))
         })
@@ -532,7 +532,7 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn create_ah(&mut self, dev: u32, pd: ObjId, attr: &cmd::AhAttr) -> Result<ObjId, Status> {
-        let attr = objects::ah_attr(self.access, attr, self.u.now)?;
+        let attr = objects::ah_attr(self.access, dev, attr, self.u.now)?;
         let h = self.access.with_transport(dev, |t, _, _| {
             t.create_ah(PdHandle::from_raw(objects::raw(pd)), &attr).map_err(|e| verbs_status(&e))
         })?;

@@ -57,9 +57,9 @@ pub trait TransportAccess {
         f: impl FnOnce(&mut RxeTransport<Self::Mem>, &mut dyn FrameSink, &Self::Shm) -> Result<R, Status>,
     ) -> Result<R, Status>;
 
-    /// The MAC of the IPv4 next hop `ip`, starting a resolution when it is
-    /// unknown; never blocks.
-    fn resolve_ipv4(&mut self, ip: Ipv4Addr, now: Instant) -> MacResolution;
+    /// The MAC of the IPv4 next hop `ip` on device `dev`'s netdev, starting
+    /// a resolution when it is unknown; never blocks.
+    fn resolve_ipv4(&mut self, dev: u32, ip: Ipv4Addr, now: Instant) -> MacResolution;
 }
 
 /// Bits of an object id that hold the transport's handle (pool index and
@@ -266,14 +266,19 @@ pub fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
 /// The destination MAC of `dgid` (Linux's `ib_resolve_eth_dmac`): derived
 /// for link-local GIDs, from the neighbour table for IPv4-mapped ones.
 /// `EAGAIN` while the ARP request is out, so the host retries.
-pub(super) fn resolve_dmac<A: TransportAccess>(access: &mut A, dgid: &Gid, now: Instant) -> Result<MacAddr, Status> {
+pub(super) fn resolve_dmac<A: TransportAccess>(
+    access: &mut A,
+    dev: u32,
+    dgid: &Gid,
+    now: Instant,
+) -> Result<MacAddr, Status> {
     if let Some(mac) = mac_of_link_local(dgid) {
         return Ok(mac);
     }
     // Other IPv6 destinations would need neighbour discovery, which the
     // appliance does not run.
     let ip = dgid.to_ipv4_mapped().ok_or(Status::EHOSTUNREACH)?;
-    match access.resolve_ipv4(ip, now) {
+    match access.resolve_ipv4(dev, ip, now) {
         MacResolution::Known(mac) => Ok(mac),
         MacResolution::Pending => Err(Status::EAGAIN),
         MacResolution::Failed => Err(Status::EHOSTUNREACH),
@@ -281,13 +286,18 @@ pub(super) fn resolve_dmac<A: TransportAccess>(access: &mut A, dgid: &Gid, now: 
 }
 
 /// An address vector as the transport takes it, MAC resolved.
-pub(super) fn ah_attr<A: TransportAccess>(access: &mut A, a: &cmd::AhAttr, now: Instant) -> Result<AhAttr, Status> {
+pub(super) fn ah_attr<A: TransportAccess>(
+    access: &mut A,
+    dev: u32,
+    a: &cmd::AhAttr,
+    now: Instant,
+) -> Result<AhAttr, Status> {
     // RoCE addresses by GID: without a GRH there is no destination.
     if a.is_global == 0 || a.port_num > 1 {
         return Err(Status::EINVAL);
     }
     let dgid = Gid(a.dgid);
-    let dmac = resolve_dmac(access, &dgid, now)?;
+    let dmac = resolve_dmac(access, dev, &dgid, now)?;
     Ok(AhAttr {
         dgid,
         sgid_index: a.sgid_index,
@@ -303,6 +313,7 @@ pub(super) fn ah_attr<A: TransportAccess>(access: &mut A, a: &cmd::AhAttr, now: 
 /// transport's type); the transport checks the transition and the ranges.
 pub(super) fn qp_attr<A: TransportAccess>(
     access: &mut A,
+    dev: u32,
     mask: u32,
     a: &cmd::QpAttr,
     now: Instant,
@@ -329,7 +340,7 @@ pub(super) fn qp_attr<A: TransportAccess>(
         attr.qp_access_flags = AccessFlags(a.qp_access_flags & !cmd::access::MW_BIND);
     }
     if m.has(AttrMask::AV) {
-        attr.ah_attr = ah_attr(access, &a.ah_attr, now)?;
+        attr.ah_attr = ah_attr(access, dev, &a.ah_attr, now)?;
     }
     attr.qkey = a.qkey;
     attr.rq_psn = a.rq_psn;

@@ -68,7 +68,7 @@ impl TransportAccess for &'static Node {
         f(t, &mut *self.sent.borrow_mut(), &self.shm)
     }
 
-    fn resolve_ipv4(&mut self, ip: Ipv4Addr, _now: Instant) -> MacResolution {
+    fn resolve_ipv4(&mut self, _dev: u32, ip: Ipv4Addr, _now: Instant) -> MacResolution {
         match self.arp.borrow_mut().get_mut(&ip) {
             None => MacResolution::Failed,
             Some((0, mac)) => MacResolution::Known(*mac),

@@ -75,7 +75,7 @@ impl TransportAccess for Access {
         f(t, &mut *self.0.sent.borrow_mut(), &self.0.shm)
     }
 
-    fn resolve_ipv4(&mut self, ip: Ipv4Addr, _now: RxeInstant) -> MacResolution {
+    fn resolve_ipv4(&mut self, _dev: u32, ip: Ipv4Addr, _now: RxeInstant) -> MacResolution {
         match self.0.arp.borrow_mut().get_mut(&ip) {
             None => MacResolution::Failed,
             Some((0, mac)) => MacResolution::Known(*mac),
