@@ -127,7 +127,7 @@ fn malformed_frames_are_dropped_and_counted() {
 #[test]
 fn rdma_link_follows_the_netdev() {
     let (mut a, _b) = pair("10.0.0.1/24", "10.0.0.2/24");
-    assert_eq!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    assert!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
     assert_eq!(a.cmd("rdma link show").unwrap().trim(), "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0");
     let gids = a.cmd("show_gids").unwrap();
     assert!(gids.contains("rxe0\t1\t0\tfe80:0000:0000:0000:5054:00ff:fe00:0001"), "{gids}");
@@ -141,10 +141,13 @@ fn rdma_link_follows_the_netdev() {
     assert!(!gids.contains("10.0.0.1"), "{gids}");
     a.cmd("ip addr add 10.0.0.9/24 dev eth0").unwrap();
     assert!(a.cmd("show_gids").unwrap().contains("rxe0\t1\t1\t0000:0000:0000:0000:0000:ffff:0a00:0009"));
-    // Port state follows the link.
-    a.cmd("ip link set eth0 down").unwrap();
+    // Port state follows the link, and the console's client of the core
+    // logs each change as Linux's rxe does.
+    let down = a.cmd("ip link set eth0 down").unwrap();
+    assert!(down.contains("rxe0: set down"), "{down}");
     assert!(a.cmd("rdma link show").unwrap().contains("state DOWN physical_state DISABLED"));
-    a.cmd("ip link set eth0 up").unwrap();
+    let up = a.cmd("ip link set eth0 up").unwrap();
+    assert!(up.contains("rxe0: set active"), "{up}");
     assert!(a.cmd("rdma link show").unwrap().contains("state ACTIVE physical_state LINK_UP"));
     let info = a.cmd("ibv_devinfo").unwrap();
     for want in

@@ -4,6 +4,7 @@
 //! reaches a device's transport here to hand it frames and time.
 
 use super::memory::ApplianceMemory;
+use alloc::boxed::Box;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
@@ -11,6 +12,7 @@ use drivers::ivshmem::IvshmemRegion;
 use drivers::nic::Nic;
 use knet::netdev::Netdevs;
 use knet::steer::LinkStats;
+use rdma::core::{Client, ClientData, ClientError, Device, IbEvent, IbEventType, PortState};
 use rdma::core::{NetdevEvent, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
 use rdma::rxe::device::Config;
@@ -63,7 +65,13 @@ impl Rdma {
     pub fn new(config: Config, shared: Option<Rc<IvshmemRegion>>) -> Self {
         let region = shared.clone();
         let factory = RxeDriver::factory(move || ApplianceMemory::new(region.clone()), config);
-        Rdma { core: RdmaCore::with_rxe(factory), pending: Rc::default(), rx: RoceRx::default(), shared }
+        let mut core = RdmaCore::with_rxe(factory);
+        // The console hears every device's port go up and down, as Linux's
+        // log does; the ring server registers its own client on its first pass.
+        if let Err(e) = core.register_client(Box::new(PortLog)) {
+            log::warn!("rdma: no port log: {e}");
+        }
+        Rdma { core, pending: Rc::default(), rx: RoceRx::default(), shared }
     }
 
     /// The host-shared region, when there is one (`cost shm`).
@@ -118,6 +126,34 @@ impl NetdevProvider for Provider<'_> {
     fn for_each_netdev(&self, f: &mut dyn FnMut(&NetdevInfo)) {
         for dev in self.0.iter() {
             f(&dev.snapshot());
+        }
+    }
+}
+
+/// A client of the core for the console: logs each device's port state as
+/// Linux's rxe does (`rxe0: set active`, `rxe0: set down`), at the device's
+/// arrival and at every change after.
+struct PortLog;
+
+impl Client for PortLog {
+    fn name(&self) -> &str {
+        "console"
+    }
+
+    fn add(&mut self, dev: &Device) -> Result<Option<ClientData>, ClientError> {
+        if dev.ports().iter().any(|p| p.state() == PortState::Active) {
+            log::info!("{}: set active", dev.name());
+        }
+        Ok(None)
+    }
+
+    fn remove(&mut self, _dev: &Device, _data: Option<ClientData>) {}
+
+    fn event(&mut self, ev: &IbEvent, dev: &Device, _data: Option<&mut ClientData>) {
+        match ev.kind {
+            IbEventType::PortActive => log::info!("{}: set active", dev.name()),
+            IbEventType::PortErr => log::info!("{}: set down", dev.name()),
+            IbEventType::GidChange | IbEventType::PkeyChange => {}
         }
     }
 }
