@@ -257,7 +257,8 @@ impl Net {
         let Link { nic, neigh, stack_queue, ifindex, .. } = link;
         let mac = nic.mac();
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
-        let mut transport = rdma.device_on(*ifindex);
+        // The device on this link's netdev, looked up once per batch.
+        let (mut transport, roce_rx) = rdma.receiver(*ifindex);
         let mut n = 0;
         while n < RX_BUDGET {
             let t = prof::start();
@@ -272,12 +273,9 @@ impl Net {
             }
             match steer(frame, mac, stats) {
                 // The transport decides when its ACKs go and when to kick the NIC.
-                Steer::Rdma => match transport.and_then(|d| rdma.transport_mut(d)) {
+                Steer::Rdma => match transport.as_deref_mut() {
                     Some(t) => prof::RX_ROCE.time(|| t.receive(frame, now, &mut rdma::NicSink { nic, stats })),
-                    None => {
-                        transport = None;
-                        rdma.rx.receive(frame)
-                    }
+                    None => roce_rx.receive(frame),
                 },
                 Steer::Arp => {
                     // smoltcp answers requests (and learns from them, as Linux
@@ -300,7 +298,7 @@ impl Net {
             nic.recycle(rx);
             prof::RX_NIC.add_cycles(prof::start().saturating_sub(t));
         }
-        if let Some(t) = transport.and_then(|d| rdma.transport_mut(d)) {
+        if let Some(t) = transport {
             t.end_batch(&mut rdma::NicSink { nic, stats });
         }
         n

@@ -89,6 +89,16 @@ impl Rdma {
         self.core.devices().find(|d| d.netdev().ifindex == ifindex).map(|d| d.index())
     }
 
+    /// What takes the RoCE frames arriving on netdev `ifindex`: the
+    /// transport of the rxe device on it, and the counters of frames that
+    /// find none.
+    pub fn receiver(&mut self, ifindex: IfIndex) -> (Option<&mut Transport>, &mut RoceRx) {
+        let index = self.device_on(ifindex);
+        let Rdma { core, rx, .. } = self;
+        let t = index.and_then(|i| core.device_mut(i)).and_then(Driver::of_mut).map(|d| d.transport_mut());
+        (t, rx)
+    }
+
     /// The transport of the rxe device on netdev `ifindex`.
     pub fn transport_on(&mut self, ifindex: IfIndex) -> Option<&mut Transport> {
         let index = self.device_on(ifindex)?;
