@@ -79,6 +79,14 @@ impl DropReason {
         self as usize
     }
 
+    /// Whether the transport dropped it: a well-formed RoCE frame its QPs do
+    /// not take (no such QP, wrong state, a duplicate or unexpected
+    /// response, ...), which retransmissions make ordinary; the rest are
+    /// frames that are broken or not ours.
+    pub const fn is_transport(self) -> bool {
+        self as usize >= DropReason::NoSuchQp as usize
+    }
+
     /// Whether the frame is simply not RoCE v2 (so another protocol may take it),
     /// or not for us, rather than a broken frame.
     pub const fn is_not_roce(self) -> bool {
@@ -140,6 +148,14 @@ impl DropCounters {
 mod tests {
     use super::*;
     use alloc::vec::Vec;
+
+    #[test]
+    fn transport_reasons_are_the_last_ones() {
+        assert!(!DropReason::BadPadding.is_transport());
+        assert!(DropReason::NoSuchQp.is_transport());
+        assert!(DropReason::Unsupported.is_transport());
+        assert!(DropReason::ALL.iter().all(|r| !(r.is_transport() && r.is_not_roce())));
+    }
 
     #[test]
     fn names_are_unique_and_indices_dense() {
