@@ -71,16 +71,11 @@ impl Gid {
 }
 
 /// The full form `fe80:0000:0000:0000:5054:00ff:fe00:0001`: eight groups of
-/// four hex digits, what sysfs, `show_gids` and the facts use.
+/// four hex digits, what sysfs and `show_gids` print (the tools' one
+/// spelling of it, [`verbs_ring::show::words::GidFull`]).
 impl fmt::Display for Gid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, pair) in self.0.chunks_exact(2).enumerate() {
-            if i > 0 {
-                f.write_str(":")?;
-            }
-            write!(f, "{:02x}{:02x}", pair[0], pair[1])?;
-        }
-        Ok(())
+        fmt::Display::fmt(&verbs_ring::show::words::GidFull(&self.0), f)
     }
 }
 
