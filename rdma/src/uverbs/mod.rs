@@ -416,11 +416,6 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
 
     fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
         let qp_type = objects::qp_type_of(qp.qp_type)?;
-        // A QP's PD, CQs and SRQ live on its own device.
-        let others = [Some(qp.pd), Some(qp.send_cq), Some(qp.recv_cq), qp.srq];
-        if others.into_iter().flatten().any(|id| objects::dev_of(id) != qp.dev_index) {
-            return Err(Status::EINVAL);
-        }
         let init = QpInitAttr {
             qp_type,
             pd: PdHandle::from_raw(objects::raw(qp.pd)),
