@@ -205,7 +205,7 @@ impl Net {
             add("nic interrupts", crate::arch::irq::count(l.irq));
         }
         add("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER));
-        for (_, _, t) in self.rdma.transports() {
+        for t in self.rdma.transports() {
             let s = t.stats();
             for c in ::rdma::core::RxeCounter::ALL {
                 add(c.name(), s.get(c));
@@ -250,8 +250,9 @@ impl Net {
     }
 
     /// Takes frames from link `i`'s NIC and steers them; returns how many.
-    fn receive(&mut self, i: usize, now: Instant) -> usize {
-        let up = self.is_up(i);
+    /// `up`: the link's netdev is up with carrier (frames of a down one are
+    /// dropped and counted).
+    fn receive(&mut self, i: usize, up: bool, now: Instant) -> usize {
         let Self { links, netdevs, rdma, discard, .. } = self;
         let Some(link) = links.get_mut(i) else { return 0 };
         let Link { nic, neigh, stack_queue, ifindex, .. } = link;
@@ -345,7 +346,7 @@ impl Net {
             [smol, l.neigh.poll_at()]
         });
         let links = links.flatten().min();
-        let rxe = self.rdma.transports().filter_map(|(_, _, t)| t.next_deadline(now)).min();
+        let rxe = self.rdma.transports().filter_map(|t| t.next_deadline(now)).min();
         links.into_iter().chain(rxe).min()
     }
 }
@@ -381,8 +382,8 @@ impl Net {
                     self.refresh_carrier(i);
                 }
             }
-            busy |= self.receive(i, now) > 0;
             let up = self.is_up(i);
+            busy |= self.receive(i, up, now) > 0;
             let link = &mut self.links[i];
             let stats = self.netdevs.stats_mut(link.ifindex);
             let mut fallback = knet::steer::LinkStats::default();

@@ -105,9 +105,9 @@ impl Rdma {
         self.transport_mut(index)
     }
 
-    /// Every device's index, netdev and transport, in index order.
-    pub fn transports(&self) -> impl Iterator<Item = (u32, IfIndex, &Transport)> {
-        self.core.devices().filter_map(|d| Some((d.index(), d.netdev().ifindex, Driver::of(d)?.transport())))
+    /// Every device's transport, in index order.
+    pub fn transports(&self) -> impl Iterator<Item = &Transport> {
+        self.core.devices().filter_map(|d| Some(Driver::of(d)?.transport()))
     }
 
     /// A netdev-chain subscriber that forwards every event to the core's queue.

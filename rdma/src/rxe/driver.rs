@@ -59,13 +59,6 @@ impl<M: Memory + 'static> RxeDriver<M> {
     }
 }
 
-impl<M> RxeDriver<M> {
-    /// The port attributes last pushed by the core.
-    pub fn port(&self) -> &PortAttr {
-        &self.port
-    }
-}
-
 fn check_port(port: u32) -> Result<(), Error> {
     if port == 0 || port > rxe_params::NUM_PORTS { Err(Error::Driver("no such port")) } else { Ok(()) }
 }
