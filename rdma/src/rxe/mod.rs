@@ -18,6 +18,7 @@ pub mod completer;
 pub mod cq;
 pub mod device;
 pub mod event;
+pub mod mad_port;
 pub mod memory;
 pub mod mr;
 pub mod pd;

@@ -25,11 +25,12 @@ use super::completer;
 use super::cq::{Cq, CqHandle};
 use super::device::{Config, Device};
 use super::event::AsyncEvent;
+use super::mad_port::{self, MAD_SIZE, MadPort, ReceivedMad};
 use super::memory::Memory;
 use super::mr::{AccessFlags, Mr, MrHandle};
 use super::pd::{Pd, PdHandle};
 use super::pool::{Pool, PoolFull};
-use super::qp::{FIRST_QPN, GSI_QPN, MAX_RD_ATOMIC, Qp, QpAttr, QpHandle, QpInitAttr, ReqState, RespState, SendQueue};
+use super::qp::{FIRST_QPN, GSI_QKEY, GSI_QPN, MAX_RD_ATOMIC, Qp, QpAttr, QpHandle, QpInitAttr, ReqState, RespState, SendQueue};
 use super::qp_state::{AttrMask, ModifyError, QpState, QpType, check_transition};
 use super::queue::{PostError, RecvQueue};
 use super::requester;
@@ -119,6 +120,8 @@ pub struct RxeTransport<M> {
     dev: Device<M>,
     qps: Pool<Qp>,
     gsi: Option<QpHandle>,
+    /// QP1 for the firmware's agents while no consumer created a GSI QP.
+    mad: MadPort,
     /// Frames received since the batch began (see [`RxeTransport::end_batch`]).
     batch_frames: u32,
 }
@@ -143,6 +146,7 @@ impl<M: Memory> RxeTransport<M> {
             },
             qps: Pool::new(MAX_QP),
             gsi: None,
+            mad: MadPort::default(),
             batch_frames: 0,
         }
     }
@@ -528,6 +532,67 @@ impl<M: Memory> RxeTransport<M> {
         (q.qpn == qpn).then_some(QpHandle(h))
     }
 
+    /// A frame for the firmware's QP1: a UD SEND carrying one MAD with the GSI
+    /// Q_Key, queued for the agents; anything else is dropped and counted.
+    fn receive_mad(&mut self, rx: &frame::RxFrame<'_>) {
+        let stats = &mut self.dev.stats;
+        let deth = match rx.repr.roce.ext.deth {
+            Some(d) if rx.repr.roce.bth.opcode == Opcode::UdSendOnly => d,
+            _ => {
+                stats.drop(DropReason::BadMad);
+                return;
+            }
+        };
+        if deth.qkey != GSI_QKEY {
+            stats.drop(DropReason::BadQkey);
+            return;
+        }
+        if rx.repr.payload.len() != MAD_SIZE {
+            stats.drop(DropReason::BadMad);
+            return;
+        }
+        let path = rx.repr.path;
+        let (src_gid, dst_gid, flow_label) = mad_port::gids_of(&path.ip);
+        self.mad.deliver(ReceivedMad {
+            src_gid,
+            dst_gid,
+            src_qpn: deth.src_qpn,
+            src_mac: path.src_mac,
+            pkey: rx.repr.roce.bth.pkey,
+            traffic_class: (path.dscp << 2) | path.ecn as u8,
+            hop_limit: path.hop_limit,
+            flow_label,
+            data: rx.repr.payload.to_vec(),
+        });
+    }
+
+    /// The next MAD received on the firmware's QP1.
+    pub fn take_mad(&mut self) -> Option<ReceivedMad> {
+        self.mad.take()
+    }
+
+    /// Sends one MAD from the firmware's QP1 to QP `dest_qpn` along `ah`.
+    pub fn send_mad<S: FrameSink + ?Sized>(
+        &mut self,
+        ah: &AhAttr,
+        dest_qpn: u32,
+        mad: &[u8],
+        sink: &mut S,
+    ) -> core::result::Result<(), AhError> {
+        let Self { dev, mad: port, .. } = self;
+        port.send(dev, ah, dest_qpn, mad, sink)
+    }
+
+    /// The firmware QP1's counters.
+    pub fn mad_port(&self) -> &MadPort {
+        &self.mad
+    }
+
+    /// The port's MAC and GID table, as paths see them.
+    pub fn local_port(&self) -> &LocalPort {
+        &self.dev.port
+    }
+
     fn is_local(&self, ip: &IpPath) -> bool {
         self.dev.port.gids.iter().any(|g| match ip {
             IpPath::V4 { dst, .. } => g.to_ipv4_mapped().is_some_and(|a| a.octets() == dst.0),
@@ -579,6 +644,10 @@ impl<M: Memory> RxeTransport<M> {
         let bth = rx.repr.roce.bth;
         if bth.pkey & 0x7FFF != 0x7FFF {
             self.dev.stats.drop(DropReason::BadPkey);
+            return;
+        }
+        if bth.dest_qpn == GSI_QPN && self.gsi.is_none() {
+            self.receive_mad(&rx);
             return;
         }
         let Some(h) = self.qp_by_qpn(bth.dest_qpn) else {

@@ -71,6 +71,7 @@ drop_reasons! {
     ResponderBusy => "responder_busy", "Transport: a request arrived while a READ response was still being sent.";
     BadOpSequence => "bad_op_sequence", "Transport: a request opcode out of order within a message (e.g. MIDDLE without FIRST), UC.";
     Unsupported => "unsupported", "Transport: a response opcode on a QP type that never gets responses, or a CNP.";
+    BadMad => "bad_mad", "Transport: a frame for the firmware's QP1 that is not one 256-byte MAD in a UD SEND.";
 }
 
 impl DropReason {
