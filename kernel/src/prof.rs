@@ -75,6 +75,8 @@ pub static TX_QUEUE: Span = Span::new("tx: virtio queue");
 pub static PUMP: Span = Span::new("verbs pump");
 /// The verbs ring's command tick.
 pub static TICK: Span = Span::new("verbs tick");
+/// rdma_cm's pass: MADs in and out of QP1, CM timers.
+pub static CM: Span = Span::new("rdma_cm");
 
 /// The network task's interrupt handling: reading virtio's ISR (which
 /// deasserts INTx), unmasking the line at the PIC.
@@ -88,8 +90,8 @@ pub static TRANSPORT: Span = Span::new("net: rxe poll");
 /// ringing the device's doorbell when the driver holds it until then).
 pub static KICK: Span = Span::new("nic: doorbell");
 
-pub static ALL: [&Span; 12] =
-    [&IDLE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK];
+pub static ALL: [&Span; 13] =
+    [&IDLE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM];
 
 /// TSC at the last reset.
 static SINCE: AtomicU64 = AtomicU64::new(0);

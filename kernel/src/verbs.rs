@@ -169,6 +169,9 @@ impl Verbs {
                         // A command may have brought a QP to RTS with WQEs waiting.
                         rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now);
                     }
+                    // rdma_cm on the beat: MADs that came, those the commands
+                    // queued, retries and address resolutions.
+                    crate::prof::CM.time(|| rdma::uverbs::cm_pump(&mut p, now));
                 }
                 Err(e) => {
                     log::error!("region access failed: {e}; the ring is stopped");

@@ -59,6 +59,18 @@ impl IbMtu {
         self as u8
     }
 
+    /// The MTU of an IBA code (1..=5), as messages carry it.
+    pub fn from_code(code: u8) -> Option<IbMtu> {
+        Some(match code {
+            1 => IbMtu::Mtu256,
+            2 => IbMtu::Mtu512,
+            3 => IbMtu::Mtu1024,
+            4 => IbMtu::Mtu2048,
+            5 => IbMtu::Mtu4096,
+            _ => return None,
+        })
+    }
+
     /// The largest IB MTU that fits in `bytes` (`rxe_mtu_int_to_enum`);
     /// `None` below 256.
     pub fn fitting(bytes: u32) -> Option<IbMtu> {

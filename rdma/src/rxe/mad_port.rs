@@ -110,11 +110,9 @@ pub fn sgid_index(port: &LocalPort, local: &Gid) -> Option<u8> {
 /// The sender's and the receiver's GIDs of a received frame's IP header.
 pub(crate) fn gids_of(ip: &IpPath) -> (Gid, Gid, u32) {
     match *ip {
-        IpPath::V4 { src, dst } => (
-            Gid::from_ipv4(core::net::Ipv4Addr::from(src.0)),
-            Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)),
-            0,
-        ),
+        IpPath::V4 { src, dst } => {
+            (Gid::from_ipv4(core::net::Ipv4Addr::from(src.0)), Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)), 0)
+        }
         IpPath::V6 { src, dst, flow_label } => (Gid(src.0), Gid(dst.0), flow_label),
     }
 }
@@ -126,8 +124,8 @@ mod tests {
     use crate::rxe::memory::FlatMemory;
     use crate::rxe::sim::{node_gid, node_mac};
     use crate::rxe::sink::VecSink;
-    use crate::rxe::transport::RxeTransport;
     use crate::rxe::time::Instant;
+    use crate::rxe::transport::RxeTransport;
 
     fn node(i: usize) -> RxeTransport<FlatMemory> {
         let port = LocalPort { mac: node_mac(i), gids: alloc::vec![node_gid(i)] };

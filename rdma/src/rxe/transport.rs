@@ -30,7 +30,9 @@ use super::memory::Memory;
 use super::mr::{AccessFlags, Mr, MrHandle};
 use super::pd::{Pd, PdHandle};
 use super::pool::{Pool, PoolFull};
-use super::qp::{FIRST_QPN, GSI_QKEY, GSI_QPN, MAX_RD_ATOMIC, Qp, QpAttr, QpHandle, QpInitAttr, ReqState, RespState, SendQueue};
+use super::qp::{
+    FIRST_QPN, GSI_QKEY, GSI_QPN, MAX_RD_ATOMIC, Qp, QpAttr, QpHandle, QpInitAttr, ReqState, RespState, SendQueue,
+};
 use super::qp_state::{AttrMask, ModifyError, QpState, QpType, check_transition};
 use super::queue::{PostError, RecvQueue};
 use super::requester;

@@ -22,10 +22,12 @@
 //! any [`SharedMem`](verbs_ring::SharedMem)).
 
 pub mod client;
+pub mod cm;
 pub mod datapath;
 mod memory;
 pub mod objects;
 
+pub use cm::cm_pump;
 pub use datapath::{PumpReport, pump};
 pub use memory::ShmMemory;
 pub use objects::{MacResolution, TransportAccess, mac_of_link_local, verbs_status};
@@ -72,11 +74,22 @@ pub struct Uverbs {
     /// Devices that went away with objects of ours on them: destroying
     /// those objects' handles succeeds, the objects went with the device.
     gone: BTreeSet<u32>,
+    /// rdma_cm: host contexts' CM ids and every device's IB CM.
+    cm: crate::cm::RdmaCm,
+    /// The CM's [`crate::cm::client::CmClient`] in the core, once registered.
+    cm_client: Option<ClientId>,
 }
 
 impl Default for Uverbs {
     fn default() -> Self {
-        Uverbs { objs: Objects::default(), now: Instant::ZERO, client: None, gone: BTreeSet::new() }
+        Uverbs {
+            objs: Objects::default(),
+            now: Instant::ZERO,
+            client: None,
+            gone: BTreeSet::new(),
+            cm: crate::cm::RdmaCm::new(0x5eed_c0de),
+            cm_client: None,
+        }
     }
 }
 
