@@ -168,6 +168,26 @@ pub mod nr {
     pub const LINK_DEL: u16 = 0x91;
     /// One device's link, or the next one (NLDEV GET + PORT_GET, dump by paging).
     pub const LINK_SHOW: u16 = 0x92;
+    // RDMA CM (ucma): 0xA0 + `RDMA_USER_CM_CMD_*` of the same name, so the
+    // order is ucma's. Structures in [`crate::cm`].
+    /// `rdma_create_id`: a new CM id of this context.
+    pub const CM_CREATE_ID: u16 = 0xa0;
+    /// `rdma_destroy_id`: a connected id sends DREQ, a connecting one REJ.
+    pub const CM_DESTROY_ID: u16 = 0xa1;
+    /// `rdma_bind_addr` (ucma BIND_IP).
+    pub const CM_BIND: u16 = 0xa2;
+    /// `rdma_resolve_addr` (ucma RESOLVE_IP).
+    pub const CM_RESOLVE_ADDR: u16 = 0xa3;
+    pub const CM_RESOLVE_ROUTE: u16 = 0xa4;
+    pub const CM_QUERY_ROUTE: u16 = 0xa5;
+    pub const CM_CONNECT: u16 = 0xa6;
+    pub const CM_LISTEN: u16 = 0xa7;
+    pub const CM_ACCEPT: u16 = 0xa8;
+    pub const CM_REJECT: u16 = 0xa9;
+    pub const CM_DISCONNECT: u16 = 0xaa;
+    pub const CM_INIT_QP_ATTR: u16 = 0xab;
+    /// The next CM event of this context (`EAGAIN` when none).
+    pub const CM_GET_EVENT: u16 = 0xac;
 }
 
 wire_struct! {

@@ -12,12 +12,17 @@
 //!   cannot be destroyed (`EBUSY`), and objects combined in one QP must be
 //!   of the same device (`EINVAL`);
 //! - teardown: [`Dispatcher::detach`] destroys a context's objects in
-//!   dependency order, QP, AH, SRQ, MR, CQ, PD (children before parents);
+//!   dependency order, CM id, QP, AH, SRQ, MR, CQ, PD (children before
+//!   parents; CM ids first, so that the provider's DREQ or REJ leaves while
+//!   the QP still exists);
 //! - placement: SQ, RQ, SRQ and CQ rings are carved from the context's own
 //!   queue area and their indices zeroed before the host learns where they
 //!   are; MR memory must lie in the context's own buffer area (`EFAULT`);
 //! - async events: the provider reports an event about its object, the
-//!   dispatcher queues it for the owning context (port events for all).
+//!   dispatcher queues it for the owning context (port events for all);
+//! - CM events: the provider queues them per context; the dispatcher
+//!   checks the id is the context's, enters a CONNECT_REQUEST's new id in
+//!   the context's handle table and fills in the `uid`s.
 //!
 //! Nothing here panics on a request: every path ends in a response with a
 //! status.
@@ -29,6 +34,7 @@ use crate::abi::{
     CQE_SIZE, Layout, MAX_RING_ENTRIES, RecvWqe, RingPlacement, Sge, range_within, recv_wqe_size, send_wqe_size,
 };
 use crate::area::RangeAllocator;
+use crate::cm::*;
 use crate::cmd::*;
 use crate::ring::RingGeometry;
 use crate::shm::SharedMem;
@@ -38,7 +44,9 @@ use crate::wire::{Wire, name_str};
 /// The provider's own id for an object (rxe pool index, QPN, ...).
 pub type ObjId = u32;
 
-/// Kinds of objects a context owns, in teardown order.
+/// Kinds of objects a context owns. The discriminants index
+/// [`TeardownReport::destroyed`] and, for the first six,
+/// [`ResourceCounts::counts`].
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
 pub enum ObjKind {
     Qp,
@@ -47,15 +55,20 @@ pub enum ObjKind {
     Mr,
     Cq,
     Pd,
+    /// An RDMA CM id (`rdma_cm_id`); bound to no device as far as the
+    /// dispatcher knows (its device is the provider's business).
+    CmId,
 }
 
 impl ObjKind {
-    /// Teardown order: children before the objects they use.
-    pub const TEARDOWN_ORDER: [ObjKind; 6] =
-        [ObjKind::Qp, ObjKind::Ah, ObjKind::Srq, ObjKind::Mr, ObjKind::Cq, ObjKind::Pd];
+    /// Teardown order: children before the objects they use, CM ids first
+    /// (a connected id's DREQ goes out while its QP still exists).
+    pub const TEARDOWN_ORDER: [ObjKind; 7] =
+        [ObjKind::CmId, ObjKind::Qp, ObjKind::Ah, ObjKind::Srq, ObjKind::Mr, ObjKind::Cq, ObjKind::Pd];
 
     pub fn name(self) -> &'static str {
         match self {
+            ObjKind::CmId => "cm_id",
             ObjKind::Qp => "qp",
             ObjKind::Ah => "ah",
             ObjKind::Srq => "srq",
@@ -77,6 +90,26 @@ pub struct MrSpec {
     pub start: u64,
     pub length: u64,
     pub access: u32,
+}
+
+/// One CM event as the provider reports it (`struct rdma_cm_event`); the
+/// dispatcher turns the ids into handles and adds the `uid`s.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CmEventOut {
+    /// The id the event is about; for CONNECT_REQUEST the listening id.
+    pub id: ObjId,
+    /// CONNECT_REQUEST only: the id the provider created for the request.
+    /// The dispatcher enters it in the listener's context (its `uid` the
+    /// listener's until CM_ACCEPT names another); when it cannot, it calls
+    /// `cm_destroy_id` on it (the provider then rejects the request).
+    pub new_id: Option<ObjId>,
+    /// One of [`cm_event`].
+    pub event: u32,
+    /// 0, a negative errno, or the REJ reason for REJECTED.
+    pub status: i32,
+    /// The peer's parameters and private data (UD: its QPN and Q_Key; its
+    /// AH is the id's route, see [`crate::cm`]).
+    pub param: CmConnParam,
 }
 
 /// What `reg_mr` returns.
@@ -239,6 +272,71 @@ pub trait VerbsProvider {
     fn link_show(&mut self, dev: u32, port: u32) -> Result<LinkInfo, Status> {
         Err(Status::EOPNOTSUPP)
     }
+
+    // RDMA CM ([`Cap::Cm`](crate::table::Cap::Cm)), ucma's commands. Ids
+    // are checked to be the calling context's; addresses have an IP family
+    // (`dst`, bound address) or none (`src` of resolve_addr); private data
+    // lengths are within the fields (each message's own limit, such as the
+    // REQ's 56 bytes, is the provider's to check: it knows the QP type).
+
+    /// `rdma_create_id` in context `ctx`. `uid` is what the host calls the
+    /// id; the dispatcher reports it in events itself.
+    fn cm_create_id(&mut self, ctx: u32, uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// `rdma_destroy_id`: DREQ if connected, REJ if connecting, nothing
+    /// otherwise; the id's pending events are dropped. The number of events
+    /// reported for the id (ucma's `events_reported`). Also called for
+    /// every id of a context that detached or died.
+    fn cm_destroy_id(&mut self, id: ObjId) -> Result<u32, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn cm_bind(&mut self, id: ObjId, addr: &CmSockAddr) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// `src.family == af::UNSPEC`: no source address given.
+    fn cm_resolve_addr(
+        &mut self,
+        id: ObjId,
+        src: &CmSockAddr,
+        dst: &CmSockAddr,
+        timeout_ms: u32,
+    ) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn cm_resolve_route(&mut self, id: ObjId, timeout_ms: u32) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn cm_query_route(&mut self, id: ObjId) -> Result<CmRoute, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn cm_listen(&mut self, id: ObjId, backlog: u32) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// The REQ (RC, UC) or SIDR REQ (UD) with `p`.
+    fn cm_connect(&mut self, id: ObjId, p: &CmConnParam) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// Passive side: the REP (or SIDR REP) with `p`. Active side after
+    /// CONNECT_RESPONSE: the RTU (then ESTABLISHED).
+    fn cm_accept(&mut self, id: ObjId, p: &CmConnParam) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn cm_reject(&mut self, id: ObjId, private: &[u8]) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn cm_disconnect(&mut self, id: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// `rdma_init_qp_attr`: `(attr_mask, attr)` moving the id's QP to
+    /// `qp_state` (INIT, RTR or RTS). The mask may hold only known bits.
+    fn cm_init_qp_attr(&mut self, id: ObjId, qp_state: u32) -> Result<(u32, QpAttr), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// The next CM event of context `ctx`, `EAGAIN` when none.
+    fn cm_get_event(&mut self, ctx: u32) -> Result<CmEventOut, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
 }
 
 /// What the provider reports to [`Dispatcher::post_event`].
@@ -269,8 +367,8 @@ impl Default for Limits {
 /// What tearing a context down did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct TeardownReport {
-    /// Objects destroyed, by [`ObjKind`] index (qp, ah, srq, mr, cq, pd).
-    pub destroyed: [u32; 6],
+    /// Objects destroyed, by [`ObjKind`] index (qp, ah, srq, mr, cq, pd, cm_id).
+    pub destroyed: [u32; 7],
     /// Provider destroy calls that failed (the object is forgotten anyway:
     /// its owner is gone).
     pub provider_errors: u32,
@@ -346,6 +444,7 @@ fn decode<T: Wire>(b: &[u8]) -> Result<T, Status> {
 
 fn provider_destroy<P: VerbsProvider + ?Sized>(p: &mut P, kind: ObjKind, id: ObjId) -> Result<(), Status> {
     match kind {
+        ObjKind::CmId => p.cm_destroy_id(id).map(|_| ()),
         ObjKind::Qp => p.destroy_qp(id),
         ObjKind::Ah => p.destroy_ah(id),
         ObjKind::Srq => p.destroy_srq(id),
@@ -557,7 +656,11 @@ impl Dispatcher {
                 let mut counts = [0u32; 6];
                 let mut owners = alloc::collections::BTreeSet::new();
                 for o in self.objs.values().filter(|o| o.dev == r.dev_index) {
-                    counts[o.kind.index()] += 1;
+                    // CM ids have no device here (and no place in the
+                    // response): they are never counted.
+                    if let Some(c) = counts.get_mut(o.kind.index()) {
+                        *c += 1;
+                    }
                     owners.insert(o.ctx);
                 }
                 reply(out, ResourceCounts { counts, contexts: owners.len() as u32, reserved: 0 })
@@ -658,9 +761,173 @@ impl Dispatcher {
                 let events = self.destroy(p, ctx, req, ObjKind::Srq)?;
                 reply(out, DestroyResp { events_reported: events, reserved: 0 })
             }
+            nr::CM_CREATE_ID..=nr::CM_GET_EVENT => self.run_cm(p, ctx, nr, req, out),
             // A table row without a handler: a bug here, answered, not panicked.
             _ => Err(Status::ENOSYS),
         }
+    }
+
+    /// The RDMA CM commands: ids checked against the context, addresses
+    /// and lengths against their fields, before the provider is asked.
+    fn run_cm<P: VerbsProvider + ?Sized>(
+        &mut self,
+        p: &mut P,
+        ctx: u32,
+        nr: u16,
+        req: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, Status> {
+        fn reply<T: Wire>(out: &mut [u8], v: T) -> Result<usize, Status> {
+            v.encode(out).ok_or(Status::EMSGSIZE)?;
+            Ok(T::SIZE)
+        }
+        fn check_param(c: &CmConnParam) -> Result<(), Status> {
+            c.private().map(|_| ()).ok_or(Status::EINVAL)
+        }
+        match nr {
+            nr::CM_CREATE_ID => {
+                let r: CmCreateIdReq = decode(req)?;
+                if !port_space::is_known(r.ps) || !matches!(r.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
+                    return Err(Status::EINVAL);
+                }
+                self.check_room(ctx)?;
+                let id = p.cm_create_id(ctx, r.uid, r.ps, r.qp_type)?;
+                let h = self.insert(ctx, ObjKind::CmId, id, NO_DEVICE, r.uid, [0; 4], [(0, 0); 2])?;
+                reply(out, HandleResp { handle: h, reserved: 0 })
+            }
+            nr::CM_DESTROY_ID => {
+                let r: HandleReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                let events = p.cm_destroy_id(id)?;
+                self.forget(r.handle);
+                reply(out, DestroyResp { events_reported: events, reserved: 0 })
+            }
+            nr::CM_BIND => {
+                let r: CmBindReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                if !r.addr.is_ip() {
+                    return Err(Status::EINVAL);
+                }
+                p.cm_bind(id, &r.addr)?;
+                Ok(0)
+            }
+            nr::CM_RESOLVE_ADDR => {
+                let r: CmResolveAddrReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                let src_ok = r.src.family == af::UNSPEC || r.src.family == r.dst.family;
+                if !r.dst.is_ip() || !src_ok {
+                    return Err(Status::EINVAL);
+                }
+                p.cm_resolve_addr(id, &r.src, &r.dst, r.timeout_ms)?;
+                Ok(0)
+            }
+            nr::CM_RESOLVE_ROUTE => {
+                let r: CmResolveRouteReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                p.cm_resolve_route(id, r.timeout_ms)?;
+                Ok(0)
+            }
+            nr::CM_QUERY_ROUTE => {
+                let r: HandleReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                reply(out, p.cm_query_route(id)?)
+            }
+            nr::CM_CONNECT => {
+                let r: CmConnectReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                check_param(&r.param)?;
+                p.cm_connect(id, &r.param)?;
+                Ok(0)
+            }
+            nr::CM_LISTEN => {
+                let r: CmListenReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                p.cm_listen(id, r.backlog)?;
+                Ok(0)
+            }
+            nr::CM_ACCEPT => {
+                let r: CmAcceptReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                check_param(&r.param)?;
+                p.cm_accept(id, &r.param)?;
+                if r.uid != 0
+                    && let Some(o) = self.objs.get_mut(&r.handle)
+                {
+                    o.user_handle = r.uid;
+                }
+                Ok(0)
+            }
+            nr::CM_REJECT => {
+                let r: CmRejectReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                p.cm_reject(id, r.private().ok_or(Status::EINVAL)?)?;
+                Ok(0)
+            }
+            nr::CM_DISCONNECT => {
+                let r: HandleReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                p.cm_disconnect(id)?;
+                Ok(0)
+            }
+            nr::CM_INIT_QP_ATTR => {
+                let r: CmInitQpAttrReq = decode(req)?;
+                let (id, _) = self.lookup(ctx, r.handle, ObjKind::CmId)?;
+                if !matches!(r.qp_state, qp_state::INIT | qp_state::RTR | qp_state::RTS) {
+                    return Err(Status::EINVAL);
+                }
+                let (attr_mask, attr) = p.cm_init_qp_attr(id, r.qp_state)?;
+                if attr_mask & !qp_attr_mask::ALL != 0 {
+                    return Err(Status::EIO);
+                }
+                reply(out, CmInitQpAttrResp { attr_mask, reserved: 0, attr })
+            }
+            nr::CM_GET_EVENT => reply(out, self.next_cm_event(p, ctx)?),
+            _ => Err(Status::ENOSYS),
+        }
+    }
+
+    /// The next CM event the provider has for `ctx`, its ids made handles.
+    /// An event about an id the context does not own (a provider bug, or an
+    /// id destroyed meanwhile) is dropped; so is a CONNECT_REQUEST whose new
+    /// id cannot be entered (the provider is told to destroy that id, which
+    /// rejects the request). Bounded, so a babbling provider cannot hold
+    /// the ring: after that many dropped events the answer is `EAGAIN`.
+    fn next_cm_event<P: VerbsProvider + ?Sized>(&mut self, p: &mut P, ctx: u32) -> Result<CmEvent, Status> {
+        const MAX_DROPPED: usize = 16;
+        for _ in 0..MAX_DROPPED {
+            let ev = p.cm_get_event(ctx)?;
+            let owner = self.by_id.get(&(ObjKind::CmId, ev.id)).copied();
+            let Some((h, uid)) =
+                owner.and_then(|h| self.objs.get(&h).filter(|o| o.ctx == ctx).map(|o| (h, o.user_handle)))
+            else {
+                // Nobody here to hear it: a request's new id would leak.
+                if let Some(new) = ev.new_id.filter(|n| !self.by_id.contains_key(&(ObjKind::CmId, *n))) {
+                    let _ = p.cm_destroy_id(new);
+                }
+                continue;
+            };
+            let mut param = ev.param;
+            // The bytes are there whatever the length says: never report more.
+            param.private_data_len = param.private_data_len.min(MAX_PRIVATE_DATA as u8);
+            let handle = match (ev.event, ev.new_id) {
+                (cm_event::CONNECT_REQUEST, Some(new)) => {
+                    if self.check_room(ctx).is_err() {
+                        let _ = p.cm_destroy_id(new);
+                        continue;
+                    }
+                    // A duplicate id (provider bug) is refused by insert and
+                    // must not be destroyed: the live id has it.
+                    match self.insert(ctx, ObjKind::CmId, new, NO_DEVICE, uid, [0; 4], [(0, 0); 2]) {
+                        Ok(nh) => nh,
+                        Err(_) => continue,
+                    }
+                }
+                (cm_event::CONNECT_REQUEST, None) => continue,
+                _ => h,
+            };
+            return Ok(CmEvent { uid, handle, event: ev.event, status: ev.status as u32, reserved: 0, param });
+        }
+        Err(Status::EAGAIN)
     }
 
     fn ctx_mut(&mut self, ctx: u32) -> Result<&mut Ctx, Status> {

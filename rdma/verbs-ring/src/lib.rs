@@ -41,7 +41,8 @@
 //! - [`ring`]: the SPSC ring ([`Producer`](ring::Producer),
 //!   [`Consumer`](ring::Consumer)) that detects a hostile peer's indices;
 //! - [`cmd`]: command header, numbers, status codes, request and response
-//!   structures; [`table`]: the uverbs-style command table;
+//!   structures; [`cm`]: the RDMA CM commands' structures (ucma's);
+//!   [`table`]: the uverbs-style command table;
 //! - [`dispatch`]: the [`Dispatcher`] and the
 //!   [`VerbsProvider`] trait the rxe transport
 //!   implements; per-context ownership, teardown order, ring placement;
@@ -74,6 +75,7 @@ extern crate std;
 
 pub mod abi;
 pub mod area;
+pub mod cm;
 pub mod cmd;
 pub mod dispatch;
 pub mod firmware;

@@ -8,6 +8,7 @@
 //! fits the response slot (`EMSGSIZE`), and the provider has the capability
 //! (`EOPNOTSUPP`).
 
+use crate::cm::*;
 use crate::cmd::*;
 use crate::wire::Wire;
 
@@ -41,10 +42,12 @@ pub enum Cap {
     LinkOps,
     /// Async events.
     AsyncEvents,
+    /// The RDMA connection manager (Linux's `rdma_cm` client, ucma).
+    Cm,
 }
 
 impl Cap {
-    pub const ALL: [Cap; 22] = [
+    pub const ALL: [Cap; 23] = [
         Cap::QueryDevice,
         Cap::QueryPort,
         Cap::QueryGid,
@@ -67,6 +70,7 @@ impl Cap {
         Cap::HwStats,
         Cap::LinkOps,
         Cap::AsyncEvents,
+        Cap::Cm,
     ];
 
     /// The op's name (`struct ib_device_ops` member where there is one).
@@ -94,6 +98,7 @@ impl Cap {
             Cap::HwStats => "get_hw_stats",
             Cap::LinkOps => "link_ops",
             Cap::AsyncEvents => "async_events",
+            Cap::Cm => "rdma_cm",
         }
     }
 
@@ -150,7 +155,7 @@ const fn row(nr: u16, name: &'static str, req_size: usize, resp_size: usize, cap
 }
 
 /// Every command, sorted by number.
-pub const TABLE: [CmdSpec; 27] = [
+pub const TABLE: [CmdSpec; 40] = [
     row(nr::QUERY_DEVICE, "QUERY_DEVICE", DevReq::SIZE, DeviceAttr::SIZE, Some(Cap::QueryDevice)),
     row(nr::QUERY_PORT, "QUERY_PORT", PortReq::SIZE, PortAttr::SIZE, Some(Cap::QueryPort)),
     row(nr::ALLOC_PD, "ALLOC_PD", DevReq::SIZE, HandleResp::SIZE, Some(Cap::AllocPd)),
@@ -178,6 +183,19 @@ pub const TABLE: [CmdSpec; 27] = [
     row(nr::LINK_ADD, "LINK_ADD", LinkAddReq::SIZE, HandleResp::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_DEL, "LINK_DEL", DevReq::SIZE, Empty::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_SHOW, "LINK_SHOW", LinkShowReq::SIZE, LinkInfo::SIZE, Some(Cap::LinkOps)),
+    row(nr::CM_CREATE_ID, "CM_CREATE_ID", CmCreateIdReq::SIZE, HandleResp::SIZE, Some(Cap::Cm)),
+    row(nr::CM_DESTROY_ID, "CM_DESTROY_ID", HandleReq::SIZE, DestroyResp::SIZE, Some(Cap::Cm)),
+    row(nr::CM_BIND, "CM_BIND", CmBindReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_RESOLVE_ADDR, "CM_RESOLVE_ADDR", CmResolveAddrReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_RESOLVE_ROUTE, "CM_RESOLVE_ROUTE", CmResolveRouteReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_QUERY_ROUTE, "CM_QUERY_ROUTE", HandleReq::SIZE, CmRoute::SIZE, Some(Cap::Cm)),
+    row(nr::CM_CONNECT, "CM_CONNECT", CmConnectReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_LISTEN, "CM_LISTEN", CmListenReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_ACCEPT, "CM_ACCEPT", CmAcceptReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_REJECT, "CM_REJECT", CmRejectReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_DISCONNECT, "CM_DISCONNECT", HandleReq::SIZE, Empty::SIZE, Some(Cap::Cm)),
+    row(nr::CM_INIT_QP_ATTR, "CM_INIT_QP_ATTR", CmInitQpAttrReq::SIZE, CmInitQpAttrResp::SIZE, Some(Cap::Cm)),
+    row(nr::CM_GET_EVENT, "CM_GET_EVENT", Empty::SIZE, CmEvent::SIZE, Some(Cap::Cm)),
 ];
 
 /// The row for command `nr`.

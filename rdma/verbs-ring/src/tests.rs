@@ -10,8 +10,9 @@ use alloc::vec::Vec;
 use proptest::prelude::*;
 
 use crate::abi::*;
+use crate::cm::*;
 use crate::cmd::*;
-use crate::dispatch::{Dispatcher, EventSource, Limits, ObjKind};
+use crate::dispatch::{CmEventOut, Dispatcher, EventSource, Limits, ObjKind};
 use crate::firmware::SlotEvent;
 use crate::host::{HostContext, HostError};
 use crate::shm::SharedMem;
@@ -104,6 +105,12 @@ impl Harness {
             ..Default::default()
         };
         self.cmd(ctx, nr::CREATE_QP, req)
+    }
+
+    fn cm_id(&mut self, ctx: u32, uid: u64) -> u32 {
+        let req = CmCreateIdReq { uid, ps: port_space::TCP, qp_type: qp_type::RC, ..Default::default() };
+        let r: HandleResp = self.cmd(ctx, nr::CM_CREATE_ID, req).unwrap();
+        r.handle
     }
 
     fn destroy(&mut self, ctx: u32, nr: u16, handle: u32) -> Status {
@@ -295,7 +302,8 @@ fn populate(h: &mut Harness, ctx: u32) -> usize {
     h.qp(ctx, pd, scq, rcq, srq.srq_handle).unwrap();
     h.qp(ctx, pd, scq, scq, 0).unwrap();
     let _: HandleResp = h.cmd(ctx, nr::CREATE_AH, CreateAhReq { pd_handle: pd, ..Default::default() }).unwrap();
-    9
+    h.cm_id(ctx, 0x77);
+    10
 }
 
 #[test]
@@ -306,12 +314,12 @@ fn detach_destroys_in_dependency_order() {
     let before = h.p.log.len();
     let report = h.d.detach(&mut h.p, 0);
     assert_eq!(report.total() as usize, n0);
-    assert_eq!(report.destroyed, [2, 1, 1, 2, 2, 1]);
+    assert_eq!(report.destroyed, [2, 1, 1, 2, 2, 1, 1]);
     assert_eq!(report.provider_errors, 0);
     // The fake saw nothing destroyed while something used it.
     assert!(h.p.order_violations.is_empty(), "{:?}", h.p.order_violations);
     let rank = |l: &str| {
-        ["destroy_qp", "destroy_ah", "destroy_srq", "dereg_mr", "destroy_cq", "dealloc_pd"]
+        ["cm_destroy_id", "destroy_qp", "destroy_ah", "destroy_srq", "dereg_mr", "destroy_cq", "dealloc_pd"]
             .iter()
             .position(|p| l.starts_with(p))
             .unwrap()
@@ -342,7 +350,7 @@ fn teardown_goes_on_when_the_provider_fails() {
     populate(&mut h, 0);
     h.p.fail = Some(("destroy_cq", Status::EIO));
     let r = h.d.detach(&mut h.p, 0);
-    assert_eq!((r.total(), r.provider_errors), (9, 2));
+    assert_eq!((r.total(), r.provider_errors), (10, 2));
     assert_eq!(h.d.count(None, ObjKind::Cq), 0);
 }
 
@@ -688,6 +696,132 @@ fn failed_firmware_is_visible_to_hosts() {
 }
 
 // ---------------------------------------------------------------------------
+// RDMA CM.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn cm_commands_are_checked_before_the_provider() {
+    let mut h = Harness::new();
+    let id = h.cm_id(0, 0x10);
+    let other = h.cm_id(1, 0x20);
+    let bad_ps = CmCreateIdReq { uid: 1, ps: 0x4242, qp_type: qp_type::RC, ..Default::default() };
+    assert_eq!(h.cmd::<_, HandleResp>(0, nr::CM_CREATE_ID, bad_ps), Err(Status::EINVAL));
+    let bad_type = CmCreateIdReq { uid: 1, ps: port_space::UDP, qp_type: 9, ..Default::default() };
+    assert_eq!(h.cmd::<_, HandleResp>(0, nr::CM_CREATE_ID, bad_type), Err(Status::EINVAL));
+    let calls = h.p.log.len();
+    // Another context's id, or another kind's handle, is nothing.
+    let bind = |handle, addr| CmBindReq { handle, reserved: 0, addr };
+    let a = CmSockAddr::ipv4([10, 0, 0, 1], 7174);
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_BIND, bind(other, a)), Err(Status::ENOENT));
+    let pd = h.pd(0, 0);
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_BIND, bind(pd, a)), Err(Status::ENOENT));
+    assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::OK);
+    // Addresses need a family; a source address the destination's.
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_BIND, bind(id, CmSockAddr::default())), Err(Status::EINVAL));
+    let v6 = CmSockAddr::ipv6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 0, 2);
+    let resolve = |src, dst| CmResolveAddrReq { handle: id, timeout_ms: 2000, src, dst };
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_RESOLVE_ADDR, resolve(v6, a)), Err(Status::EINVAL));
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_RESOLVE_ADDR, resolve(a, CmSockAddr::default())), Err(Status::EINVAL));
+    // Private data longer than its field.
+    let mut connect = CmConnectReq { handle: id, ..Default::default() };
+    connect.param.private_data_len = 197;
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_CONNECT, connect), Err(Status::EINVAL));
+    let reject = CmRejectReq { handle: id, private_data_len: 149, ..Default::default() };
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_REJECT, reject), Err(Status::EINVAL));
+    let init = CmInitQpAttrReq { handle: id, qp_state: qp_state::SQD };
+    assert_eq!(h.cmd::<_, CmInitQpAttrResp>(0, nr::CM_INIT_QP_ATTR, init), Err(Status::EINVAL));
+    assert_eq!(h.p.log.len(), calls + 2, "only alloc_pd and dealloc_pd reached the provider: {:?}", h.p.log);
+
+    // Good requests reach it.
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_BIND, bind(id, a)), Ok(Empty {}));
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_RESOLVE_ADDR, resolve(CmSockAddr::default(), a)), Ok(Empty {}));
+    let rr = CmResolveRouteReq { handle: id, timeout_ms: 2000 };
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_RESOLVE_ROUTE, rr), Ok(Empty {}));
+    let route: CmRoute = h.cmd(0, nr::CM_QUERY_ROUTE, HandleReq { handle: id, reserved: 0 }).unwrap();
+    assert_eq!((route.port_num, route.num_paths), (1, 1));
+    connect.param = CmConnParam::default().with_private(&[7; REQ_PRIVATE_DATA]).unwrap();
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_CONNECT, connect), Ok(Empty {}));
+    assert!(h.p.log.iter().any(|l| l == &alloc::format!("cm_connect {} 56", h.p.last_cm_id().unwrap() - 1)));
+    let init = CmInitQpAttrReq { handle: id, qp_state: qp_state::RTR };
+    let r: CmInitQpAttrResp = h.cmd(0, nr::CM_INIT_QP_ATTR, init).unwrap();
+    assert_eq!((r.attr.qp_state, r.attr_mask & qp_attr_mask::STATE), (qp_state::RTR, qp_attr_mask::STATE));
+    // A provider that answers mask bits the ABI does not know is refused.
+    h.p.cm_init_mask = 1 << 30;
+    assert_eq!(h.cmd::<_, CmInitQpAttrResp>(0, nr::CM_INIT_QP_ATTR, init), Err(Status::EIO));
+    let d: DestroyResp = h.cmd(0, nr::CM_DESTROY_ID, HandleReq { handle: id, reserved: 0 }).unwrap();
+    assert_eq!(d.events_reported, 3);
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_DISCONNECT, HandleReq { handle: id, reserved: 0 }), Err(Status::ENOENT));
+    // CM ids are never counted as a device's resources.
+    let rc: ResourceCounts = h.cmd(0, nr::QUERY_RESOURCES, DevReq { dev_index: 0, reserved: 0 }).unwrap();
+    assert_eq!(rc.counts, [0; 6]);
+}
+
+#[test]
+fn cm_events_become_handles_of_the_owner() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd::<_, CmEvent>(0, nr::CM_GET_EVENT, Empty {}), Err(Status::EAGAIN));
+    let listen = h.cm_id(0, 0xAAAA);
+    let listen_id = h.p.last_cm_id().unwrap();
+    let theirs = h.cm_id(1, 0xBBBB);
+    let theirs_id = h.p.last_cm_id().unwrap();
+    let lr = CmListenReq { handle: listen, backlog: 4 };
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_LISTEN, lr), Ok(Empty {}));
+
+    // A CONNECT_REQUEST: the new id is this context's handle, with the
+    // listener's uid, and the peer's private data.
+    let new_id = h.p.cm_request(0, listen_id, b"hi");
+    let ev: CmEvent = h.cmd(0, nr::CM_GET_EVENT, Empty {}).unwrap();
+    assert_eq!((ev.event, ev.uid), (cm_event::CONNECT_REQUEST, 0xAAAA));
+    assert!(ev.handle != listen && ev.handle != 0);
+    assert_eq!(ev.param.private(), Some(&b"hi"[..]));
+    assert_eq!(h.d.count(Some(0), ObjKind::CmId), 2);
+    // Context 1 cannot use it.
+    let accept = CmAcceptReq { handle: ev.handle, uid: 0xCCCC, ..Default::default() };
+    assert_eq!(h.cmd::<_, Empty>(1, nr::CM_ACCEPT, accept), Err(Status::ENOENT));
+    // Accept names a new uid, which later events carry.
+    assert_eq!(h.cmd::<_, Empty>(0, nr::CM_ACCEPT, accept), Ok(Empty {}));
+    let est =
+        CmEventOut { id: new_id, new_id: None, event: cm_event::ESTABLISHED, status: 0, param: Default::default() };
+    h.p.cm_events.push_back((0, est));
+    let ev2: CmEvent = h.cmd(0, nr::CM_GET_EVENT, Empty {}).unwrap();
+    assert_eq!((ev2.event, ev2.handle, ev2.uid), (cm_event::ESTABLISHED, ev.handle, 0xCCCC));
+
+    // Events about ids the context does not own are dropped, and a request
+    // on such a listener has its new id destroyed (the provider rejects it).
+    let stray =
+        CmEventOut { id: theirs_id, new_id: None, event: cm_event::DISCONNECTED, status: 0, param: Default::default() };
+    h.p.cm_events.push_back((0, stray));
+    h.p.cm_events.push_back((0, CmEventOut { id: 9999, ..stray }));
+    let orphan = h.p.cm_request(0, theirs_id, b"");
+    // A lying private data length is cut to the field.
+    let param = CmConnParam { private_data_len: 255, ..Default::default() };
+    let rej = CmEventOut { id: listen_id, new_id: None, event: cm_event::REJECTED, status: 8, param };
+    h.p.cm_events.push_back((0, rej));
+    let ev3: CmEvent = h.cmd(0, nr::CM_GET_EVENT, Empty {}).unwrap();
+    assert_eq!((ev3.event, ev3.status, ev3.param.private_data_len), (cm_event::REJECTED, 8, 196));
+    assert!(!h.p.live.contains_key(&(ObjKind::CmId, orphan)));
+    assert_eq!(h.cmd::<_, CmEvent>(0, nr::CM_GET_EVENT, Empty {}), Err(Status::EAGAIN));
+    let _ = theirs;
+
+    // A context at its object limit cannot take a request's id: destroyed.
+    let mut h = Harness::with_limits(Limits { objects_per_ctx: 1, ..Default::default() });
+    let _listen = h.cm_id(0, 1);
+    let full = h.p.cm_request(0, h.p.last_cm_id().unwrap(), b"");
+    assert_eq!(h.cmd::<_, CmEvent>(0, nr::CM_GET_EVENT, Empty {}), Err(Status::EAGAIN));
+    assert!(!h.p.live.contains_key(&(ObjKind::CmId, full)));
+
+    // A dead context's ids are destroyed (the provider's DREQ/REJ) first.
+    let mut h = Harness::new();
+    let listen = h.cm_id(0, 1);
+    let _ = listen;
+    h.p.cm_request(0, h.p.last_cm_id().unwrap(), b"");
+    let _: CmEvent = h.cmd(0, nr::CM_GET_EVENT, Empty {}).unwrap();
+    let report = h.d.detach(&mut h.p, 0);
+    assert_eq!(report.destroyed[ObjKind::CmId as usize], 2);
+    assert_eq!(h.p.calls("cm_destroy_id"), 2);
+}
+
+// ---------------------------------------------------------------------------
 // Fuzzing.
 // ---------------------------------------------------------------------------
 
@@ -826,7 +960,7 @@ fn slot_events_log_as_one_readable_line() {
     use crate::firmware::SlotEvent;
     use alloc::string::ToString;
     assert_eq!(SlotEvent::Attached { ctx: 3 }.to_string(), "ring: context 3 attached");
-    let report = TeardownReport { destroyed: [1, 0, 0, 2, 1, 1], provider_errors: 0 };
+    let report = TeardownReport { destroyed: [1, 0, 0, 2, 1, 1, 0], provider_errors: 0 };
     let ev = SlotEvent::Reclaimed { ctx: 1, reason: reclaim_reason::LEASE_EXPIRED, report };
     assert_eq!(ev.to_string(), "ring: context 1 reclaimed (lease expired): destroyed 1 qp, 2 mr, 1 cq, 1 pd");
     let bare = SlotEvent::Reclaimed { ctx: 0, reason: reclaim_reason::DETACHED, report: TeardownReport::default() };

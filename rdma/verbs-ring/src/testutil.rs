@@ -3,15 +3,16 @@
 //! object using it is alive (so a wrong teardown order is caught by the
 //! fake, not just by the dispatcher's bookkeeping).
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::abi::{ContextSlot, Layout};
+use crate::cm::*;
 use crate::cmd::*;
 use crate::dispatch::Dispatcher;
-use crate::dispatch::{CqSpec, Created, MrKeys, MrSpec, ObjId, ObjKind, QpSpec, SrqSpec, VerbsProvider};
+use crate::dispatch::{CmEventOut, CqSpec, Created, MrKeys, MrSpec, ObjId, ObjKind, QpSpec, SrqSpec, VerbsProvider};
 use crate::firmware::Firmware;
 use crate::shm::fake::HeapShm;
 use crate::table::CapSet;
@@ -30,6 +31,10 @@ pub struct FakeProvider {
     pub fail: Option<(&'static str, Status)>,
     /// When set, create ops return this id (to test id reuse).
     pub force_id: Option<ObjId>,
+    /// CM events scripted per context, handed out by `cm_get_event`.
+    pub cm_events: VecDeque<(u32, CmEventOut)>,
+    /// What `cm_init_qp_attr` answers as the mask.
+    pub cm_init_mask: u32,
 }
 
 impl FakeProvider {
@@ -46,7 +51,26 @@ impl FakeProvider {
             devices,
             fail: None,
             force_id: None,
+            cm_events: VecDeque::new(),
+            cm_init_mask: qp_attr_mask::STATE | qp_attr_mask::PKEY_INDEX | qp_attr_mask::PORT,
         }
+    }
+
+    /// Script a CONNECT_REQUEST on `listener` for context `ctx`: the new id
+    /// exists in the fake as the firmware's would.
+    pub fn cm_request(&mut self, ctx: u32, listener: ObjId, private: &[u8]) -> ObjId {
+        self.next += 1;
+        let id = self.next;
+        self.live.insert((ObjKind::CmId, id), Vec::new());
+        let param = CmConnParam::default().with_private(private).unwrap_or_default();
+        let ev = CmEventOut { id: listener, new_id: Some(id), event: cm_event::CONNECT_REQUEST, status: 0, param };
+        self.cm_events.push_back((ctx, ev));
+        id
+    }
+
+    /// The fake's id of the one live CM id created with `cm_create_id` last.
+    pub fn last_cm_id(&self) -> Option<ObjId> {
+        self.live.keys().filter(|(k, _)| *k == ObjKind::CmId).map(|(_, id)| *id).max()
     }
 
     fn check(&self, op: &'static str) -> Result<(), Status> {
@@ -193,6 +217,56 @@ impl VerbsProvider for FakeProvider {
         self.devices.insert(idx, String::from(name));
         self.log.push(format!("link_add {name} {netdev}"));
         Ok(idx)
+    }
+    fn cm_create_id(&mut self, _ctx: u32, _uid: u64, _ps: u16, _qp_type: u8) -> Result<ObjId, Status> {
+        self.create("cm_create_id", ObjKind::CmId, Vec::new())
+    }
+    fn cm_destroy_id(&mut self, id: ObjId) -> Result<u32, Status> {
+        self.destroy("cm_destroy_id", ObjKind::CmId, id)?;
+        Ok(3)
+    }
+    fn cm_bind(&mut self, id: ObjId, addr: &CmSockAddr) -> Result<(), Status> {
+        self.check("cm_bind")?;
+        self.log.push(format!("cm_bind {id} {}", addr.port));
+        Ok(())
+    }
+    fn cm_resolve_addr(&mut self, id: ObjId, _src: &CmSockAddr, _dst: &CmSockAddr, ms: u32) -> Result<(), Status> {
+        self.log.push(format!("cm_resolve_addr {id} {ms}"));
+        Ok(())
+    }
+    fn cm_resolve_route(&mut self, id: ObjId, ms: u32) -> Result<(), Status> {
+        self.log.push(format!("cm_resolve_route {id} {ms}"));
+        Ok(())
+    }
+    fn cm_query_route(&mut self, _id: ObjId) -> Result<CmRoute, Status> {
+        Ok(CmRoute { dev_index: 0, port_num: 1, num_paths: 1, ..Default::default() })
+    }
+    fn cm_listen(&mut self, id: ObjId, backlog: u32) -> Result<(), Status> {
+        self.log.push(format!("cm_listen {id} {backlog}"));
+        Ok(())
+    }
+    fn cm_connect(&mut self, id: ObjId, p: &CmConnParam) -> Result<(), Status> {
+        self.log.push(format!("cm_connect {id} {}", p.private_data_len));
+        Ok(())
+    }
+    fn cm_accept(&mut self, id: ObjId, p: &CmConnParam) -> Result<(), Status> {
+        self.log.push(format!("cm_accept {id} {}", p.qp_num));
+        Ok(())
+    }
+    fn cm_reject(&mut self, id: ObjId, private: &[u8]) -> Result<(), Status> {
+        self.log.push(format!("cm_reject {id} {}", private.len()));
+        Ok(())
+    }
+    fn cm_disconnect(&mut self, id: ObjId) -> Result<(), Status> {
+        self.log.push(format!("cm_disconnect {id}"));
+        Ok(())
+    }
+    fn cm_init_qp_attr(&mut self, _id: ObjId, qp_state: u32) -> Result<(u32, QpAttr), Status> {
+        Ok((self.cm_init_mask, QpAttr { qp_state, ..Default::default() }))
+    }
+    fn cm_get_event(&mut self, ctx: u32) -> Result<CmEventOut, Status> {
+        let i = self.cm_events.iter().position(|(c, _)| *c == ctx).ok_or(Status::EAGAIN)?;
+        self.cm_events.remove(i).map(|(_, e)| e).ok_or(Status::EAGAIN)
     }
     fn link_del(&mut self, dev: u32) -> Result<(), Status> {
         self.devices.remove(&dev).map(|_| ()).ok_or(Status::ENODEV)

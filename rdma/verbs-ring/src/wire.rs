@@ -101,6 +101,46 @@ macro_rules! wire_struct {
     };
 }
 
+/// A fixed-size byte field longer than 32 bytes (private data): `[u8; N]`
+/// has no `Default` past 32, which [`wire_struct!`](crate::wire_struct)
+/// derives. Alignment 1, no padding: its image is the `N` bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Bytes<const N: usize>(pub [u8; N]);
+
+impl<const N: usize> Default for Bytes<N> {
+    fn default() -> Self {
+        Bytes([0; N])
+    }
+}
+
+impl<const N: usize> core::fmt::Debug for Bytes<N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Trailing zeros are room, not data.
+        let used = self.0.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        write!(f, "Bytes<{N}>({:02x?})", &self.0[..used])
+    }
+}
+
+impl<const N: usize> Bytes<N> {
+    /// `data` at the start, zeros after; `None` when it does not fit.
+    pub fn from_slice(data: &[u8]) -> Option<Self> {
+        let mut b = [0u8; N];
+        b.get_mut(..data.len())?.copy_from_slice(data);
+        Some(Bytes(b))
+    }
+}
+
+impl<const N: usize> Wire for Bytes<N> {
+    const SIZE: usize = N;
+    fn decode(b: &[u8]) -> Option<Self> {
+        Some(Bytes(b.get(..N)?.try_into().ok()?))
+    }
+    fn encode(&self, b: &mut [u8]) -> Option<()> {
+        b.get_mut(..N)?.copy_from_slice(&self.0);
+        Some(())
+    }
+}
+
 /// Encode `v` into a fresh array of `N` bytes (for tests and small messages).
 pub fn to_bytes<T: Wire, const N: usize>(v: &T) -> Option<[u8; N]> {
     let mut b = [0u8; N];
