@@ -27,29 +27,7 @@ use crate::uverbs::MacResolution;
 use crate::wire::MacAddr;
 use crate::wire::cma_hdr::{self, PortSpace};
 
-/// `enum rdma_cm_event_type`.
-pub mod event {
-    pub const ADDR_RESOLVED: u32 = 0;
-    pub const ADDR_ERROR: u32 = 1;
-    pub const ROUTE_RESOLVED: u32 = 2;
-    pub const ROUTE_ERROR: u32 = 3;
-    pub const CONNECT_REQUEST: u32 = 4;
-    pub const CONNECT_RESPONSE: u32 = 5;
-    pub const CONNECT_ERROR: u32 = 6;
-    pub const UNREACHABLE: u32 = 7;
-    pub const REJECTED: u32 = 8;
-    pub const ESTABLISHED: u32 = 9;
-    pub const DISCONNECTED: u32 = 10;
-    pub const DEVICE_REMOVAL: u32 = 11;
-    pub const TIMEWAIT_EXIT: u32 = 15;
-}
-
-/// `enum rdma_ucm_port_space` values the appliance serves.
-pub mod port_space {
-    pub const TCP: u16 = 0x0106;
-    pub const UDP: u16 = 0x0111;
-    pub const IB: u16 = 0x013F;
-}
+pub use verbs_ring::cm::{cm_event as event, port_space};
 
 /// The Q_Key rdma_cm gives UD ids of the UDP port space (`RDMA_UDP_QKEY`).
 pub const UDP_QKEY: u32 = 0x0123_4567;
@@ -59,15 +37,10 @@ pub const CM_RESPONSE_TIMEOUT: u8 = 20;
 pub const MAX_CM_RETRIES: u8 = 15;
 /// The packet lifetime rdma_cm puts in RoCE paths (`CMA_IBOE_PACKET_LIFETIME`).
 pub const IBOE_PACKET_LIFETIME: u8 = 16;
-/// Private data a REQ leaves the user after the 36-byte cma header (92 - 36),
-/// and a SIDR REQ (216 - 36).
-pub const REQ_PRIVATE: usize = 56;
-pub const SIDR_REQ_PRIVATE: usize = 180;
-/// What REP, REJ, DREQ/DREP and SIDR REP carry.
-pub const REP_PRIVATE: usize = 196;
-pub const REJ_PRIVATE: usize = 148;
-pub const DREQ_PRIVATE: usize = 220;
-pub const SIDR_REP_PRIVATE: usize = 136;
+use verbs_ring::cm::{
+    REJ_PRIVATE_DATA as REJ_PRIVATE, REP_PRIVATE_DATA as REP_PRIVATE, REQ_PRIVATE_DATA as REQ_PRIVATE,
+    SIDR_REP_PRIVATE_DATA as SIDR_REP_PRIVATE, SIDR_REQ_PRIVATE_DATA as SIDR_REQ_PRIVATE,
+};
 /// The RNR NAK timer the CM's RTR attributes carry: `cm_init_qp_rtr_attr`'s
 /// 0, which IBA table 45 reads as 655.36 ms.
 const MIN_RNR_TIMER: u8 = 0;
@@ -164,6 +137,13 @@ pub enum State {
     Accepting,
     Established,
     Disconnect,
+}
+
+impl State {
+    /// Whether the id has its route (resolved, or taken from a REQ).
+    pub fn has_route(self) -> bool {
+        !matches!(self, State::Idle | State::AddrQuery | State::AddrResolved | State::AddrBound | State::Listen)
+    }
 }
 
 /// `rdma_resolve_addr`'s arguments: an optional source, the destination

@@ -352,6 +352,52 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         self.access.with(|core, _| link_info(core, dev, port))
     }
 
+    fn cm_create_id(&mut self, ctx: u32, uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
+        self.cm_create_id_(ctx, uid, ps, qp_type)
+    }
+    fn cm_destroy_id(&mut self, id: ObjId) -> Result<u32, Status> {
+        self.cm_destroy_id_(id)
+    }
+    fn cm_bind(&mut self, id: ObjId, addr: &verbs_ring::cm::CmSockAddr) -> Result<(), Status> {
+        self.cm_bind_(id, addr)
+    }
+    fn cm_resolve_addr(
+        &mut self,
+        id: ObjId,
+        src: &verbs_ring::cm::CmSockAddr,
+        dst: &verbs_ring::cm::CmSockAddr,
+        timeout_ms: u32,
+    ) -> Result<(), Status> {
+        self.cm_resolve_addr_(id, src, dst, timeout_ms)
+    }
+    fn cm_resolve_route(&mut self, id: ObjId, _timeout_ms: u32) -> Result<(), Status> {
+        self.cm_resolve_route_(id)
+    }
+    fn cm_query_route(&mut self, id: ObjId) -> Result<verbs_ring::cm::CmRoute, Status> {
+        self.cm_query_route_(id)
+    }
+    fn cm_listen(&mut self, id: ObjId, backlog: u32) -> Result<(), Status> {
+        self.cm_listen_(id, backlog)
+    }
+    fn cm_connect(&mut self, id: ObjId, p: &verbs_ring::cm::CmConnParam) -> Result<(), Status> {
+        self.cm_connect_(id, p)
+    }
+    fn cm_accept(&mut self, id: ObjId, p: &verbs_ring::cm::CmConnParam) -> Result<(), Status> {
+        self.cm_accept_(id, p)
+    }
+    fn cm_reject(&mut self, id: ObjId, private: &[u8]) -> Result<(), Status> {
+        self.cm_reject_(id, private)
+    }
+    fn cm_disconnect(&mut self, id: ObjId) -> Result<(), Status> {
+        self.cm_disconnect_(id)
+    }
+    fn cm_init_qp_attr(&mut self, id: ObjId, qp_state: u32) -> Result<(u32, cmd::QpAttr), Status> {
+        self.cm_init_qp_attr_(id, qp_state)
+    }
+    fn cm_get_event(&mut self, ctx: u32) -> Result<verbs_ring::dispatch::CmEventOut, Status> {
+        self.cm_get_event_(ctx)
+    }
+
     fn alloc_pd(&mut self, dev: u32) -> Result<ObjId, Status> {
         let pd = self.access.with_transport(dev, |t, _, _| t.alloc_pd().map_err(|e| verbs_status(&e)))?;
         let id = objects::obj_id(dev, pd.raw())?;

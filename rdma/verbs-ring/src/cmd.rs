@@ -56,9 +56,11 @@ impl Status {
     pub const EOPNOTSUPP: Status = Status(95);
     /// A destination address did not resolve (no ARP answer, or a GID
     /// with no way to find its MAC).
+    pub const EADDRINUSE: Status = Status(98);
+    pub const EADDRNOTAVAIL: Status = Status(99);
     pub const EHOSTUNREACH: Status = Status(113);
 
-    const NAMES: [(Status, &'static str); 18] = [
+    const NAMES: [(Status, &'static str); 20] = [
         (Status::OK, "OK"),
         (Status::EPERM, "EPERM"),
         (Status::ENOENT, "ENOENT"),
@@ -75,6 +77,8 @@ impl Status {
         (Status::ENOSYS, "ENOSYS"),
         (Status::EMSGSIZE, "EMSGSIZE"),
         (Status::EOPNOTSUPP, "EOPNOTSUPP"),
+        (Status::EADDRINUSE, "EADDRINUSE"),
+        (Status::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
         (Status::EHOSTUNREACH, "EHOSTUNREACH"),
         (Status(u16::MAX), "?"),
     ];
@@ -103,6 +107,8 @@ impl Status {
             Status::ENOSYS => "unknown command",
             Status::EMSGSIZE => "request size does not match the command",
             Status::EOPNOTSUPP => "operation not supported by the device",
+            Status::EADDRINUSE => "address or port already in use",
+            Status::EADDRNOTAVAIL => "address not available on this appliance",
             Status::EHOSTUNREACH => "destination address did not resolve",
             _ => "unknown status",
         }
