@@ -358,8 +358,8 @@ pub struct CmCounters {
     pub drep: MsgCounters,
     pub sidr_req: MsgCounters,
     pub sidr_rep: MsgCounters,
-    /// LAP and APR, which RoCE refuses, and unknown CM attributes.
-    pub unsupported: u64,
-    /// MADs that were not CM MADs or could not be parsed.
+    /// LAP, APR (which RoCE refuses), ClassPortInfo and unknown attributes.
+    pub other: MsgCounters,
+    /// MADs that were not CM MADs, or CM MADs that could not be parsed.
     pub malformed: u64,
 }
