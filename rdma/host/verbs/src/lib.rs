@@ -14,6 +14,10 @@
 //!          ├─ create_ah -> Ah
 //!          ├─ Srq::create            post_recv
 //!          └─ Qp::create             modify, post_send, post_recv
+//!
+//! cm::EventChannel::new(&ctx)  RDMA CM (librdmacm's shape)
+//!  └─ create_id -> CmId          resolve_addr/route, create_qp, connect,
+//!                                listen, accept, reject, disconnect
 //! ```
 //!
 //! Objects borrow their parents, so the compiler keeps children alive no
@@ -28,6 +32,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod cm;
 pub mod context;
 pub mod device;
 pub mod error;

@@ -7,6 +7,8 @@
 //! atomics, checking keys and access), and produces CQEs.
 #![allow(dead_code)]
 
+pub mod cm;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +20,11 @@ use shm_host::ShmFile;
 use verbs_ring::abi::{
     Cqe, Layout, LayoutParams, SendWqe, Sge, range_within, wc_flags, wc_opcode, wc_status, wr_opcode,
 };
+use verbs_ring::cm::{CmConnParam, CmRoute, CmSockAddr};
 use verbs_ring::cmd::*;
-use verbs_ring::dispatch::{CqSpec, Created, Limits, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider};
+use verbs_ring::dispatch::{
+    CmEventOut, CqSpec, Created, Limits, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider,
+};
 use verbs_ring::ring::{Consumer, Producer, RingGeometry};
 use verbs_ring::table::CapSet;
 use verbs_ring::wire::{Wire, name_field};
@@ -64,6 +69,8 @@ pub struct Loopback {
     /// Set to stop the transport (the WQEs stay in their rings).
     pub hold: bool,
     sent_pkts: u64,
+    /// The loopback connection manager.
+    pub cm: cm::LoopCm,
 }
 
 fn geo(p: verbs_ring::abi::RingPlacement, len: usize) -> Result<RingGeometry, Status> {
@@ -89,6 +96,7 @@ impl Loopback {
             consumed: Vec::new(),
             hold: false,
             sent_pkts: 0,
+            cm: cm::LoopCm::new(),
         }
     }
 
@@ -528,6 +536,45 @@ impl VerbsProvider for Loopback {
         let idx = self.devices.keys().last().map_or(0, |k| k + 1);
         self.devices.insert(idx, (name.to_string(), netdev.to_string()));
         Ok(idx)
+    }
+    fn cm_create_id(&mut self, ctx: u32, _uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
+        self.cm.create_id(ctx, ps, qp_type)
+    }
+    fn cm_destroy_id(&mut self, id: ObjId) -> Result<u32, Status> {
+        self.cm.destroy_id(id)
+    }
+    fn cm_bind(&mut self, id: ObjId, addr: &CmSockAddr) -> Result<(), Status> {
+        self.cm.bind(id, addr)
+    }
+    fn cm_resolve_addr(&mut self, id: ObjId, src: &CmSockAddr, dst: &CmSockAddr, _ms: u32) -> Result<(), Status> {
+        self.cm.resolve_addr(id, src, dst)
+    }
+    fn cm_resolve_route(&mut self, id: ObjId, _ms: u32) -> Result<(), Status> {
+        self.cm.resolve_route(id)
+    }
+    fn cm_query_route(&mut self, id: ObjId) -> Result<CmRoute, Status> {
+        self.cm.query_route(id)
+    }
+    fn cm_listen(&mut self, id: ObjId, _backlog: u32) -> Result<(), Status> {
+        self.cm.listen(id)
+    }
+    fn cm_connect(&mut self, id: ObjId, p: &CmConnParam) -> Result<(), Status> {
+        self.cm.connect(id, p)
+    }
+    fn cm_accept(&mut self, id: ObjId, p: &CmConnParam) -> Result<(), Status> {
+        self.cm.accept(id, p)
+    }
+    fn cm_reject(&mut self, id: ObjId, private: &[u8]) -> Result<(), Status> {
+        self.cm.reject(id, private)
+    }
+    fn cm_disconnect(&mut self, id: ObjId) -> Result<(), Status> {
+        self.cm.disconnect(id)
+    }
+    fn cm_init_qp_attr(&mut self, id: ObjId, qp_state: u32) -> Result<(u32, QpAttr), Status> {
+        self.cm.init_qp_attr(id, qp_state)
+    }
+    fn cm_get_event(&mut self, ctx: u32) -> Result<CmEventOut, Status> {
+        self.cm.get_event(ctx)
     }
     fn link_del(&mut self, dev: u32) -> Result<(), Status> {
         self.devices.remove(&dev).map(|_| ()).ok_or(Status::ENODEV)
