@@ -184,6 +184,9 @@ struct Id {
     events_reported: u32,
     /// DISCONNECTED was reported (once per connection, as Linux).
     disconnected: bool,
+    /// The PSN this id's QP receives from first (`id_priv->seq_num`, random):
+    /// its REQ's or REP's starting PSN, and its RTR `rq_psn`.
+    seq_num: u32,
 }
 
 /// One device's IB CM and where its peers are.
@@ -295,7 +298,9 @@ impl RdmaCm {
             return Err(CmaError::Invalid);
         }
         let n = self.alloc_id();
-        self.ids.insert(n, Id::new(ctx, uid, ps, qp_type));
+        let mut id = Id::new(ctx, uid, ps, qp_type);
+        id.seq_num = self.random() & 0xFF_FFFF;
+        self.ids.insert(n, id);
         self.stats.ids += 1;
         Ok(n)
     }
@@ -492,8 +497,8 @@ impl RdmaCm {
 
     /// `rdma_connect`: a REQ (RC/UC) or a SIDR REQ (UD) to the resolved peer.
     pub fn connect(&mut self, now: Instant, n: u32, p: &ConnParam) -> Result<(), CmaError> {
-        let psn = self.random() & 0xFF_FFFF;
         let id = self.ids.get(&n).ok_or(CmaError::NoId)?;
+        let psn = id.seq_num;
         if id.state != State::RouteResolved {
             return Err(CmaError::State);
         }
@@ -506,7 +511,6 @@ impl RdmaCm {
         let service_id = cma_hdr::service_id(PortSpace::from_raw(id.ps), dst.port());
         let qp_type = id.qp_type;
         let d = self.devs.get_mut(&r.dev).ok_or(CmaError::NoDevice)?;
-        d.peers.insert(r.dgid, (r.sgid_index, MacAddr::default()));
         let to = MadAddr { gid: r.dgid, qpn: 1, hop_limit: r.hop_limit, ..MadAddr::default() };
         let conn = if qp_type == IdQpType::Ud {
             d.ib.send_sidr_req(now, to, &ib_glue::sidr_req(service_id, &private)).map_err(|_| CmaError::Cm)?
@@ -525,8 +529,8 @@ impl RdmaCm {
     /// `rdma_accept`: passive, the REP (or SIDR REP) for the REQ; active, after
     /// CONNECT_RESPONSE moved the QP to RTS, the RTU.
     pub fn accept(&mut self, now: Instant, n: u32, p: &ConnParam) -> Result<(), CmaError> {
-        let psn = self.random() & 0xFF_FFFF;
         let id = self.ids.get(&n).ok_or(CmaError::NoId)?;
+        let psn = id.seq_num;
         let (Some(r), Some(conn)) = (id.route, id.conn) else { return Err(CmaError::State) };
         let (state, qp_type, parent) = (id.state, id.qp_type, id.parent);
         let d = self.devs.get_mut(&r.dev).ok_or(CmaError::NoDevice)?;
@@ -673,7 +677,9 @@ impl RdmaCm {
                 };
                 a.path_mtu = u32::from(i.path_mtu);
                 a.dest_qp_num = i.remote_qpn;
-                a.rq_psn = i.rq_psn;
+                // rdma_init_qp_attr: the id's own sequence number, which its
+                // REQ or REP announced (the REP may not have gone yet).
+                a.rq_psn = id.seq_num;
                 let mut m = mask::STATE | mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN;
                 if rc {
                     a.max_dest_rd_atomic = i.responder_resources;
@@ -875,6 +881,7 @@ impl RdmaCm {
         let sgid_index = d.peers.get(&inc.peer_gid).map_or(0, |p| p.0);
         let n = self.alloc_id();
         let mut id = Id::new(ctx, uid, ps, qp_type);
+        id.seq_num = self.random() & 0xFF_FFFF;
         id.state = State::Connect;
         id.parent = Some(ln);
         id.src = Some(local);
@@ -985,6 +992,7 @@ impl Id {
             port_held: None,
             events_reported: 0,
             disconnected: false,
+            seq_num: 0,
         }
     }
 }

@@ -22,7 +22,7 @@ use rdma::rxe::device::Config;
 use rdma::rxe::sink::{FrameSink, VecSink};
 use rdma::rxe::time::Instant as RxeInstant;
 use rdma::rxe::transport::RxeTransport;
-use rdma::uverbs::{CoreAccess, MacResolution, ShmMemory, TransportAccess, Uverbs, pump};
+use rdma::uverbs::{CoreAccess, MacResolution, ShmMemory, TransportAccess, Uverbs, cm_pump, pump};
 use shm_host::ShmFile;
 use verbs::{AccessFlags, Context, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp};
 use verbs_ring::abi::{Layout, LayoutParams};
@@ -104,7 +104,9 @@ fn mac(n: u8) -> [u8; 6] {
 /// Node `n` (10.0.0.n) with rxe0 on eth0 and its transport, as the kernel
 /// sets it up after `rdma link add`.
 fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
-    let net = vec![NetdevInfo::new(2, "eth0", MacAddr(mac(n))).with_ipv4(Ipv4Addr::new(10, 0, 0, n))];
+    let mut eth0 = NetdevInfo::new(2, "eth0", MacAddr(mac(n)));
+    eth0.ipv4.push(vocab::Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, n), 24));
+    let net = vec![eth0];
     let mem = shm.clone();
     let mut core = RdmaCore::with_rxe(RxeDriver::factory(move || ShmMemory(mem.clone()), Config::default()));
     core.link_add(&net, "rxe0", "rxe", "eth0").unwrap();
@@ -164,6 +166,7 @@ impl Pair {
                     for ((fw, uverbs, access), n) in fws.iter_mut().zip(&nodes) {
                         let mut p = uverbs.provider(access);
                         fw.tick(&*n.shm, &mut p).unwrap();
+                        cm_pump(&mut p, now);
                         moved |= pump(fw.dispatcher_mut(), &mut p, now).moved();
                         n.with_transport(|t| t.poll(now, &mut *n.sent.borrow_mut()));
                     }
@@ -345,4 +348,101 @@ fn rc_pingpong_between_two_appliances_and_a_killed_server_is_reclaimed() {
     }
     assert!(ctx.nop().is_ok());
     assert_eq!(SharedMem::len(&ShmFile::open(&pair.rings[0]).unwrap()), REGION);
+}
+
+/// rdma_cm between the two appliances, each side's IB CM on its own QP1:
+/// a listener on 10.0.0.2, a client on 10.0.0.1 resolving, connecting with
+/// private data both ways, a SEND over the QPs the library moved with the
+/// CM's attributes, and a disconnect both sides hear; then a connect to a
+/// port nobody listens on is rejected with reason 8 (invalid service ID).
+#[test]
+fn rdma_cm_connects_two_appliances_over_their_qp1() {
+    use verbs::cm::{ConnParam, EventChannel, cm_event, event_str, port_space};
+    let pair = Pair::start();
+    let (cs, cc) = (Context::open(&pair.rings[1]).unwrap(), Context::open(&pair.rings[0]).unwrap());
+    let (sch, cch) = (EventChannel::new(&cs), EventChannel::new(&cc));
+    let expect = |ch: &EventChannel, event: u32| {
+        let ev = ch.get_cm_event(PATIENCE).unwrap();
+        assert_eq!(ev.name(), event_str(event), "status {}", ev.status);
+        ev
+    };
+    let attr = QpInitAttr {
+        cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let listen = sch.create_id(port_space::TCP).unwrap();
+    listen.bind_addr("10.0.0.2:7174".parse().unwrap()).unwrap();
+    listen.listen(4).unwrap();
+
+    let id = cch.create_id(port_space::TCP).unwrap();
+    id.resolve_addr(None, "10.0.0.2:7174".parse().unwrap(), 2000).unwrap();
+    expect(&cch, cm_event::ADDR_RESOLVED);
+    id.resolve_route(2000).unwrap();
+    expect(&cch, cm_event::ROUTE_RESOLVED);
+    let cdev = id.device().unwrap();
+    let (cpd, ccq) = (cdev.alloc_pd().unwrap(), cdev.create_cq(16, 0).unwrap());
+    let cqp = id.create_qp(&cpd, &ccq, &ccq, None, &attr).unwrap();
+    let req = ConnParam {
+        private_data: b"hello".to_vec(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    };
+    id.connect(&req).unwrap();
+
+    let mut ev = expect(&sch, cm_event::CONNECT_REQUEST);
+    // As Linux: the REQ's whole private area after the cma header, 92 - 36 bytes.
+    assert_eq!(ev.param.private_data.len(), 56);
+    assert!(ev.param.private_data.starts_with(b"hello"));
+    assert_eq!(ev.param.qp_num, cqp.qp_num());
+    let conn = ev.request.take().unwrap();
+    assert_eq!(conn.peer_addr().map(|a| a.ip()), Some("10.0.0.1".parse().unwrap()));
+    let sdev = conn.device().unwrap();
+    let (spd, scq) = (sdev.alloc_pd().unwrap(), sdev.create_cq(16, 0).unwrap());
+    let sqp = conn.create_qp(&spd, &scq, &scq, None, &attr).unwrap();
+    let smr = spd.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    sqp.post_recv(&[(7, &[smr.sge(0, 64).unwrap()])]).unwrap();
+    conn.accept(&ConnParam {
+        private_data: vec![0xab; 196],
+        responder_resources: 1,
+        initiator_depth: 1,
+        ..Default::default()
+    })
+    .unwrap();
+
+    let est = expect(&cch, cm_event::ESTABLISHED);
+    assert_eq!(est.param.private_data, vec![0xab; 196]);
+    let q = cqp.query(0).unwrap().attr;
+    assert_eq!((q.qp_state, q.dest_qp_num), (verbs::qp_state::RTS, sqp.qp_num()));
+    expect(&sch, cm_event::ESTABLISHED);
+
+    let cmr = cpd.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
+    cmr.write(0, b"ping").unwrap();
+    let sge = [cmr.sge(0, 4).unwrap()];
+    cqp.post_send(&[SendWr { wr_id: 1, op: WrOp::Send, sg_list: &sge, flags: SendFlags::SIGNALED, ud: None }]).unwrap();
+    let cwc = ccq.wait(PATIENCE).unwrap();
+    assert!(
+        cwc.status.is_success(),
+        "{cwc:?} client {:?} server {:?}",
+        cqp.query(0).unwrap().attr,
+        sqp.query(0).unwrap().attr
+    );
+    let wc = scq.wait(PATIENCE).unwrap();
+    assert_eq!((wc.wr_id, wc.byte_len), (7, 4));
+    assert_eq!(smr.to_vec(0, 4).unwrap(), b"ping");
+
+    id.disconnect().unwrap();
+    expect(&sch, cm_event::DISCONNECTED);
+    conn.disconnect().unwrap();
+    expect(&cch, cm_event::DISCONNECTED);
+
+    let nobody = cch.create_id(port_space::TCP).unwrap();
+    nobody.resolve_addr(None, "10.0.0.2:9".parse().unwrap(), 2000).unwrap();
+    expect(&cch, cm_event::ADDR_RESOLVED);
+    nobody.resolve_route(2000).unwrap();
+    expect(&cch, cm_event::ROUTE_RESOLVED);
+    nobody.connect(&ConnParam::default()).unwrap();
+    assert_eq!(expect(&cch, cm_event::REJECTED).status, 8);
 }
