@@ -580,6 +580,14 @@ impl CmId {
         Ok(())
     }
 
+    /// `rdma_establish`: after a CONNECT_RESPONSE on an id without a QP
+    /// (the caller moved its own QP), the RTU.
+    pub fn establish(&self) -> Result<()> {
+        let req = wire::CmAcceptReq { handle: self.s.handle, ..Default::default() };
+        self.r().call::<_, cmd::Empty>(nr::CM_ACCEPT, &req)?;
+        Ok(())
+    }
+
     /// `rdma_listen`.
     pub fn listen(&self, backlog: u32) -> Result<()> {
         let req = wire::CmListenReq { handle: self.s.handle, backlog };

@@ -24,6 +24,7 @@ fn exe(name: &str) -> &'static str {
         "atomic_bw" => env!("CARGO_BIN_EXE_atomic_bw"),
         "send_lat" => env!("CARGO_BIN_EXE_send_lat"),
         "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        "rping" => env!("CARGO_BIN_EXE_rping"),
         _ => unreachable!(),
     }
 }
@@ -92,6 +93,62 @@ fn pair(name: &str, ring: &Path, args: &[&str]) -> (String, String) {
     assert!(c.status.success(), "{name} client failed:\n{}{}", text(&c.stdout), text(&c.stderr));
     assert!(s.status.success(), "{name} server failed:\n{}{}", text(&s.stdout), text(&s.stderr));
     (text(&s.stdout), text(&c.stdout))
+}
+
+/// rping server and client over the test appliance's loopback CM: the
+/// READ/WRITE exchange with data checked, rping's output lines, and a
+/// refused connection's message.
+#[test]
+fn rping_pings_through_the_cm_and_checks_data() {
+    let app = Appliance::start();
+    let ring = &app.path;
+    // 64 KiB runs without -v: its lines would fill the pipes nobody reads
+    // until the processes exit.
+    for (size, extra) in [("64", ["-v", "-v"]), ("64", ["-v", "-q"]), ("65535", ["-V", "-q"])] {
+        let verbose = extra[0] == "-v";
+        let port = free_port().to_string();
+        let mut sargs = vec!["-s", "-a", "10.0.0.1", "-p", &port, "-S", size];
+        sargs.extend(extra);
+        let server = tool("rping", ring, &sargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // Until the server listens, a connect is rejected: retry.
+        let start = Instant::now();
+        let (c_ok, c_out, c_err) = loop {
+            let mut cargs = vec!["-c", "-V", "-C", "5", "-a", "10.0.0.1", "-p", &port, "-S", size];
+            cargs.extend(extra);
+            let r = run("rping", ring, &cargs);
+            if r.0 || !r.2.contains("RDMA_CM_EVENT_REJECTED") || start.elapsed() > PATIENCE {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if !c_ok {
+            let mut server = server;
+            let _ = server.kill();
+            panic!("client {extra:?} failed:\n{c_out}{c_err}");
+        }
+        let s = finish(server, PATIENCE);
+        assert!(s.status.success(), "server failed:\n{}{}", text(&s.stdout), text(&s.stderr));
+        assert!(text(&s.stderr).contains("server DISCONNECT EVENT..."), "{}", text(&s.stderr));
+        if !verbose {
+            assert_eq!(c_out, "");
+            continue;
+        }
+        let lines: Vec<&str> = c_out.lines().collect();
+        assert_eq!(lines.len(), 5, "{c_out}");
+        assert!(lines[0].starts_with("ping data: rdma-ping-0: ABCDEFGHIJ"), "{}", lines[0]);
+        assert!(lines[4].starts_with("ping data: rdma-ping-4: EFGH"), "{}", lines[4]);
+        assert_eq!(lines[0].len(), "ping data: ".len() + 63);
+        let sout = text(&s.stdout);
+        assert!(sout.lines().nth(3).is_some_and(|l| l.starts_with("server ping data: rdma-ping-3: DEF")), "{sout}");
+    }
+    // Nobody listens on this port: rping's REJECTED line, nonzero exit.
+    let port = free_port().to_string();
+    let (ok, _, err) = run("rping", ring, &["-c", "-a", "10.0.0.1", "-p", &port, "-C", "1"]);
+    assert!(!ok);
+    assert!(err.contains("cma event RDMA_CM_EVENT_REJECTED, error 8"), "{err}");
+    let (ok, _, err) = run("rping", ring, &["-c", "-a", "10.0.0.1", "-S", "10"]);
+    assert!(!ok && err.contains("Invalid size 10 (valid range is 26 to 65536)"), "{err}");
+    app.wait_for("every CM id destroyed", PATIENCE, |s| s.p.cm.live() == 0);
 }
 
 #[test]
