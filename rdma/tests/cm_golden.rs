@@ -194,3 +194,132 @@ fn our_cm_answers_a_captured_linux_req() {
     assert_eq!(cm.state(ConnId(conn.0)), Some(CmState::RepSent));
     assert_eq!(cm.counters().rtu.dropped, 1);
 }
+
+fn sent(cm: &mut IbCm) -> Vec<u8> {
+    loop {
+        match cm.take_output() {
+            Some(Output::Send { mad, .. }) => return mad.to_vec(),
+            Some(Output::Event { .. }) => continue,
+            None => panic!("nothing sent"),
+        }
+    }
+}
+
+/// A CM whose first allocated communication ID is `id` (IDs are 1, 2, ... XOR the seed).
+fn cm_with_first_id(guid: u64, id: u32) -> IbCm {
+    let mut cm = IbCm::new(guid, id ^ 1);
+    cm.set_tid_high(2);
+    cm
+}
+
+/// Given what Linux's rdma_cm asked for, our CM writes the very bytes Linux's CM wrote:
+/// REQ, REP, RTU, DREQ and DREP of the rping run, the REJ for the closed port, and the
+/// SIDR_REQ/SIDR_REP of udaddy.
+#[test]
+fn our_cm_emits_what_linux_emitted() {
+    use rdma::cm::ib_cm::{PathParams, ReqParams, SidrRepParams, SidrReqParams};
+    let all = captured();
+    let (client, server) = (addr([10, 0, 0, 4]), addr([10, 0, 0, 3]));
+    let now = Instant::from_micros(1_000);
+    let parse = |scenario: &str, attr: &str| CmMad::parse(&find(&all, scenario, attr).mad).expect("parses").message;
+    let (CmMessage::Req(req), CmMessage::Rep(rep)) = (parse("rping", "REQ"), parse("rping", "REP")) else {
+        panic!("REQ, REP")
+    };
+    let p = &req.primary_path;
+    let params = ReqParams {
+        primary_path: PathParams {
+            sgid: Gid(p.local_gid),
+            dgid: Gid(p.remote_gid),
+            flow_label: p.flow_label,
+            traffic_class: p.traffic_class,
+            hop_limit: p.hop_limit,
+            sl: p.sl,
+            rate: p.packet_rate,
+            pkey: req.pkey,
+            mtu: req.path_mtu,
+            // CMA_IBOE_PACKET_LIFETIME, and rxe's ACK delay below.
+            packet_life_time: 18,
+        },
+        service_id: req.service_id,
+        qp_num: req.local_qpn,
+        qp_type: req.transport_type,
+        starting_psn: req.starting_psn,
+        responder_resources: req.responder_resources,
+        initiator_depth: req.initiator_depth,
+        remote_cm_response_timeout: req.remote_cm_response_timeout,
+        local_cm_response_timeout: req.local_cm_response_timeout,
+        flow_control: req.flow_control,
+        retry_count: req.retry_count,
+        rnr_retry_count: req.rnr_retry_count,
+        max_cm_retries: req.max_cm_retries,
+        srq: req.srq,
+        ack_delay: 15,
+        private_data: req.private_data.to_vec(),
+    };
+    let mut active = cm_with_first_id(req.local_ca_guid, req.local_comm_id);
+    let mut passive = cm_with_first_id(rep.local_ca_guid, rep.local_comm_id);
+    passive.listen(req.service_id, 0).expect("listen");
+
+    let a = active.send_req(now, server, &params).expect("REQ");
+    let ours = sent(&mut active);
+    assert_eq!(ours, find(&all, "rping", "REQ").mad, "REQ");
+    passive.receive(now, &client, &ours);
+    let Some(Output::Event { conn: b, .. }) = passive.take_output() else { panic!("REQ event") };
+    let rep_params = RepParams {
+        qp_num: rep.local_qpn,
+        starting_psn: rep.starting_psn,
+        responder_resources: rep.responder_resources,
+        initiator_depth: rep.initiator_depth,
+        failover_accepted: rep.failover_accepted,
+        flow_control: rep.flow_control,
+        rnr_retry_count: rep.rnr_retry_count,
+        srq: rep.srq,
+        target_ack_delay: rep.target_ack_delay,
+        private_data: rep.private_data.to_vec(),
+    };
+    passive.send_rep(now, b, &rep_params).expect("REP");
+    let ours = sent(&mut passive);
+    assert_eq!(ours, find(&all, "rping", "REP").mad, "REP");
+    active.receive(now, &server, &ours);
+    active.send_rtu(now, a, &[]).expect("RTU");
+    let ours = sent(&mut active);
+    assert_eq!(ours, find(&all, "rping", "RTU").mad, "RTU");
+    passive.receive(now, &client, &ours);
+    assert_eq!(passive.state(b), Some(CmState::Established));
+    active.send_dreq(now, a, &[]).expect("DREQ");
+    let ours = sent(&mut active);
+    assert_eq!(ours, find(&all, "rping", "DREQ").mad, "DREQ");
+    passive.receive(now, &client, &ours);
+    passive.send_drep(now, b, &[]).expect("DREP");
+    assert_eq!(sent(&mut passive), find(&all, "rping", "DREP").mad, "DREP");
+
+    // Nobody listens on 7175: the REJ is Linux's.
+    let mut nobody = IbCm::new(rep.local_ca_guid, 1);
+    nobody.receive(now, &client, &find(&all, "rping-closed-port", "REQ").mad);
+    assert_eq!(sent(&mut nobody), find(&all, "rping-closed-port", "REJ").mad, "REJ");
+
+    // udaddy's SIDR exchange.
+    let (CmMessage::SidrReq(sq), CmMessage::SidrRep(sp)) = (parse("udaddy", "SIDR_REQ"), parse("udaddy", "SIDR_REP"))
+    else {
+        panic!("SIDR")
+    };
+    let mut active = cm_with_first_id(req.local_ca_guid, sq.request_id);
+    let sp_params = SidrReqParams {
+        service_id: sq.service_id,
+        pkey: sq.pkey,
+        timeout_ms: 2000,
+        max_cm_retries: 15,
+        private_data: sq.private_data.to_vec(),
+    };
+    active.send_sidr_req(now, server, &sp_params).expect("SIDR_REQ");
+    let ours = sent(&mut active);
+    assert_eq!(ours, find(&all, "udaddy", "SIDR_REQ").mad, "SIDR_REQ");
+    let mut passive = IbCm::new(rep.local_ca_guid, 1);
+    passive.listen(sq.service_id, 0).expect("listen");
+    passive.receive(now, &client, &ours);
+    let Some(Output::Event { conn, .. }) = passive.take_output() else { panic!("SIDR_REQ event") };
+    let reply =
+        SidrRepParams { qp_num: sp.qpn, qkey: sp.qkey, private_data: sp.private_data.to_vec(), ..Default::default() };
+    passive.send_sidr_rep(now, conn, &reply).expect("SIDR_REP");
+    assert_eq!(sent(&mut passive), find(&all, "udaddy", "SIDR_REP").mad, "SIDR_REP");
+}
