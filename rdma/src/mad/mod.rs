@@ -224,3 +224,100 @@ fn validate(qpn: u32, bytes: &[u8]) -> Result<(), MadDrop> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn mad_of(class: u8, version: u8, method: u8, attr: u16, tid: u64) -> [u8; mad::MAD_LEN] {
+        let mut m = [0u8; mad::MAD_LEN];
+        let repr = mad::Repr {
+            base_version: 1,
+            mgmt_class: MgmtClass::from_raw(class),
+            class_version: version,
+            method: Method::from_raw(method),
+            status: 0,
+            class_specific: 0,
+            tid,
+            attr_id: attr,
+            attr_mod: 0,
+        };
+        repr.emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+        m[100] = 0x5a;
+        m
+    }
+
+    fn with_cm() -> (Dispatcher, AgentId) {
+        let mut d = Dispatcher::new();
+        let cm = d.register(MgmtClass::Cm, 2, MethodSet::EMPTY.with(Method::Send)).expect("CM agent");
+        (d, cm)
+    }
+
+    #[test]
+    fn a_cm_send_goes_to_the_cm_agent() {
+        let (mut d, cm) = with_cm();
+        assert_eq!(d.receive(1, &mad_of(0x07, 2, 0x03, 0x0010, 7)), Dispatch::Agent(cm));
+        assert_eq!(d.counters().delivered, 1);
+    }
+
+    #[test]
+    fn an_unmatched_get_is_answered_unsupported_and_a_send_dropped() {
+        let (mut d, _) = with_cm();
+        // A Get of the performance class nobody serves: answered, all else echoed.
+        let get = mad_of(0x04, 1, 0x01, 0x0012, 0x42);
+        let Dispatch::Reply(reply) = d.receive(1, &get) else { panic!("a reply") };
+        let p = mad::Packet::new_unchecked(&reply[..]);
+        assert_eq!(p.method(), Method::GetResp);
+        assert_eq!(p.status(), mad::STATUS_UNSUPPORTED_METHOD_ATTRIB);
+        assert_eq!((p.tid(), p.attr_id(), reply[100]), (0x42, 0x0012, 0x5a));
+        // A CM class version nobody registered, with Set: answered too.
+        assert!(matches!(d.receive(1, &mad_of(0x07, 3, 0x02, 0x0001, 1)), Dispatch::Reply(_)));
+        // A Send or Trap of an unknown class: dropped.
+        assert_eq!(d.receive(1, &mad_of(0x30, 1, 0x03, 1, 1)), Dispatch::Drop(MadDrop::NoAgent));
+        assert_eq!(d.receive(1, &mad_of(0x30, 1, 0x05, 1, 1)), Dispatch::Drop(MadDrop::NoAgent));
+        let c = d.counters();
+        assert_eq!((c.answered_unsupported, c.no_agent, c.received), (2, 2, 4));
+    }
+
+    #[test]
+    fn malformed_mads_are_dropped_as_linux_validates_them() {
+        let (mut d, _) = with_cm();
+        let short = mad_of(0x07, 2, 0x03, 0x10, 1);
+        assert_eq!(d.receive(1, &short[..255]), Dispatch::Drop(MadDrop::BadLength));
+        let mut bad = mad_of(0x07, 2, 0x03, 0x10, 1);
+        bad[0] = 2;
+        assert_eq!(d.receive(1, &bad), Dispatch::Drop(MadDrop::BadBaseVersion));
+        assert_eq!(d.receive(1, &mad_of(0x81, 1, 0x01, 0x11, 1)), Dispatch::Drop(MadDrop::WrongQp));
+        assert_eq!(d.receive(0, &mad_of(0x07, 2, 0x03, 0x10, 1)), Dispatch::Drop(MadDrop::WrongQp));
+        // CM messages travel only as Send; a Get of one is dropped, not answered.
+        assert_eq!(d.receive(1, &mad_of(0x07, 2, 0x01, 0x10, 1)), Dispatch::Drop(MadDrop::BadCmMethod));
+        // ... but ClassPortInfo may be asked for (and nobody here serves it).
+        assert!(matches!(d.receive(1, &mad_of(0x07, 2, 0x01, 0x0001, 1)), Dispatch::Reply(_)));
+        let c = d.counters();
+        assert_eq!((c.bad_length, c.bad_base_version, c.wrong_qp, c.bad_cm_method), (1, 1, 2, 1));
+    }
+
+    #[test]
+    fn responses_find_their_agent_by_tid() {
+        let mut d = Dispatcher::new();
+        let sa = d.register(MgmtClass::SubnAdm, 2, MethodSet::EMPTY).expect("SA client");
+        let tid = Dispatcher::tid(sa, 77);
+        assert_eq!(tid >> 32, u64::from(sa.0));
+        assert_eq!(d.receive(1, &mad_of(0x03, 2, 0x81, 0x35, tid)), Dispatch::Agent(sa));
+        let stray = Dispatcher::tid(AgentId(sa.0 + 9), 77);
+        assert_eq!(d.receive(1, &mad_of(0x03, 2, 0x81, 0x35, stray)), Dispatch::Drop(MadDrop::UnmatchedResponse));
+        d.unregister(sa);
+        assert_eq!(d.receive(1, &mad_of(0x03, 2, 0x81, 0x35, tid)), Dispatch::Drop(MadDrop::UnmatchedResponse));
+    }
+
+    #[test]
+    fn overlapping_registrations_are_refused() {
+        let (mut d, _) = with_cm();
+        let send = MethodSet::EMPTY.with(Method::Send);
+        assert_eq!(d.register(MgmtClass::Cm, 2, send), Err(RegisterError::Conflict));
+        assert!(d.register(MgmtClass::Cm, 2, MethodSet::EMPTY.with(Method::Get)).is_ok());
+        assert!(d.register(MgmtClass::Cm, 3, send).is_ok());
+        assert!(send.contains(Method::Send) && !send.contains(Method::Get));
+        assert!(MethodSet::EMPTY.with(Method::GetTableResp).contains(Method::GetTableResp));
+    }
+}

@@ -163,8 +163,12 @@ impl IbCm {
         }
     }
 
+    /// The TID of a REQ, DREQ or SIDR_REQ we start: the agent's id above, the local ID
+    /// below. Linux puts the ID there in network order read as a host (little-endian)
+    /// integer (`cm_form_tid`), so the bytes on the wire are the ID's swapped; we send
+    /// the same, so captures of the two compare equal.
     fn tid_for(&self, local_id: u32) -> u64 {
-        (u64::from(self.hi_tid) << 32) | u64::from(local_id)
+        (u64::from(self.hi_tid) << 32) | u64::from(local_id.swap_bytes())
     }
 
     /// Sends a REQ and starts waiting for its answer.

@@ -360,7 +360,10 @@ impl IbCm {
     }
 
     fn on_dreq(&mut self, now: Instant, from: &MadAddr, tid: u64, m: &DreqRepr<'_>) -> bool {
-        let Some(id) = self.acquire(m.remote_comm_id, m.local_comm_id) else {
+        let known = self.acquire(m.remote_comm_id, m.local_comm_id);
+        // A connection back in idle after timewait is as good as forgotten.
+        let known = known.filter(|id| self.conns.get(id).is_some_and(Conn::is_live));
+        let Some(id) = known else {
             // `cm_issue_drep`: whatever we forgot, the peer may stop asking.
             let msg = DrepRepr { local_comm_id: m.remote_comm_id, remote_comm_id: m.local_comm_id, private_data: &[] };
             if let Ok(mad) = encode(tid, CmMessage::Drep(msg)) {
