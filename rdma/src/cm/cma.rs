@@ -22,10 +22,12 @@ use super::ib_cm::{self, CmEvent, ConnId, IbCm, ListenId, MadAddr, Output};
 use super::route::{self, Route, RouteError};
 use crate::core::gid::Gid;
 use crate::core::{NetdevProvider, RdmaCore};
+use crate::mad;
 use crate::rxe::time::{Duration, Instant};
 use crate::uverbs::MacResolution;
 use crate::wire::MacAddr;
 use crate::wire::cma_hdr::{self, PortSpace};
+use crate::wire::mad::{Method, MgmtClass};
 
 pub use verbs_ring::cm::{cm_event as event, port_space};
 
@@ -189,8 +191,11 @@ struct Id {
     seq_num: u32,
 }
 
-/// One device's IB CM and where its peers are.
+/// One device's GSI agents (the MAD dispatcher, the IB CM its one agent)
+/// and where its peers are.
 struct DevCm {
+    mad: mad::Dispatcher,
+    cm_agent: Option<mad::AgentId>,
     ib: IbCm,
     /// For each peer GID, the GID index we reach it from and its MAC: learned
     /// from the MADs it sends and from the routes of our connects, so replies
@@ -254,7 +259,14 @@ impl RdmaCm {
     /// A device appeared: it gets an IB CM, and wildcard listeners listen on it.
     pub fn add_device(&mut self, dev: u32, ca_guid: u64) {
         let seed = self.random();
-        self.devs.insert(dev, DevCm { ib: IbCm::new(ca_guid, seed), peers: BTreeMap::new(), out: VecDeque::new() });
+        let mut d = mad::Dispatcher::new();
+        // The CM class (version 2) takes Send, the only method CM MADs use.
+        let cm_agent = d.register(MgmtClass::Cm, 2, mad::MethodSet::EMPTY.with(Method::Send)).ok();
+        let mut ib = IbCm::new(ca_guid, seed);
+        if let Some(a) = cm_agent {
+            ib.set_tid_high(a.0);
+        }
+        self.devs.insert(dev, DevCm { mad: d, cm_agent, ib, peers: BTreeMap::new(), out: VecDeque::new() });
         let wild: Vec<u32> = self
             .ids
             .iter()
@@ -791,13 +803,34 @@ impl RdmaCm {
             hop_limit: mad.hop_limit,
             flow_label: mad.flow_label,
         };
-        d.ib.receive(now, &from, &mad.data);
+        match d.mad.receive(1, &mad.data) {
+            mad::Dispatch::Agent(a) if Some(a) == d.cm_agent => d.ib.receive(now, &from, &mad.data),
+            mad::Dispatch::Reply(reply) => d.out.push_back(OutMad {
+                ah: crate::rxe::ah::AhAttr {
+                    dgid: mad.src_gid,
+                    sgid_index,
+                    hop_limit: mad.hop_limit,
+                    traffic_class: mad.traffic_class,
+                    flow_label: mad.flow_label,
+                    dmac: mad.src_mac,
+                },
+                dest_qpn: mad.src_qpn,
+                mad: reply.to_vec(),
+            }),
+            // Dropped and counted by the dispatcher.
+            _ => {}
+        }
         self.drain(now, dev);
     }
 
     /// The MADs device `dev`'s QP1 should send now.
     pub fn take_mads(&mut self, dev: u32) -> Vec<OutMad> {
         self.devs.get_mut(&dev).map(|d| d.out.drain(..).collect()).unwrap_or_default()
+    }
+
+    /// Device `dev`'s MAD dispatcher counters.
+    pub fn mad_counters(&self, dev: u32) -> Option<&mad::MadCounters> {
+        self.devs.get(&dev).map(|d| d.mad.counters())
     }
 
     /// Devices with an IB CM.

@@ -410,6 +410,9 @@ impl CmIdRef<'_> {
     }
 
     fn to_rtr_rts(&self, qp: QpRef, resources: u8, depth: u8) -> Result<()> {
+        // INIT again first, as librdmacm does: the access flags the
+        // connection grants (READ, atomics) are known only now.
+        self.step(qp, qp_state::INIT, |_, _| {})?;
         self.step(qp, qp_state::RTR, |a, m| {
             if resources != 0 && *m & qp_attr_mask::MAX_DEST_RD_ATOMIC != 0 {
                 a.max_dest_rd_atomic = resources;

@@ -416,6 +416,8 @@ fn rdma_cm_connects_two_appliances_over_their_qp1() {
     assert_eq!(est.param.private_data, vec![0xab; 196]);
     let q = cqp.query(0).unwrap().attr;
     assert_eq!((q.qp_state, q.dest_qp_num), (verbs::qp_state::RTS, sqp.qp_num()));
+    // Responder resources granted: READ and atomics allowed, as cm_init_qp_init_attr gives.
+    assert_eq!(q.qp_access_flags, 0b1110);
     expect(&sch, cm_event::ESTABLISHED);
 
     let cmr = cpd.reg_mr(64, AccessFlags::LOCAL_WRITE).unwrap();
