@@ -1,0 +1,143 @@
+//! RDMA CM interop: Linux's unmodified rdmacm-utils (`rping`, from Debian
+//! bookworm, in the Linux peer) against the appliance's host tools over its
+//! verbs ring, each side as server and as client. Everything, the connection
+//! manager's MADs included, goes over the emulated wire: the appliance's
+//! rdma_cm answers on its own QP1.
+//!
+//! Slow (a Debian kernel under TCG), so `#[ignore]`d: `make interop` runs
+//! the full set; `make test` runs the smoke through `make interop-smoke`.
+
+#![deny(unsafe_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tests::report::{counter, counters};
+use tests::tool;
+use tests::{Appliance, Ivshmem, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
+
+const REGION: u64 = 64 << 20;
+/// A whole rping run, connection set-up included.
+const RUN: Duration = Duration::from_secs(300);
+
+/// One appliance (10.0.0.1, rxe0, a verbs ring) and one Linux peer
+/// (10.0.0.3); with `capture`, QEMU's filter-dump records the wire there.
+fn setup(tag: &str, capture: Option<&Path>) -> (Appliance, LinuxPeer, Ivshmem) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    let shm = Ivshmem::temp(tag, REGION);
+    let extra =
+        capture.map_or(vec![], |f| vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", f.display())]);
+    let mut app = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        extra,
+        ..Options::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let out = app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    (app, linux, shm)
+}
+
+/// Runs our `rping` client against a server that may not listen yet: a REJ
+/// (nothing listening, reason 8) is tried again, anything else is the answer.
+fn our_client(ring: &Path, args: &str) -> (bool, String) {
+    let start = Instant::now();
+    loop {
+        let (ok, out) = tool::finish(tool::spawn("rping", ring, args).unwrap(), RUN).unwrap();
+        if ok || !out.contains("RDMA_CM_EVENT_REJECTED, error 8") || start.elapsed() > Duration::from_secs(60) {
+            return (ok, out);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The Linux `rping` client against a server that may not listen yet.
+fn linux_client(linux: &mut LinuxPeer, args: &str) -> (i32, String) {
+    let start = Instant::now();
+    loop {
+        let (status, out) = linux.status(&format!("rping {args}"), RUN).unwrap();
+        if status == 0 || !out.contains("error 8") || start.elapsed() > Duration::from_secs(60) {
+            return (status, out);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// rping both ways at `sizes`, `count` pings each, data verified (`-V`) by
+/// both ends.
+fn rping_both_ways(linux: &mut LinuxPeer, shm: &Ivshmem, sizes: &[u32], count: u32) {
+    for &size in sizes {
+        let opts = format!("-V -C {count} -S {size}");
+        // Linux serves, the appliance connects.
+        linux.cmd(&format!("rping -s -a 10.0.0.3 {opts} > /tmp/rping.log 2>&1 &")).unwrap();
+        let (ok, ours) = our_client(&shm.path, &format!("-c -a 10.0.0.3 {opts}"));
+        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/rping.log", RUN).unwrap();
+        assert!(ok, "{size} B, appliance rping client failed:\n{ours}\nLinux server:\n{theirs}");
+        assert!(theirs.contains("exit=0"), "{size} B, Linux rping server failed:\n{theirs}\nours:\n{ours}");
+        eprintln!("rping {size} B x {count}: Linux server / appliance client pass");
+
+        // The appliance serves, Linux connects.
+        let server = tool::spawn("rping", &shm.path, &format!("-s -a 10.0.0.1 {opts}")).unwrap();
+        let (status, theirs) = linux_client(linux, &format!("-c -a 10.0.0.1 {opts}"));
+        let (ok, ours) = tool::finish(server, RUN).unwrap();
+        assert_eq!(status, 0, "{size} B, Linux rping client failed:\n{theirs}\nappliance server:\n{ours}");
+        assert!(ok, "{size} B, appliance rping server failed:\n{ours}\nLinux client:\n{theirs}");
+        eprintln!("rping {size} B x {count}: appliance server / Linux client pass");
+    }
+}
+
+/// Linux `rping` and ours, both ways, 64 B and 64 KiB, 1000 verified pings
+/// each; the capture parses frame by frame (MADs on QP1 included) and
+/// neither side counts an exhausted retry.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn rping_against_linux_both_directions() {
+    if !LinuxPeer::available_or_skip("rping_against_linux_both_directions") {
+        return;
+    }
+    let capture = std::env::temp_dir().join(format!("cm-{}.pcap", std::process::id()));
+    let (app, mut linux, shm) = setup("cm", Some(&capture));
+    rping_both_ways(&mut linux, &shm, &[64, 65536], 1000);
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    let c = counters(&stats);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {
+        assert_eq!(counter(&c, err), Some(0), "Linux {err}:\n{stats}");
+    }
+    drop(app);
+    tests::pcap::check_roce_capture(&capture, 100);
+    let _ = std::fs::remove_file(&capture);
+}
+
+/// The short CM run `make test` includes: one rping each way.
+#[test]
+#[ignore = "boots a Linux peer: `make test` runs it through `make interop-smoke`"]
+fn smoke_rping_against_linux_each_way() {
+    if !LinuxPeer::available_or_skip("smoke_rping_against_linux_each_way") {
+        return;
+    }
+    let (_app, mut linux, shm) = setup("cm-smoke", None);
+    rping_both_ways(&mut linux, &shm, &[64], 10);
+}
+
+/// A connect to a port nobody listens on is refused at once with REJ
+/// reason 8 (invalid service ID), both ways.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn a_connect_to_a_closed_port_is_rejected_both_ways() {
+    if !LinuxPeer::available_or_skip("a_connect_to_a_closed_port_is_rejected_both_ways") {
+        return;
+    }
+    let (_app, mut linux, shm) = setup("cm-rej", None);
+    // REJECTED with reason 8 is the peer's answer; a lost REQ would end in
+    // UNREACHABLE (-110) after the CM's retries.
+    let (ok, ours) = tool::finish(tool::spawn("rping", &shm.path, "-c -a 10.0.0.3 -p 9 -C 1").unwrap(), RUN).unwrap();
+    assert!(!ok && ours.contains("RDMA_CM_EVENT_REJECTED, error 8"), "{ours}");
+    let (status, theirs) = linux.status("rping -c -a 10.0.0.1 -p 9 -C 1", RUN).unwrap();
+    assert_ne!(status, 0);
+    assert!(theirs.contains("error 8"), "{theirs}");
+}
