@@ -193,6 +193,19 @@ impl Net {
             .unwrap_or(0)
     }
 
+    /// The MAC of next hop `ip` on RDMA device `dev`'s netdev, from that
+    /// link's ARP or IPv6 neighbour table, starting a request when unknown;
+    /// never blocks (the RDMA path's `ib_resolve_eth_dmac`).
+    pub fn resolve(&mut self, dev: u32, ip: core::net::IpAddr, now: Instant) -> knet::neigh::Resolution {
+        use knet::neigh::Resolution;
+        let Some(ifindex) = self.rdma.core.device(dev).map(|d| d.netdev().ifindex) else { return Resolution::Failed };
+        let Some(link) = self.link_of(ifindex).and_then(|l| self.links.get_mut(l)) else { return Resolution::Failed };
+        match ip {
+            core::net::IpAddr::V4(v4) => link.neigh.lookup_or_request(v4, now),
+            core::net::IpAddr::V6(v6) => link.nd.lookup_or_request(v6, now),
+        }
+    }
+
     /// Makes every link's smoltcp interface and neighbour table use its
     /// netdev's current addresses.
     pub fn sync_all_addresses(&mut self) {
