@@ -307,9 +307,10 @@ fn check_ipv6_roce(capture: &std::path::Path) -> std::collections::BTreeMap<[u8;
 /// RoCE v2 over IPv6 with Linux rdma_rxe: `ibv_rc_pingpong -g 0` (the
 /// link-local GIDs) and with a global address's GID, both ways, data checked
 /// (both sides fill with 0x7b and the appliance checks every receive), plus
-/// `ibv_ud_pingpong -g 0` both ways; ICMPv6 echo both ways first (neighbour
-/// discovery against Linux's). The capture must parse with our codec (ICRCs
-/// good) and tshark, and its IPv6 frames agree with Linux's choices.
+/// `ibv_uc_pingpong -g 0` and `ibv_ud_pingpong -g 0` both ways; ICMPv6 echo
+/// both ways first (neighbour discovery against Linux's). The capture must
+/// parse with our codec (ICRCs good) and tshark, and its IPv6 frames agree
+/// with Linux's choices.
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]
 fn appliance_linux_pingpong_over_ipv6_both_directions() {
@@ -338,6 +339,7 @@ fn appliance_linux_pingpong_over_ipv6_both_directions() {
     for (tool, ours, theirs, size) in [
         ("ibv_rc_pingpong", 0, linux_ll, 4096u32),
         ("ibv_rc_pingpong", 2, linux_global, 65536),
+        ("ibv_uc_pingpong", 0, linux_ll, 4096),
         ("ibv_ud_pingpong", 0, linux_ll, 1024),
     ] {
         let (app_opts, linux_opts) =

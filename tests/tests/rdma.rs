@@ -72,7 +72,7 @@ fn uc_and_ud_pingpong_between_appliances() {
 }
 
 /// RoCE v2 over IPv6 between two appliances: `-g 0` (the link-local GID, as
-/// Linux rxe's index 0) and a global address's GID, for RC and UD, the next
+/// Linux rxe's index 0) and a global address's GID, for RC, UC and UD, the next
 /// hop found through neighbour discovery.
 #[test]
 fn pingpong_over_ipv6_gids() {
@@ -84,6 +84,7 @@ fn pingpong_over_ipv6_gids() {
     for (tool, args, gid) in [
         ("ibv_rc_pingpong", "-g 0 -s 4096 -n 20", "GID fe80::5054:ff:fe00:1"),
         ("ibv_rc_pingpong", "-g 2 -s 65536 -n 10", "GID 2001:db8::1"),
+        ("ibv_uc_pingpong", "-g 2 -s 4096 -n 20", "GID 2001:db8::1"),
         ("ibv_ud_pingpong", "-g 0 -s 1024 -n 20", "GID fe80::5054:ff:fe00:1"),
     ] {
         let (server, client) = pingpong_of(tool, &mut a, &mut b, args);
