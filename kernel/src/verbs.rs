@@ -17,7 +17,7 @@ use crate::net::memory::ApplianceMemory;
 use crate::net::rdma::NicSink;
 use crate::time::{Duration, Instant};
 use alloc::rc::Rc;
-use core::net::Ipv4Addr;
+use core::net::IpAddr;
 use drivers::ivshmem::{self, IvshmemRegion};
 use kbase::pci::{Bar, Function};
 use knet::neigh::Resolution;
@@ -83,12 +83,10 @@ impl TransportAccess for NetAccess<'_> {
         result
     }
 
-    fn resolve_ipv4(&mut self, dev: u32, ip: Ipv4Addr, now: Instant) -> MacResolution {
+    fn resolve(&mut self, dev: u32, ip: IpAddr, now: Instant) -> MacResolution {
         let Some(net) = self.net.as_deref_mut() else { return MacResolution::Failed };
         // The next hop is asked for on the device's own netdev.
-        let Some(ifindex) = net.rdma.core.device(dev).map(|d| d.netdev().ifindex) else { return MacResolution::Failed };
-        let Some(link) = net.link_of(ifindex).and_then(|l| net.links.get_mut(l)) else { return MacResolution::Failed };
-        match link.neigh.lookup_or_request(ip, now) {
+        match net.resolve(dev, ip, now) {
             Resolution::Known(mac) => MacResolution::Known(mac),
             Resolution::Pending => MacResolution::Pending,
             Resolution::Failed => MacResolution::Failed,

@@ -256,6 +256,140 @@ fn appliance_linux_rc_pingpong_both_directions() {
     let _ = std::fs::remove_file(&capture);
 }
 
+/// The index of `gid` (sysfs spelling, `2001:0db8:...`) in the Linux peer's
+/// rxe0 GID table, waiting for the GID cache to follow the address.
+fn linux_gid_index(linux: &mut LinuxPeer, gid: &str) -> u32 {
+    let gids = "/sys/class/infiniband/rxe0/ports/1/gids";
+    let line = format!(
+        "t=0; until grep -qx '{gid}' {gids}/* 2>/dev/null || [ $t -gt 50 ]; do t=$((t+1)); sleep 0.1; done; \
+         for i in 0 1 2 3 4 5 6 7; do echo \"gid $i $(cat {gids}/$i 2>/dev/null)\"; done"
+    );
+    let out = linux.cmd_timeout(&line, Duration::from_secs(30)).unwrap();
+    out.lines()
+        .find_map(|l| l.strip_suffix(gid).and_then(|l| l.strip_prefix("gid ")).and_then(|i| i.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no GID {gid} on the Linux peer:\n{out}"))
+}
+
+/// A capture's IPv6 RoCE frames, checked for what Linux rxe and the appliance
+/// must agree on: flow label 0, hop limit 64 (the route's), and a connected
+/// QP's UDP source port chosen from both QPNs (`rdma_get_udp_sport`), so every
+/// RC frame's port is the one of some QP pair seen on the wire. Returns how
+/// many IPv6 RoCE frames each side (by source MAC) sent.
+fn check_ipv6_roce(capture: &std::path::Path) -> std::collections::BTreeMap<[u8; 6], usize> {
+    use rdma::wire::frame::{IpPath, parse};
+    let bytes = std::fs::read(capture).unwrap();
+    let frames: Vec<_> =
+        tests::pcap::frames(&bytes).unwrap().into_iter().filter(|f| tests::pcap::is_roce_v2(f)).collect();
+    let parsed: Vec<_> =
+        frames.iter().filter_map(|f| parse(f).ok()).filter(|rx| matches!(rx.repr.path.ip, IpPath::V6 { .. })).collect();
+    let mut sent = std::collections::BTreeMap::new();
+    let mut qpns: std::collections::BTreeMap<[u8; 6], std::collections::BTreeSet<u32>> = Default::default();
+    for rx in &parsed {
+        let p = rx.repr.path;
+        let IpPath::V6 { flow_label, .. } = p.ip else { continue };
+        assert_eq!((flow_label, p.hop_limit), (0, 64), "IPv6 RoCE frame from {:?}", p.src_mac);
+        *sent.entry(p.src_mac.0).or_insert(0) += 1;
+        qpns.entry(p.src_mac.0).or_default().insert(rx.repr.roce.bth.dest_qpn);
+    }
+    for rx in parsed.iter().filter(|rx| u8::from(rx.repr.roce.bth.opcode) < 0x20) {
+        let p = rx.repr.path;
+        let theirs = qpns.iter().filter(|(mac, _)| **mac != p.src_mac.0).flat_map(|(_, q)| q.iter().copied());
+        let d = rx.repr.roce.bth.dest_qpn;
+        assert!(
+            theirs.clone().any(|q| rdma::wire::sport::src_port_for_connection(0, q, d) == p.src_port),
+            "RC frame to QPN {d:#x} from port {} matches no QP pair",
+            p.src_port
+        );
+    }
+    sent
+}
+
+/// RoCE v2 over IPv6 with Linux rdma_rxe: `ibv_rc_pingpong -g 0` (the
+/// link-local GIDs) and with a global address's GID, both ways, data checked
+/// (both sides fill with 0x7b and the appliance checks every receive), plus
+/// `ibv_uc_pingpong -g 0` and `ibv_ud_pingpong -g 0` both ways; ICMPv6 echo
+/// both ways first (neighbour discovery against Linux's). The capture must
+/// parse with our codec (ICRCs good) and tshark, and its IPv6 frames agree
+/// with Linux's choices.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn appliance_linux_pingpong_over_ipv6_both_directions() {
+    if !LinuxPeer::available_or_skip("appliance_linux_pingpong_over_ipv6_both_directions") {
+        return;
+    }
+    let capture = std::env::temp_dir().join(format!("interop-v6-{}.pcap", std::process::id()));
+    let (mut app, mut linux) = appliance_and_linux(Some(&capture));
+    app.cmd("ip -6 addr add 2001:db8::1/64 dev eth0").unwrap();
+    // nodad: the address is usable (and its GID there) at once.
+    linux.expect("ip -6 addr add 2001:db8::3/64 dev eth0 nodad && echo added", "added").unwrap();
+    let linux_global = linux_gid_index(&mut linux, "2001:0db8:0000:0000:0000:0000:0000:0003");
+    let linux_ll = linux_gid_index(&mut linux, "fe80:0000:0000:0000:5054:00ff:fe00:0103");
+    assert_eq!(linux_ll, 0, "Linux's GID 0 is the link-local one");
+
+    for dst in ["fe80::5054:ff:fe00:103", "2001:db8::3"] {
+        let out = app.cmd(&format!("ping {dst} -c 2 -i 200")).unwrap();
+        assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
+    }
+    for dst in ["2001:db8::1", "fe80::5054:ff:fe00:1%eth0"] {
+        let (status, out) = linux.status(&format!("ping -c 2 {dst}"), Duration::from_secs(30)).unwrap();
+        assert_eq!(status, 0, "Linux ping {dst}:\n{out}");
+    }
+
+    const ITERS: u32 = 50;
+    for (tool, ours, theirs, size) in [
+        ("ibv_rc_pingpong", 0, linux_ll, 4096u32),
+        ("ibv_rc_pingpong", 2, linux_global, 65536),
+        ("ibv_uc_pingpong", 0, linux_ll, 4096),
+        ("ibv_ud_pingpong", 0, linux_ll, 1024),
+    ] {
+        let (app_opts, linux_opts) =
+            (format!("-g {ours} -n {ITERS} -s {size}"), format!("-g {theirs} -n {ITERS} -s {size}"));
+        // Linux serves, the appliance connects.
+        linux.cmd(&format!("{tool} -d rxe0 {linux_opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
+        let client = app.cmd(&format!("{tool} {app_opts} 10.0.0.3")).unwrap();
+        let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
+        for (side, out) in [("appliance client", &client), ("Linux server", &server)] {
+            assert!(
+                out.contains(&format!("{ITERS} iters in")),
+                "{tool} -g {ours}/{theirs}, {side}:\n{out}\nother side:\n{client}\n{server}"
+            );
+        }
+        assert!(client.contains("GID fe80::") || client.contains("GID 2001:db8::"), "{client}");
+        // The appliance serves, Linux connects.
+        let running = app.start_cmd(&format!("{tool} {app_opts}"), "local address:").unwrap();
+        let (status, client) =
+            linux.status(&format!("{tool} -d rxe0 {linux_opts} 10.0.0.1"), Duration::from_secs(120)).unwrap();
+        let server = app.finish_cmd(running).unwrap();
+        assert_eq!(status, 0, "{tool} -g {ours}/{theirs}: Linux client failed:\n{client}\nappliance server:\n{server}");
+        for (side, out) in [("Linux client", &client), ("appliance server", &server)] {
+            assert!(out.contains(&format!("{ITERS} iters in")), "{tool} -g {ours}/{theirs}, {side}:\n{out}");
+        }
+        eprintln!("{tool} -g {ours} (Linux -g {theirs}), {size} B: both directions pass");
+    }
+    let neigh = app.cmd("ip -6 neigh").unwrap();
+    for ip in ["fe80::5054:ff:fe00:103", "2001:db8::3"] {
+        assert!(neigh.contains(&format!("{ip} dev eth0 lladdr 52:54:00:00:01:03 ")), "{neigh}");
+    }
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    let c = counters(&stats);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err", "link_downed"] {
+        assert_eq!(counter(&c, err), Some(0), "Linux {err}:\n{stats}");
+    }
+    let ours = app.cmd("rdma statistic show").unwrap();
+    let c = counters(&ours);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {
+        assert_eq!(counter(&c, err), Some(0), "appliance {err}:\n{ours}");
+    }
+    drop(app);
+    tests::pcap::check_roce_capture(&capture, 6 * ITERS as usize * 2);
+    let sent = check_ipv6_roce(&capture);
+    eprintln!("IPv6 RoCE frames by sender: {sent:x?}");
+    assert!(sent.get(&[0x52, 0x54, 0, 0, 0, 1]).is_some_and(|&n| n >= 6 * ITERS as usize), "{sent:x?}");
+    assert!(sent.get(&[0x52, 0x54, 0, 0, 1, 3]).is_some_and(|&n| n >= 6 * ITERS as usize), "{sent:x?}");
+    let _ = std::fs::remove_file(&capture);
+}
+
 /// Linux `ibv_uc_pingpong` and `ibv_ud_pingpong` against the appliance's, both ways.
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]

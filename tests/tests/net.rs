@@ -35,6 +35,49 @@ fn two_appliances_ping_each_other() {
     assert!(out.contains("1008 bytes from 10.0.0.1"), "{out}");
 }
 
+/// IPv6 between two appliances: the link-local addresses from the MACs,
+/// `ip -6 addr` in iproute2's filtered shape, ICMPv6 echo to a link-local and
+/// to a global address (smoltcp resolves through neighbour discovery and
+/// answers the peer's solicitations), and the RDMA path's IPv6 neighbour
+/// table learning from the solicitations it sees.
+#[test]
+fn ipv6_addresses_ping_and_neighbours() {
+    let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
+    let out = a.cmd("ip -6 addr").unwrap();
+    assert!(out.contains("2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP"), "{out}");
+    assert!(out.contains("    inet6 fe80::5054:ff:fe00:1/64 scope link"), "{out}");
+    assert!(!out.contains("link/ether") && !out.contains("inet "), "only IPv6 lines:\n{out}");
+    let out = a.cmd("ip -4 addr").unwrap();
+    assert!(out.contains("inet 10.0.0.1/24") && !out.contains("inet6"), "{out}");
+
+    let out = a.cmd("ping fe80::5054:ff:fe00:2 -c 3 -i 100").unwrap();
+    assert!(out.contains("PING fe80::5054:ff:fe00:2(fe80::5054:ff:fe00:2) 56 data bytes"), "{out}");
+    assert!(out.contains("3 packets transmitted, 3 received, 0% packet loss"), "{out}");
+    assert!(out.contains("64 bytes from fe80::5054:ff:fe00:2: icmp_seq=3 ttl=64 time="), "{out}");
+    // b learnt a from a's solicitation for b's address.
+    let out = b.cmd("ip -6 neigh").unwrap();
+    assert!(out.contains("fe80::5054:ff:fe00:1 dev eth0 lladdr 52:54:00:00:00:01 STALE"), "{out}");
+    let out = b.cmd("ip -4 neigh").unwrap();
+    assert!(!out.contains("fe80::"), "{out}");
+
+    a.cmd("ip -6 addr add 2001:db8::1/64 dev eth0").unwrap();
+    b.cmd("ip addr add 2001:db8::2/64 dev eth0").unwrap();
+    let out = a.cmd("ip -6 addr show dev eth0").unwrap();
+    assert!(out.contains("inet6 2001:db8::1/64 scope global permanent"), "{out}");
+    let out = b.cmd("ping 2001:db8::1 -c 2 -i 100 -s 1000").unwrap();
+    assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
+    assert!(out.contains("1008 bytes from 2001:db8::1: icmp_seq=2"), "{out}");
+    let out = a.cmd("ip neigh").unwrap();
+    assert!(out.contains(" dev eth0 lladdr 52:54:00:00:00:02 STALE"), "{out}");
+    a.cmd("ip -6 addr del 2001:db8::1/64 dev eth0").unwrap();
+    let out = b.cmd("ping 2001:db8::1 -c 2 -i 100").unwrap();
+    assert!(out.contains("2 packets transmitted, 0 received, 100% packet loss"), "{out}");
+    let out = a.cmd("ping fe80::5054:ff:fe00:2%eth0 -c 1").unwrap();
+    assert!(out.contains("1 packets transmitted, 1 received"), "{out}");
+    let out = a.cmd("ping fe80::5054:ff:fe00:2%eth7 -c 1").unwrap();
+    assert!(out.starts_with("error: ") && out.lines().count() == 1, "{out}");
+}
+
 #[test]
 fn ip_addr_shows_and_del_makes_ping_fail() {
     let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");

@@ -71,6 +71,37 @@ fn uc_and_ud_pingpong_between_appliances() {
         .unwrap();
 }
 
+/// RoCE v2 over IPv6 between two appliances: `-g 0` (the link-local GID, as
+/// Linux rxe's index 0) and a global address's GID, for RC, UC and UD, the next
+/// hop found through neighbour discovery.
+#[test]
+fn pingpong_over_ipv6_gids() {
+    let (mut a, mut b) = pair(None);
+    a.cmd("ip -6 addr add 2001:db8::1/64 dev eth0").unwrap();
+    b.cmd("ip -6 addr add 2001:db8::2/64 dev eth0").unwrap();
+    let gids = a.cmd("show_gids").unwrap();
+    assert!(gids.contains("rxe0\t1\t2\t2001:0db8:0000:0000:0000:0000:0000:0001"), "{gids}");
+    for (tool, args, gid) in [
+        ("ibv_rc_pingpong", "-g 0 -s 4096 -n 20", "GID fe80::5054:ff:fe00:1"),
+        ("ibv_rc_pingpong", "-g 2 -s 65536 -n 10", "GID 2001:db8::1"),
+        ("ibv_uc_pingpong", "-g 2 -s 4096 -n 20", "GID 2001:db8::1"),
+        ("ibv_ud_pingpong", "-g 0 -s 1024 -n 20", "GID fe80::5054:ff:fe00:1"),
+    ] {
+        let (server, client) = pingpong_of(tool, &mut a, &mut b, args);
+        assert!(client.contains(gid), "{tool} {args}:\n{client}");
+        let n = if args.contains("-n 10") { "10" } else { "20" };
+        assert!(iters_line(&client).starts_with(&format!("{n} iters in ")), "{tool} {args}:\n{client}");
+        assert!(iters_line(&server).starts_with(&format!("{n} iters in ")), "{tool} {args}:\n{server}");
+    }
+    // The client asked for the server's addresses; smoltcp's solicited
+    // advertisements answered the RDMA path's table.
+    let neigh = b.cmd("ip -6 neigh").unwrap();
+    assert!(neigh.contains("fe80::5054:ff:fe00:1 dev eth0 lladdr 52:54:00:00:00:01 REACHABLE"), "{neigh}");
+    assert!(neigh.contains("2001:db8::1 dev eth0 lladdr 52:54:00:00:00:01 REACHABLE"), "{neigh}");
+    let stats = b.cmd("ip -s link").unwrap();
+    assert!(!stats.contains("ndisc 0 "), "{stats}");
+}
+
 #[test]
 fn rc_pingpong_with_mtu_4096_on_a_jumbo_link() {
     let (mut a, mut b) = pair(Some(9000));

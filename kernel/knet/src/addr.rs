@@ -128,6 +128,20 @@ pub fn check_ipv4_unicast(a: Ipv4Addr) -> Result<(), AddrError> {
     Ok(())
 }
 
+/// The address family `-4`, `-6` or `-f inet|inet6` restricts a listing to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpFamily {
+    V4,
+    V6,
+}
+
+impl IpFamily {
+    /// Whether a listing restricted to `filter` shows this family.
+    pub fn shown_by(self, filter: Option<IpFamily>) -> bool {
+        filter.is_none_or(|f| f == self)
+    }
+}
+
 /// Whether an IPv6 address may be assigned to an interface (Linux refuses
 /// multicast in `inet6_addr_add` too).
 pub fn check_ipv6_unicast(a: Ipv6Addr) -> Result<(), AddrError> {

@@ -15,6 +15,7 @@ use core::net::IpAddr;
 
 use vocab::time::Duration;
 
+pub use crate::addr::IpFamily;
 use crate::addr::{AddrSpec, parse_addr_spec};
 
 /// A parsed `ip` command.
@@ -28,10 +29,10 @@ pub enum IpCommand {
     AddrAdd { dev: String, addr: AddrSpec },
     /// `ip addr del ADDR[/N] dev DEV`
     AddrDel { dev: String, addr: AddrSpec },
-    /// `ip addr [show [dev] DEV]`
-    AddrShow { dev: Option<String> },
-    /// `ip neigh [show [dev DEV]]`
-    NeighShow { dev: Option<String> },
+    /// `ip [-4|-6] addr [show [dev] DEV]`
+    AddrShow { dev: Option<String>, family: Option<IpFamily> },
+    /// `ip [-4|-6] neigh [show [dev DEV]]`
+    NeighShow { dev: Option<String>, family: Option<IpFamily> },
     /// `ip help` or `ip OBJECT help`.
     Help,
 }
@@ -51,14 +52,15 @@ fn err<T>(msg: impl Into<String>) -> Result<T, UsageError> {
 }
 
 /// What `ip help` prints.
-pub const IP_USAGE: &str = "Usage: ip [ -s ] link [ show [ dev ] DEV ]\n\
+pub const IP_USAGE: &str = "Usage: ip [ -s ] [ -4 | -6 ] OBJECT ...\n\
+    \x20      ip [ -s ] link [ show [ dev ] DEV ]\n\
     \x20      ip link set [ dev ] DEV { up | down | mtu MTU }\n\
     \x20      ip addr { add | del } ADDR[/PREFIX] dev DEV\n\
     \x20      ip addr [ show [ dev ] DEV ]\n\
     \x20      ip neigh [ show [ dev DEV ] ]";
 
 /// What a bad `ping` prints after its error.
-pub const PING_USAGE: &str = "Usage: ping ADDRESS [ -c COUNT ] [ -s SIZE ] [ -i INTERVAL_MS ]";
+pub const PING_USAGE: &str = "Usage: ping ADDRESS[%DEV] [ -c COUNT ] [ -s SIZE ] [ -i INTERVAL_MS ]";
 
 /// iproute2's `matches`: `word` is a non-empty prefix of `full`.
 fn matches(word: &str, full: &str) -> bool {
@@ -72,8 +74,20 @@ pub fn parse_ip(words: &[&str]) -> Result<IpCommand, UsageError> {
         w = &w[1..];
     }
     let mut stats = false;
+    let mut family = None;
     while let Some(opt) = w.first().filter(|o| o.starts_with('-')) {
         match opt.trim_start_matches('-') {
+            "4" => family = Some(IpFamily::V4),
+            "6" => family = Some(IpFamily::V6),
+            o if matches(o, "family") => {
+                family = match w.get(1) {
+                    Some(&"inet") => Some(IpFamily::V4),
+                    Some(&"inet6") => Some(IpFamily::V6),
+                    Some(f) => return err(alloc::format!("Error: argument \"{f}\" is wrong: invalid protocol family")),
+                    None => return err("Command line is not complete. Try option \"help\""),
+                };
+                w = &w[1..];
+            }
             o if matches(o, "statistics") || matches(o, "stats") => stats = true,
             o if matches(o, "help") => return Ok(IpCommand::Help),
             _ => return err(alloc::format!("Option \"{opt}\" is unknown, try \"ip -help\".")),
@@ -86,9 +100,9 @@ pub fn parse_ip(words: &[&str]) -> Result<IpCommand, UsageError> {
     if matches(object, "link") {
         parse_link(rest, stats)
     } else if matches(object, "address") {
-        parse_addr(rest)
+        parse_addr(rest, family)
     } else if matches(object, "neighbour") || matches(object, "neighbor") {
-        parse_neigh(rest)
+        parse_neigh(rest, family)
     } else if matches(object, "help") {
         Ok(IpCommand::Help)
     } else {
@@ -164,10 +178,10 @@ fn optional_dev(w: &[&str]) -> Result<Option<String>, UsageError> {
     }
 }
 
-fn parse_addr(w: &[&str]) -> Result<IpCommand, UsageError> {
+fn parse_addr(w: &[&str], family: Option<IpFamily>) -> Result<IpCommand, UsageError> {
     match w.split_first() {
-        None => Ok(IpCommand::AddrShow { dev: None }),
-        Some((&v, rest)) if is_show(v) => Ok(IpCommand::AddrShow { dev: optional_dev(rest)? }),
+        None => Ok(IpCommand::AddrShow { dev: None, family }),
+        Some((&v, rest)) if is_show(v) => Ok(IpCommand::AddrShow { dev: optional_dev(rest)?, family }),
         Some((&v, rest)) if matches(v, "add") => {
             let (addr, dev) = addr_and_dev(rest)?;
             Ok(IpCommand::AddrAdd { dev, addr })
@@ -208,12 +222,12 @@ fn addr_and_dev(w: &[&str]) -> Result<(AddrSpec, String), UsageError> {
     }
 }
 
-fn parse_neigh(w: &[&str]) -> Result<IpCommand, UsageError> {
+fn parse_neigh(w: &[&str], family: Option<IpFamily>) -> Result<IpCommand, UsageError> {
     match w.split_first() {
-        None => Ok(IpCommand::NeighShow { dev: None }),
+        None => Ok(IpCommand::NeighShow { dev: None, family }),
         Some((&v, rest)) if is_show(v) => match rest {
-            [] => Ok(IpCommand::NeighShow { dev: None }),
-            ["dev", d] => Ok(IpCommand::NeighShow { dev: Some(d.to_string()) }),
+            [] => Ok(IpCommand::NeighShow { dev: None, family }),
+            ["dev", d] => Ok(IpCommand::NeighShow { dev: Some(d.to_string()), family }),
             [first, ..] => err(alloc::format!("Error: either \"dev\" is duplicate, or \"{first}\" is a garbage.")),
         },
         Some((&v, _)) if matches(v, "help") => Ok(IpCommand::Help),
@@ -225,6 +239,8 @@ fn parse_neigh(w: &[&str]) -> Result<IpCommand, UsageError> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PingArgs {
     pub dst: IpAddr,
+    /// The device of `ADDR%DEV` (an IPv6 link-local address names no link).
+    pub scope: Option<String>,
     /// `-c`: stop after this many requests; `None` runs until interrupted.
     pub count: Option<u32>,
     /// `-s`: ICMP payload bytes (56 by default, so replies are 64 bytes).
@@ -250,6 +266,7 @@ pub fn parse_ping(words: &[&str]) -> Result<PingArgs, UsageError> {
         w = &w[1..];
     }
     let (mut dst, mut count, mut size, mut interval) = (None, None, 56usize, Duration::from_secs(1));
+    let mut scope = None;
     let mut i = 0;
     while let Some(&word) = w.get(i) {
         i += 1;
@@ -257,7 +274,15 @@ pub fn parse_ping(words: &[&str]) -> Result<PingArgs, UsageError> {
             if dst.is_some() {
                 return err(alloc::format!("ping: extra argument \"{word}\"\n{PING_USAGE}"));
             }
-            let a: IpAddr = word.parse().map_err(|_| UsageError(alloc::format!("ping: {word}: invalid address")))?;
+            let (addr, dev) = match word.split_once('%') {
+                Some((a, d)) if !d.is_empty() => (a, Some(d.to_string())),
+                _ => (word, None),
+            };
+            let a: IpAddr = addr.parse().map_err(|_| UsageError(alloc::format!("ping: {word}: invalid address")))?;
+            if dev.is_some() && a.is_ipv4() {
+                return err(alloc::format!("ping: {word}: invalid address"));
+            }
+            scope = dev;
             dst = Some(a);
             continue;
         };
@@ -289,7 +314,7 @@ pub fn parse_ping(words: &[&str]) -> Result<PingArgs, UsageError> {
     let Some(dst) = dst else {
         return err(alloc::format!("ping: usage error: Destination address required\n{PING_USAGE}"));
     };
-    Ok(PingArgs { dst, count, size, interval })
+    Ok(PingArgs { dst, scope, count, size, interval })
 }
 
 /// Splits a console line into words (for callers and tests that start from text).
@@ -359,10 +384,10 @@ mod tests {
         assert_eq!(ip("ip addr del 10.0.0.2/24 dev eth0"), Ok(IpCommand::AddrDel { dev: s("eth0"), addr: spec }));
         let v6 = parse_addr_spec("fe80::1/64").unwrap();
         assert_eq!(ip("ip addr delete fe80::1/64 dev eth0"), Ok(IpCommand::AddrDel { dev: s("eth0"), addr: v6 }));
-        assert_eq!(ip("ip addr"), Ok(IpCommand::AddrShow { dev: None }));
-        assert_eq!(ip("ip a s"), Ok(IpCommand::AddrShow { dev: None }));
-        assert_eq!(ip("ip addr show dev eth0"), Ok(IpCommand::AddrShow { dev: Some(s("eth0")) }));
-        assert_eq!(ip("ip addr show eth0"), Ok(IpCommand::AddrShow { dev: Some(s("eth0")) }));
+        assert_eq!(ip("ip addr"), Ok(IpCommand::AddrShow { dev: None, family: None }));
+        assert_eq!(ip("ip a s"), Ok(IpCommand::AddrShow { dev: None, family: None }));
+        assert_eq!(ip("ip addr show dev eth0"), Ok(IpCommand::AddrShow { dev: Some(s("eth0")), family: None }));
+        assert_eq!(ip("ip addr show eth0"), Ok(IpCommand::AddrShow { dev: Some(s("eth0")), family: None }));
     }
 
     #[test]
@@ -380,10 +405,25 @@ mod tests {
     }
 
     #[test]
+    fn family_options() {
+        let v6 = Some(IpFamily::V6);
+        assert_eq!(ip("ip -6 addr"), Ok(IpCommand::AddrShow { dev: None, family: v6 }));
+        assert_eq!(ip("ip -6 a s eth0"), Ok(IpCommand::AddrShow { dev: Some(s("eth0")), family: v6 }));
+        assert_eq!(ip("ip -f inet6 neigh"), Ok(IpCommand::NeighShow { dev: None, family: v6 }));
+        assert_eq!(
+            ip("ip -4 n show dev eth0"),
+            Ok(IpCommand::NeighShow { dev: Some(s("eth0")), family: Some(IpFamily::V4) })
+        );
+        assert_eq!(ip("ip -6 -s link"), Ok(IpCommand::LinkShow { dev: None, stats: true }));
+        assert_eq!(msg("ip -f ipx addr"), "Error: argument \"ipx\" is wrong: invalid protocol family");
+        assert!(IpFamily::V4.shown_by(None) && IpFamily::V6.shown_by(v6) && !IpFamily::V4.shown_by(v6));
+    }
+
+    #[test]
     fn neigh_and_help() {
-        assert_eq!(ip("ip neigh show"), Ok(IpCommand::NeighShow { dev: None }));
-        assert_eq!(ip("ip n"), Ok(IpCommand::NeighShow { dev: None }));
-        assert_eq!(ip("ip neighbor show dev eth0"), Ok(IpCommand::NeighShow { dev: Some(s("eth0")) }));
+        assert_eq!(ip("ip neigh show"), Ok(IpCommand::NeighShow { dev: None, family: None }));
+        assert_eq!(ip("ip n"), Ok(IpCommand::NeighShow { dev: None, family: None }));
+        assert_eq!(ip("ip neighbor show dev eth0"), Ok(IpCommand::NeighShow { dev: Some(s("eth0")), family: None }));
         assert!(ip("ip neigh show eth0").is_err());
         assert_eq!(ip("ip help"), Ok(IpCommand::Help));
         assert_eq!(ip("ip link help"), Ok(IpCommand::Help));
@@ -394,11 +434,17 @@ mod tests {
     fn ping_arguments() {
         let dst = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
         let p = |l: &str| parse_ping(&words(l));
-        assert_eq!(p("ping 10.0.0.2"), Ok(PingArgs { dst, count: None, size: 56, interval: Duration::from_secs(1) }));
+        assert_eq!(
+            p("ping 10.0.0.2"),
+            Ok(PingArgs { dst, scope: None, count: None, size: 56, interval: Duration::from_secs(1) })
+        );
         assert_eq!(
             p("10.0.0.2 -c 3 -s 1000 -i 200"),
-            Ok(PingArgs { dst, count: Some(3), size: 1000, interval: Duration::from_millis(200) })
+            Ok(PingArgs { dst, scope: None, count: Some(3), size: 1000, interval: Duration::from_millis(200) })
         );
+        let ll = p("ping fe80::2%eth0 -c 1").unwrap();
+        assert_eq!((ll.dst, ll.scope.as_deref()), ("fe80::2".parse::<IpAddr>().unwrap(), Some("eth0")));
+        assert!(p("ping 10.0.0.2%eth0").is_err());
         assert_eq!(p("-c3 -s0 10.0.0.2").unwrap().count, Some(3));
         assert_eq!(p("ping fe80::1 -c 1").unwrap().dst, "fe80::1".parse::<IpAddr>().unwrap());
         let e = |l: &str| p(l).unwrap_err().0;

@@ -12,8 +12,8 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use vocab::time::Duration;
 
-use crate::addr::is_link_local;
-use crate::neigh::NeighTable;
+use crate::addr::{IpFamily, is_link_local};
+use crate::neigh::{Family, NeighTable};
 use crate::netdev::{Inet6Origin, Netdev};
 use crate::steer::LinkStats;
 
@@ -39,6 +39,12 @@ impl fmt::Display for LinkShow<'_> {
 }
 
 fn link_header(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
+    link_line(f, d)?;
+    writeln!(f, "    link/ether {} brd ff:ff:ff:ff:ff:ff", d.mac())
+}
+
+/// The first line of a device's listing.
+fn link_line(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
     // iproute2 prints NO-CARRIER first when up without a link.
     let no_carrier = if d.is_up() && !d.has_carrier() { "NO-CARRIER," } else { "" };
     let up = if d.is_up() { ",UP" } else { "" };
@@ -50,8 +56,7 @@ fn link_header(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
         d.ifindex(),
         d.name(),
         d.mtu()
-    )?;
-    writeln!(f, "    link/ether {} brd ff:ff:ff:ff:ff:ff", d.mac())
+    )
 }
 
 /// The `ip -s link` counter block, plus our drop reasons and steering split.
@@ -72,7 +77,7 @@ impl fmt::Display for StatsLines<'_> {
             &["bytes", "packets", "errors", "dropped", "carrier", "collsns"],
             &[s.tx_bytes, s.tx_packets, s.tx_errors, s.tx_dropped, s.tx_carrier_errors, s.collisions],
         )?;
-        writeln!(f, "    RX steer: rdma {} arp {} stack {}", s.rx_rdma, s.rx_arp, s.rx_stack)?;
+        writeln!(f, "    RX steer: rdma {} arp {} ndisc {} stack {}", s.rx_rdma, s.rx_arp, s.rx_ndisc, s.rx_stack)?;
         let mut drops = s.nonzero_drops().peekable();
         if drops.peek().is_some() {
             f.write_str("    RX drops:")?;
@@ -108,19 +113,32 @@ fn table(f: &mut fmt::Formatter<'_>, label: &str, heads: &[&str], values: &[u64]
 /// ```
 /// An IPv4 address on the same subnet as an earlier one is marked `secondary`,
 /// as Linux marks it; IPv6 addresses list wider scopes first, as Linux keeps them.
-pub struct AddrShow<'a>(pub &'a Netdev);
+///
+/// Restricted to one family (`ip -4 addr`, `ip -6 addr`), a device without an
+/// address of that family prints nothing, and the `link/ether` line is left
+/// out, as iproute2 prints it only for unfiltered listings.
+pub struct AddrShow<'a> {
+    pub dev: &'a Netdev,
+    pub family: Option<IpFamily>,
+}
 
 impl fmt::Display for AddrShow<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.0;
-        link_header(f, d)?;
-        for (i, c) in d.ipv4().iter().enumerate() {
+        let d = self.dev;
+        let v4 = IpFamily::V4.shown_by(self.family);
+        let v6 = IpFamily::V6.shown_by(self.family);
+        match self.family {
+            None => link_header(f, d)?,
+            Some(_) if (v4 && !d.ipv4().is_empty()) || (v6 && !d.ipv6().is_empty()) => link_line(f, d)?,
+            Some(_) => return Ok(()),
+        }
+        for (i, c) in d.ipv4().iter().enumerate().filter(|_| v4) {
             let secondary =
                 d.ipv4()[..i].iter().any(|p| p.prefix_len() == c.prefix_len() && p.contains_addr(&c.address()));
             let sec = if secondary { "secondary " } else { "" };
             writeln!(f, "    inet {c} scope {} {sec}{}", scope4(c.address()), d.name())?;
         }
-        let mut v6: alloc::vec::Vec<_> = d.ipv6().iter().collect();
+        let mut v6: alloc::vec::Vec<_> = d.ipv6().iter().filter(|_| v6).collect();
         v6.sort_by_key(|a| scope6_rank(a.cidr.address()));
         for a in v6 {
             // The kernel's own link-local prints bare; iproute2 marks user-added ones permanent.
@@ -155,9 +173,11 @@ fn scope6_rank(a: Ipv6Addr) -> u8 {
 
 /// `ip neigh show` for one device's table, one line per entry:
 /// `10.0.0.2 dev eth0 lladdr 52:54:00:00:00:02 REACHABLE`.
-pub struct NeighShow<'a>(pub &'a NeighTable);
+/// One view per family's table; `ip neigh` prints the IPv4 table then the IPv6
+/// one, as the kernel dumps `arp_tbl` before `nd_tbl`.
+pub struct NeighShow<'a, F: Family>(pub &'a NeighTable<F>);
 
-impl fmt::Display for NeighShow<'_> {
+impl<F: Family> fmt::Display for NeighShow<'_, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for e in self.0.entries() {
             write!(f, "{} dev {}", e.ip, self.0.dev_name())?;
@@ -179,10 +199,11 @@ pub struct PingHeader {
 
 impl fmt::Display for PingHeader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The IP packet size in parentheses: ICMP header plus IPv4 header (IPv6: iputils omits it).
+        // The IP packet size in parentheses: ICMP header plus IPv4 header. iputils'
+        // IPv6 header has neither that nor the space before the parenthesis.
         match self.dst {
             IpAddr::V4(_) => write!(f, "PING {0} ({0}) {1}({2}) bytes of data.", self.dst, self.size, self.size + 28),
-            IpAddr::V6(_) => write!(f, "PING {0} ({0}) {1} data bytes", self.dst, self.size),
+            IpAddr::V6(_) => write!(f, "PING {0}({0}) {1} data bytes", self.dst, self.size),
         }
     }
 }
@@ -419,7 +440,7 @@ mod tests {
                 "             3       1      1       0      0      0",
                 "    TX:  bytes packets errors dropped carrier collsns",
                 "          1514       1      0       0       0       0",
-                "    RX steer: rdma 0 arp 0 stack 0",
+                "    RX steer: rdma 0 arp 0 ndisc 0 stack 0",
                 "    RX drops: runt 1",
             ]
         );
@@ -433,7 +454,7 @@ mod tests {
         n.add_ipv4("eth0", parse_ipv4_cidr("10.0.0.5/24").unwrap()).unwrap();
         n.add_ipv4("eth0", parse_ipv4_cidr("192.168.1.1/16").unwrap()).unwrap();
         n.add_ipv6("eth0", crate::addr::parse_ipv6_cidr("2001:db8::1/64").unwrap()).unwrap();
-        let text = AddrShow(n.get("eth0").unwrap()).to_string();
+        let text = AddrShow { dev: n.get("eth0").unwrap(), family: None }.to_string();
         let lines: alloc::vec::Vec<_> = text.lines().collect();
         assert_eq!(
             lines,
@@ -450,10 +471,42 @@ mod tests {
     }
 
     #[test]
-    fn neigh_show_lines() {
-        use crate::neigh::{NeighConfig, NeighTable};
+    fn addr_show_of_one_family() {
+        let mut n = devs();
+        n.set_up("eth0", true).unwrap();
+        n.add_ipv4("eth0", parse_ipv4_cidr("10.0.0.1/24").unwrap()).unwrap();
+        n.add_ipv6("eth0", crate::addr::parse_ipv6_cidr("2001:db8::1/64").unwrap()).unwrap();
+        let dev = n.get("eth0").unwrap();
+        assert_eq!(
+            AddrShow { dev, family: Some(IpFamily::V6) }.to_string(),
+            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n\
+             \x20   inet6 2001:db8::1/64 scope global permanent\n\
+             \x20   inet6 fe80::5054:ff:fe00:1/64 scope link\n"
+        );
+        assert_eq!(
+            AddrShow { dev, family: Some(IpFamily::V4) }.to_string(),
+            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n\
+             \x20   inet 10.0.0.1/24 scope global eth0\n"
+        );
+        n.del_ipv4("eth0", Ipv4Addr::new(10, 0, 0, 1), None).unwrap();
+        assert_eq!(AddrShow { dev: n.get("eth0").unwrap(), family: Some(IpFamily::V4) }.to_string(), "");
+    }
+
+    #[test]
+    fn neigh_show_of_the_ipv6_table() {
+        use crate::neigh::{NdTable, NeighConfig};
         use vocab::time::Instant;
-        let mut t = NeighTable::new(2, crate::netdev::IfName::try_from("eth0").unwrap(), MAC1, NeighConfig::default());
+        let mut t = NdTable::new(2, crate::netdev::IfName::try_from("eth0").unwrap(), MAC1, NeighConfig::default());
+        t.set_local_addrs(&[crate::addr::link_local_from_mac(MAC1)]);
+        t.lookup_or_request("fe80::5054:ff:fe00:2".parse().unwrap(), Instant::ZERO);
+        assert_eq!(NeighShow(&t).to_string(), "fe80::5054:ff:fe00:2 dev eth0 INCOMPLETE\n");
+    }
+
+    #[test]
+    fn neigh_show_lines() {
+        use crate::neigh::{ArpTable, NeighConfig};
+        use vocab::time::Instant;
+        let mut t = ArpTable::new(2, crate::netdev::IfName::try_from("eth0").unwrap(), MAC1, NeighConfig::default());
         t.set_local_addrs(&[parse_ipv4_cidr("10.0.0.1/24").unwrap()]);
         t.lookup_or_request(Ipv4Addr::new(10, 0, 0, 3), Instant::ZERO);
         assert_eq!(NeighShow(&t).to_string(), "10.0.0.3 dev eth0 INCOMPLETE\n");
@@ -481,6 +534,8 @@ mod tests {
     fn ping_lines() {
         let dst = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
         assert_eq!(PingHeader { dst, size: 56 }.to_string(), "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.");
+        let v6 = IpAddr::V6("2001:db8::2".parse().unwrap());
+        assert_eq!(PingHeader { dst: v6, size: 56 }.to_string(), "PING 2001:db8::2(2001:db8::2) 56 data bytes");
         let reply =
             |us| PingReply { bytes: 64, from: dst, seq: 1, ttl: 64, rtt: Duration::from_micros(us) }.to_string();
         assert_eq!(reply(512), "64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.512 ms");

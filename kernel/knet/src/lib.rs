@@ -8,7 +8,8 @@
 //! - [`events`]: the notifier chain and its single ordered work queue.
 //! - [`steer`]: which path a received frame takes (RDMA, ARP, smoltcp, drop) and
 //!   the per-device counters.
-//! - [`neigh`]: the non-blocking ARP cache the RDMA path resolves next hops with.
+//! - [`neigh`]: the non-blocking neighbour caches the RDMA path resolves next
+//!   hops with, over [`arp`] (IPv4) and [`ndisc`] (IPv6 neighbour discovery).
 //! - [`format`]: iproute2- and ping-shaped console output.
 //! - [`cmd`]: the console's `ip` and `ping` argument parsers.
 //! - [`bootparam`]: the `ip=` kernel command-line parameter.
@@ -23,10 +24,12 @@ extern crate alloc;
 extern crate std;
 
 pub mod addr;
+pub mod arp;
 pub mod bootparam;
 pub mod cmd;
 pub mod events;
 pub mod format;
+pub mod ndisc;
 pub mod neigh;
 pub mod netdev;
 pub mod steer;

@@ -1,53 +1,87 @@
-//! IPv4 neighbour resolution (the ARP cache) for the RDMA path, with a
-//! non-blocking API: the transport asks, gets `Known`, `Pending` or `Failed` at
-//! once, and the poll loop moves frames and time in and out.
+//! Neighbour resolution for the RDMA path, one table per device and address
+//! family, with a non-blocking API: the transport asks, gets `Known`, `Pending`
+//! or `Failed` at once, and the poll loop moves frames and time in and out.
 //!
-//! Mirrors Linux's `arp_tbl` over the neighbour state machine (`net/core/neighbour.c`,
-//! `net/ipv4/arp.c`), one table per device:
+//! Mirrors Linux's neighbour state machine (`net/core/neighbour.c`), which
+//! `arp_tbl` ([`arp`](crate::arp), IPv4) and `nd_tbl` ([`ndisc`](crate::ndisc),
+//! IPv6 neighbour discovery) share; this module is that shared part, the
+//! protocol modules read and build the frames:
 //! - states INCOMPLETE, REACHABLE, STALE, PROBE and FAILED keep their Linux
 //!   meaning. There is no DELAY: Linux waits there for an upper layer (TCP) to
 //!   confirm reachability, and the RDMA transport never confirms, so a used STALE
 //!   entry goes straight to PROBE (unicast requests, still using the old MAC).
-//! - an unknown address is requested by broadcast every `retrans_time` (1 s), up
-//!   to `max_probes` (3) times; then it is FAILED for `failed_hold` (Linux's
-//!   FAILED entries are retried on the next packet; holding them keeps a
-//!   transport that retries every poll from flooding the wire with broadcasts).
+//! - an unknown address is requested by broadcast (ARP) or to its
+//!   solicited-node multicast group (ND) every `retrans_time` (1 s), up to
+//!   `max_probes` (3) times; then it is FAILED for `failed_hold` (Linux's FAILED
+//!   entries are retried on the next packet; holding them keeps a transport that
+//!   retries every poll from flooding the wire with requests).
 //! - a reply addressed to us makes an entry REACHABLE for `reachable_time`; a
 //!   request for one of our addresses is answered and its sender learnt as STALE
-//!   (`neigh_event_ns`), and other ARP only updates entries we already have (the
-//!   `arp_accept=0` default); a same-MAC STALE update leaves the state alone.
+//!   (`neigh_event_ns`); what else each protocol learns is in its module.
 //! - the table is flushed when the device goes down or changes MAC
 //!   (`neigh_ifdown`, `neigh_changeaddr`); see [`NeighTable::apply_event`].
 //!
 //! Time is an argument ([`Instant`]); nothing here reads a clock.
 //!
-//! Why smoltcp keeps a cache of its own: smoltcp 0.14 gives no way to feed or
+//! Why smoltcp keeps caches of its own: smoltcp 0.14 gives no way to feed or
 //! read its neighbour cache (`iface::neighbor` is a private module and
 //! `Interface` has no method that fills or looks up an entry), so it cannot
-//! serve the RDMA path, and this table cannot serve smoltcp's ICMP and `ping`.
-//! Both learn from the same ARP frames; the double work is kept to the learning:
-//! smoltcp alone answers requests (the kernel sets
+//! serve the RDMA path, and these tables cannot serve smoltcp's ICMP and `ping`.
+//! Both learn from the same ARP and ND frames; the double work is kept to the
+//! learning: smoltcp alone answers requests (the kernel sets
 //! [`NeighConfig::answer_requests`] off), so each request gets one reply.
-//!
-//! IPv6 neighbour discovery is not done yet: RoCE over IPv6 GIDs cannot resolve
-//! a peer's MAC through this table.
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
-use core::net::Ipv4Addr;
 
-use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr, EthernetAddress as SmolMac, EthernetFrame, EthernetProtocol};
+use vocab::MacAddr;
 use vocab::time::{Duration, Instant};
-use vocab::{IfIndex, Ipv4Cidr, MacAddr};
+use vocab::{IfIndex, NetdevInfo};
 
 use crate::events::{NetdevEvent, NetdevEventKind};
 use crate::netdev::IfName;
 
-/// An Ethernet ARP frame without padding: 14 bytes of Ethernet, 28 of ARP.
-pub const ARP_FRAME_LEN: usize = 42;
+pub use crate::arp::Arp;
+pub use crate::ndisc::Nd;
 
-/// The timers and limits (Linux's `net.ipv4.neigh.*` sysctls).
+/// The IPv4 table (ARP).
+pub type ArpTable = NeighTable<Arp>;
+/// The IPv6 table (neighbour discovery).
+pub type NdTable = NeighTable<Nd>;
+
+/// What a protocol gives the shared state machine: its address type, how a
+/// device's addresses are listed, and how its frames are written.
+pub trait Family {
+    /// A neighbour's protocol address.
+    type Addr: Copy + Ord + fmt::Debug + fmt::Display;
+    /// One of our addresses with its prefix.
+    type Cidr: Copy + fmt::Debug;
+    /// Bytes of the longest frame [`Family::emit`] writes.
+    const FRAME_LEN: usize;
+
+    /// Our addresses of this family on `dev`.
+    fn locals(dev: &NetdevInfo) -> Vec<Self::Cidr>;
+    fn address(c: &Self::Cidr) -> Self::Addr;
+    /// The local address to ask `target` from, as the protocol chooses it.
+    fn source_for(local: &[Self::Cidr], target: Self::Addr) -> Option<Self::Addr>;
+    /// Writes `tx` from `mac` into `buf` (at least [`Family::FRAME_LEN`] bytes)
+    /// and returns the frame's length.
+    fn emit(buf: &mut [u8], mac: MacAddr, tx: &Tx<Self::Addr>) -> usize;
+}
+
+/// A frame the table wants sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tx<A> {
+    /// Who has `target`? To `dst_mac` when the old MAC is probed (PROBE), else
+    /// to everyone who may have it (broadcast, or the solicited-node group).
+    Request { dst_mac: Option<MacAddr>, src: A, target: A },
+    /// `from` is ours, told to the `to` that asked from `to_mac`.
+    Reply { to_mac: MacAddr, to: A, from: A },
+}
+
+/// The timers and limits (Linux's `net.ipv4.neigh.*` and `net.ipv6.neigh.*`
+/// sysctls, which default to the same values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighConfig {
     /// Time between requests (`retrans_time_ms`, 1 s).
@@ -115,47 +149,26 @@ pub enum Resolution {
     Failed,
 }
 
-/// What a received ARP frame did.
+/// What a received ARP or ND frame did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArpInput {
+pub enum NeighInput {
     /// It asked for one of our addresses: a reply is queued.
     ReplyQueued,
-    /// It updated an entry we had.
+    /// It updated an entry we had (or created one for a neighbour that asked).
     Updated,
     /// Nothing to do with us.
     Ignored,
 }
 
-/// Why a frame given to [`NeighTable::process_arp`] was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArpError {
-    /// Not an Ethernet frame carrying ARP, or cut short.
-    Malformed,
-    /// ARP for something other than Ethernet and IPv4.
-    Unsupported,
-    /// The sender MAC is multicast or our own (a loop, or a spoof).
-    BadSender,
-}
-
-impl fmt::Display for ArpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ArpError::Malformed => "malformed ARP frame",
-            ArpError::Unsupported => "ARP for other than Ethernet/IPv4",
-            ArpError::BadSender => "ARP from a multicast or our own MAC",
-        })
-    }
-}
-
-/// The transmit buffer given to [`NeighTable::poll_transmit`] is under
-/// [`ARP_FRAME_LEN`] bytes.
+/// The transmit buffer given to [`NeighTable::poll_transmit`] is shorter
+/// than the family's frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferTooSmall;
 
 #[derive(Clone, Copy, Debug)]
-struct Entry {
-    mac: Option<MacAddr>,
-    state: NeighState,
+pub(crate) struct Entry {
+    pub(crate) mac: Option<MacAddr>,
+    pub(crate) state: NeighState,
     /// When the state was entered (or last confirmed).
     since: Instant,
     probes: u8,
@@ -165,34 +178,26 @@ struct Entry {
 
 /// One line of `ip neigh show`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NeighView {
-    pub ip: Ipv4Addr,
+pub struct NeighView<A> {
+    pub ip: A,
     pub mac: Option<MacAddr>,
     pub state: NeighState,
 }
 
-/// A frame to send that is not a probe.
-#[derive(Clone, Copy, Debug)]
-struct Reply {
-    to_mac: MacAddr,
-    to_ip: Ipv4Addr,
-    from_ip: Ipv4Addr,
-}
-
-/// The ARP cache of one device.
+/// The neighbour cache of one device for one address family.
 #[derive(Clone, Debug)]
-pub struct NeighTable {
+pub struct NeighTable<F: Family> {
     ifindex: IfIndex,
     dev: IfName,
     mac: MacAddr,
-    local: Vec<Ipv4Cidr>,
+    local: Vec<F::Cidr>,
     cfg: NeighConfig,
-    entries: BTreeMap<Ipv4Addr, Entry>,
-    replies: VecDeque<Reply>,
-    completions: VecDeque<(Ipv4Addr, Resolution)>,
+    entries: BTreeMap<F::Addr, Entry>,
+    replies: VecDeque<Tx<F::Addr>>,
+    completions: VecDeque<(F::Addr, Resolution)>,
 }
 
-impl NeighTable {
+impl<F: Family> NeighTable<F> {
     pub fn new(ifindex: IfIndex, dev: IfName, mac: MacAddr, cfg: NeighConfig) -> Self {
         NeighTable {
             ifindex,
@@ -212,10 +217,21 @@ impl NeighTable {
     pub fn dev_name(&self) -> &str {
         &self.dev
     }
+    pub(crate) fn mac(&self) -> MacAddr {
+        self.mac
+    }
+    pub(crate) fn config(&self) -> &NeighConfig {
+        &self.cfg
+    }
 
-    /// Our IPv4 addresses: what we answer for and ask from.
-    pub fn set_local_addrs(&mut self, addrs: &[Ipv4Cidr]) {
+    /// Our addresses of this family: what we answer for and ask from.
+    pub fn set_local_addrs(&mut self, addrs: &[F::Cidr]) {
         self.local = addrs.to_vec();
+    }
+
+    /// Whether `ip` is one of ours.
+    pub(crate) fn is_local(&self, ip: F::Addr) -> bool {
+        self.local.iter().any(|c| F::address(c) == ip)
     }
 
     /// Follows the device through the notifier chain: addresses, MAC, down.
@@ -224,7 +240,7 @@ impl NeighTable {
             return;
         }
         self.dev = IfName::try_from(ev.dev.name.as_str()).unwrap_or_default();
-        self.local.clone_from(&ev.dev.ipv4);
+        self.local = F::locals(&ev.dev);
         match ev.kind {
             NetdevEventKind::ChangeAddr { .. } => {
                 self.mac = ev.dev.mac;
@@ -246,13 +262,13 @@ impl NeighTable {
     }
 
     /// The MAC for `ip` if known, without side effects.
-    pub fn peek(&self, ip: Ipv4Addr) -> Option<MacAddr> {
+    pub fn peek(&self, ip: F::Addr) -> Option<MacAddr> {
         self.entries.get(&ip).filter(|e| e.state != NeighState::Failed).and_then(|e| e.mac)
     }
 
     /// Resolves `ip`, never blocking: starts a request when it is unknown, and
     /// re-probes a STALE entry while still answering with its MAC.
-    pub fn lookup_or_request(&mut self, ip: Ipv4Addr, now: Instant) -> Resolution {
+    pub fn lookup_or_request(&mut self, ip: F::Addr, now: Instant) -> Resolution {
         self.poll(now);
         if let Some(e) = self.entries.get_mut(&ip) {
             return match (e.state, e.mac) {
@@ -265,7 +281,7 @@ impl NeighTable {
                 (_, Some(mac)) => Resolution::Known(mac),
             };
         }
-        if self.local.is_empty() || !self.make_room() {
+        if F::source_for(&self.local, ip).is_none() || !self.make_room() {
             return Resolution::Failed;
         }
         let e = Entry { mac: None, state: NeighState::Incomplete, since: now, probes: 0, next_probe: now };
@@ -274,45 +290,8 @@ impl NeighTable {
     }
 
     /// A lookup that finished since the last call: `Known` or `Failed`.
-    pub fn take_completion(&mut self) -> Option<(Ipv4Addr, Resolution)> {
+    pub fn take_completion(&mut self) -> Option<(F::Addr, Resolution)> {
         self.completions.pop_front()
-    }
-
-    /// Handles a received Ethernet frame that [`steer`](crate::steer) called ARP.
-    pub fn process_arp(&mut self, frame: &[u8], now: Instant) -> Result<ArpInput, ArpError> {
-        let eth = EthernetFrame::new_checked(frame).map_err(|_| ArpError::Malformed)?;
-        if eth.ethertype() != EthernetProtocol::Arp {
-            return Err(ArpError::Malformed);
-        }
-        let to_us = MacAddr(eth.dst_addr().0) == self.mac;
-        let pkt = ArpPacket::new_checked(eth.payload()).map_err(|_| ArpError::Malformed)?;
-        let Ok(ArpRepr::EthernetIpv4 {
-            operation,
-            source_hardware_addr: sha,
-            source_protocol_addr: spa,
-            target_protocol_addr: tpa,
-            ..
-        }) = ArpRepr::parse(&pkt)
-        else {
-            return Err(ArpError::Unsupported);
-        };
-        let sha = MacAddr(sha.0);
-        if !sha.is_unicast() || sha == self.mac {
-            return Err(ArpError::BadSender);
-        }
-        let for_us = self.local.iter().any(|c| c.address() == tpa);
-        if operation == ArpOperation::Request && for_us {
-            // An RFC 5227 probe (sender 0.0.0.0) gets its answer but teaches us nothing.
-            if self.cfg.answer_requests {
-                self.replies.push_back(Reply { to_mac: sha, to_ip: spa, from_ip: tpa });
-            }
-            if !spa.is_unspecified() && !spa.is_multicast() && !spa.is_broadcast() {
-                self.learn(spa, sha, NeighState::Stale, now, true);
-            }
-            return Ok(if self.cfg.answer_requests { ArpInput::ReplyQueued } else { ArpInput::Updated });
-        }
-        let state = if operation == ArpOperation::Reply && to_us { NeighState::Reachable } else { NeighState::Stale };
-        if self.learn(spa, sha, state, now, false) { Ok(ArpInput::Updated) } else { Ok(ArpInput::Ignored) }
     }
 
     /// Runs the timers: gives up on unanswered requests, ages REACHABLE to
@@ -360,15 +339,14 @@ impl NeighTable {
             .min()
     }
 
-    /// Writes the next ARP frame due into `buf` and returns its length
-    /// ([`ARP_FRAME_LEN`]; pad it if the NIC wants 60 bytes), or `None` when
-    /// nothing is due. Replies go before requests.
+    /// Writes the next frame due into `buf` and returns its length (at most
+    /// [`Family::FRAME_LEN`]; pad it if the NIC wants 60 bytes), or `None`
+    /// when nothing is due. Replies go before requests.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Result<Option<usize>, BufferTooSmall> {
-        let buf = buf.get_mut(..ARP_FRAME_LEN).ok_or(BufferTooSmall)?;
+        let buf = buf.get_mut(..F::FRAME_LEN).ok_or(BufferTooSmall)?;
         self.poll(now);
         if let Some(r) = self.replies.pop_front() {
-            self.emit(buf, ArpOperation::Reply, r.to_mac, r.to_mac, r.from_ip, r.to_ip);
-            return Ok(Some(ARP_FRAME_LEN));
+            return Ok(Some(F::emit(buf, self.mac, &r)));
         }
         let retrans = self.cfg.retrans_time;
         let max = self.cfg.max_probes;
@@ -381,27 +359,32 @@ impl NeighTable {
         e.probes += 1;
         e.next_probe = now + retrans;
         // PROBE asks the MAC it already has, as Linux's unicast probes do.
-        let dst = if e.state == NeighState::Probe { e.mac.unwrap_or(MacAddr::BROADCAST) } else { MacAddr::BROADCAST };
-        let Some(src_ip) = self.source_for(ip) else {
+        let dst_mac = if e.state == NeighState::Probe { e.mac } else { None };
+        let Some(src) = F::source_for(&self.local, ip) else {
             return Ok(None);
         };
-        self.emit(buf, ArpOperation::Request, dst, MacAddr([0; 6]), src_ip, ip);
-        Ok(Some(ARP_FRAME_LEN))
+        Ok(Some(F::emit(buf, self.mac, &Tx::Request { dst_mac, src, target: ip })))
     }
 
     /// The entries for `ip neigh show`, in address order.
-    pub fn entries(&self) -> impl Iterator<Item = NeighView> + '_ {
+    pub fn entries(&self) -> impl Iterator<Item = NeighView<F::Addr>> + '_ {
         self.entries.iter().map(|(ip, e)| NeighView { ip: *ip, mac: e.mac, state: e.state })
     }
 
-    /// The local address to ask from: one on the target's subnet, else the first.
-    fn source_for(&self, target: Ipv4Addr) -> Option<Ipv4Addr> {
-        self.local.iter().find(|c| c.contains_addr(&target)).or(self.local.first()).map(|c| c.address())
+    /// The entry for `ip`, as the protocols' update rules read it.
+    pub(crate) fn entry(&self, ip: F::Addr) -> Option<&Entry> {
+        self.entries.get(&ip)
+    }
+
+    /// Queues a reply (the protocol checked it should be sent).
+    pub(crate) fn queue_reply(&mut self, reply: Tx<F::Addr>) {
+        self.replies.push_back(reply);
     }
 
     /// Records `ip` at `mac`. Creates an entry only if `create`; returns whether
-    /// an entry was touched.
-    fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr, state: NeighState, now: Instant, create: bool) -> bool {
+    /// an entry was touched. A STALE update with the MAC an entry already has
+    /// leaves a confirmed entry alone (`NEIGH_UPDATE_F_WEAK_OVERRIDE`).
+    pub(crate) fn learn(&mut self, ip: F::Addr, mac: MacAddr, state: NeighState, now: Instant, create: bool) -> bool {
         let new = Entry { mac: Some(mac), state, since: now, probes: 0, next_probe: now };
         let Some(e) = self.entries.get_mut(&ip) else {
             if create && self.make_room() {
@@ -421,6 +404,15 @@ impl NeighTable {
         true
     }
 
+    /// Marks a REACHABLE entry STALE without touching its MAC (an ND
+    /// advertisement that may not override says the MAC may have changed).
+    pub(crate) fn suspect(&mut self, ip: F::Addr, now: Instant) {
+        if let Some(e) = self.entries.get_mut(&ip).filter(|e| e.state == NeighState::Reachable) {
+            e.state = NeighState::Stale;
+            e.since = now;
+        }
+    }
+
     /// Makes space for one more entry by evicting the oldest resolved one;
     /// false if every entry is a request in flight.
     fn make_room(&mut self) -> bool {
@@ -434,278 +426,5 @@ impl NeighTable {
             .min_by_key(|(_, e)| (e.state != NeighState::Failed, e.since))
             .map(|(ip, _)| *ip);
         victim.is_some_and(|ip| self.entries.remove(&ip).is_some())
-    }
-
-    fn emit(
-        &self,
-        buf: &mut [u8],
-        operation: ArpOperation,
-        eth_dst: MacAddr,
-        tha: MacAddr,
-        spa: Ipv4Addr,
-        tpa: Ipv4Addr,
-    ) {
-        let mut eth = EthernetFrame::new_unchecked(buf);
-        eth.set_dst_addr(SmolMac(eth_dst.0));
-        eth.set_src_addr(SmolMac(self.mac.0));
-        eth.set_ethertype(EthernetProtocol::Arp);
-        let repr = ArpRepr::EthernetIpv4 {
-            operation,
-            source_hardware_addr: SmolMac(self.mac.0),
-            source_protocol_addr: spa,
-            target_hardware_addr: SmolMac(tha.0),
-            target_protocol_addr: tpa,
-        };
-        repr.emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::addr::parse_ipv4_cidr;
-    use alloc::vec;
-
-    const OURS: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 1]);
-    const PEER: MacAddr = MacAddr([0x52, 0x54, 0, 0, 0, 2]);
-    const MY_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-    const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-    fn t(ms: u64) -> Instant {
-        Instant::from_micros(ms * 1000)
-    }
-
-    fn table() -> NeighTable {
-        let mut n = NeighTable::new(2, IfName::try_from("eth0").unwrap(), OURS, NeighConfig::default());
-        n.set_local_addrs(&[parse_ipv4_cidr("10.0.0.1/24").unwrap()]);
-        n
-    }
-
-    /// An ARP frame as a peer would send it.
-    fn arp(op: ArpOperation, eth_dst: MacAddr, sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
-        let mut buf = vec![0u8; ARP_FRAME_LEN];
-        let mut eth = EthernetFrame::new_unchecked(&mut buf[..]);
-        eth.set_dst_addr(SmolMac(eth_dst.0));
-        eth.set_src_addr(SmolMac(sha.0));
-        eth.set_ethertype(EthernetProtocol::Arp);
-        let tha = if op == ArpOperation::Reply { eth_dst } else { MacAddr([0; 6]) };
-        ArpRepr::EthernetIpv4 {
-            operation: op,
-            source_hardware_addr: SmolMac(sha.0),
-            source_protocol_addr: spa,
-            target_hardware_addr: SmolMac(tha.0),
-            target_protocol_addr: tpa,
-        }
-        .emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
-        buf
-    }
-
-    /// The next frame to send, parsed: (eth dst, operation, spa, tha, tpa).
-    fn sent(n: &mut NeighTable, now: Instant) -> Option<(MacAddr, ArpOperation, Ipv4Addr, MacAddr, Ipv4Addr)> {
-        let mut buf = [0u8; 64];
-        let len = n.poll_transmit(now, &mut buf).unwrap()?;
-        let eth = EthernetFrame::new_checked(&buf[..len]).unwrap();
-        assert_eq!(eth.src_addr().0, OURS.0);
-        let ArpRepr::EthernetIpv4 {
-            operation,
-            source_hardware_addr,
-            source_protocol_addr,
-            target_hardware_addr,
-            target_protocol_addr,
-        } = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).unwrap()).unwrap()
-        else {
-            unreachable!()
-        };
-        assert_eq!(source_hardware_addr.0, OURS.0);
-        Some((
-            MacAddr(eth.dst_addr().0),
-            operation,
-            source_protocol_addr,
-            MacAddr(target_hardware_addr.0),
-            target_protocol_addr,
-        ))
-    }
-
-    #[test]
-    fn resolve_by_request_and_reply() {
-        let mut n = table();
-        assert_eq!(n.lookup_or_request(PEER_IP, t(0)), Resolution::Pending);
-        assert_eq!(n.lookup_or_request(PEER_IP, t(1)), Resolution::Pending);
-        let req = sent(&mut n, t(1)).unwrap();
-        assert_eq!(req, (MacAddr::BROADCAST, ArpOperation::Request, MY_IP, MacAddr([0; 6]), PEER_IP));
-        assert_eq!(sent(&mut n, t(2)), None, "one request per retrans_time");
-        let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
-        assert_eq!(n.process_arp(&reply, t(5)), Ok(ArpInput::Updated));
-        assert_eq!(n.take_completion(), Some((PEER_IP, Resolution::Known(PEER))));
-        assert_eq!(n.take_completion(), None);
-        assert_eq!(n.lookup_or_request(PEER_IP, t(6)), Resolution::Known(PEER));
-        assert_eq!(
-            n.entries().next().unwrap(),
-            NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Reachable }
-        );
-    }
-
-    #[test]
-    fn retransmits_then_fails_then_retries() {
-        let mut n = table();
-        n.lookup_or_request(PEER_IP, t(0));
-        assert!(sent(&mut n, t(0)).is_some());
-        assert!(sent(&mut n, t(999)).is_none());
-        assert!(sent(&mut n, t(1000)).is_some());
-        assert_eq!(n.poll_at(), Some(t(2000)));
-        assert!(sent(&mut n, t(2000)).is_some());
-        assert!(sent(&mut n, t(2999)).is_none());
-        assert_eq!(n.lookup_or_request(PEER_IP, t(2999)), Resolution::Pending);
-        assert_eq!(n.lookup_or_request(PEER_IP, t(3000)), Resolution::Failed);
-        assert_eq!(n.take_completion(), Some((PEER_IP, Resolution::Failed)));
-        assert!(sent(&mut n, t(3500)).is_none(), "FAILED sends nothing");
-        assert_eq!(n.entries().next().unwrap().state, NeighState::Failed);
-        // After the hold, a lookup starts over.
-        assert_eq!(n.lookup_or_request(PEER_IP, t(6000)), Resolution::Pending);
-        assert!(sent(&mut n, t(6000)).is_some());
-    }
-
-    #[test]
-    fn learns_without_answering_when_another_stack_answers() {
-        let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
-        let mut n = NeighTable::new(2, IfName::try_from("eth0").unwrap(), OURS, cfg);
-        n.set_local_addrs(&[Ipv4Cidr::new(MY_IP, 24)]);
-        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
-        assert_eq!(n.process_arp(&req, t(0)), Ok(ArpInput::Updated));
-        assert_eq!(sent(&mut n, t(0)), None);
-        assert_eq!(n.entries().next().unwrap(), NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Stale });
-    }
-
-    #[test]
-    fn answers_requests_for_our_address_and_learns_stale() {
-        let mut n = table();
-        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
-        assert_eq!(n.process_arp(&req, t(0)), Ok(ArpInput::ReplyQueued));
-        assert_eq!(sent(&mut n, t(0)), Some((PEER, ArpOperation::Reply, MY_IP, PEER, PEER_IP)));
-        assert_eq!(n.entries().next().unwrap(), NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Stale });
-        // Using a STALE entry answers at once and re-probes by unicast.
-        assert_eq!(n.lookup_or_request(PEER_IP, t(10)), Resolution::Known(PEER));
-        assert_eq!(n.entries().next().unwrap().state, NeighState::Probe);
-        assert_eq!(sent(&mut n, t(10)), Some((PEER, ArpOperation::Request, MY_IP, MacAddr([0; 6]), PEER_IP)));
-        let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
-        n.process_arp(&reply, t(20)).unwrap();
-        assert_eq!(n.entries().next().unwrap().state, NeighState::Reachable);
-        // Only pending lookups complete; this one never was.
-        assert_eq!(n.take_completion(), None);
-    }
-
-    #[test]
-    fn a_request_completes_a_pending_lookup() {
-        let mut n = table();
-        n.lookup_or_request(PEER_IP, t(0));
-        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
-        n.process_arp(&req, t(1)).unwrap();
-        assert_eq!(n.take_completion(), Some((PEER_IP, Resolution::Known(PEER))));
-        assert_eq!(n.lookup_or_request(PEER_IP, t(2)), Resolution::Known(PEER));
-    }
-
-    #[test]
-    fn ignores_what_is_not_for_us() {
-        let mut n = table();
-        let other = Ipv4Addr::new(10, 0, 0, 3);
-        // A request for someone else, from someone unknown: nothing learnt.
-        let req = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, other);
-        assert_eq!(n.process_arp(&req, t(0)), Ok(ArpInput::Ignored));
-        // An unsolicited reply (arp_accept=0): nothing learnt.
-        let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
-        assert_eq!(n.process_arp(&reply, t(0)), Ok(ArpInput::Ignored));
-        assert_eq!(n.entries().count(), 0);
-        // Our own MAC as sender, multicast sender, junk.
-        let looped = arp(ArpOperation::Request, MacAddr::BROADCAST, OURS, PEER_IP, MY_IP);
-        assert_eq!(n.process_arp(&looped, t(0)), Err(ArpError::BadSender));
-        assert_eq!(n.process_arp(&[0; 10], t(0)), Err(ArpError::Malformed));
-        let mut bad = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
-        bad[14 + 1] = 6; // hardware type 6
-        assert_eq!(n.process_arp(&bad, t(0)), Err(ArpError::Unsupported));
-        assert_eq!(n.process_arp(&bad[..30], t(0)), Err(ArpError::Malformed));
-    }
-
-    #[test]
-    fn probe_request_is_answered_without_learning() {
-        let mut n = table();
-        let probe = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, Ipv4Addr::UNSPECIFIED, MY_IP);
-        assert_eq!(n.process_arp(&probe, t(0)), Ok(ArpInput::ReplyQueued));
-        assert_eq!(n.entries().count(), 0);
-        assert_eq!(sent(&mut n, t(0)).unwrap().4, Ipv4Addr::UNSPECIFIED);
-    }
-
-    #[test]
-    fn reachable_ages_to_stale_then_goes() {
-        let mut n = table();
-        n.lookup_or_request(PEER_IP, t(0));
-        n.process_arp(&arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP), t(0)).unwrap();
-        n.poll(t(29_999));
-        assert_eq!(n.entries().next().unwrap().state, NeighState::Reachable);
-        n.poll(t(30_000));
-        assert_eq!(n.entries().next().unwrap().state, NeighState::Stale);
-        // A same-MAC request keeps STALE as is; a new MAC is taken.
-        n.process_arp(&arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP), t(40_000)).unwrap();
-        assert_eq!(n.poll_at(), Some(t(0)), "a reply is waiting");
-        n.poll(t(89_999));
-        assert_eq!(n.entries().count(), 1);
-        n.poll(t(90_000));
-        assert_eq!(n.entries().count(), 0);
-    }
-
-    #[test]
-    fn no_local_address_fails_at_once() {
-        let mut n = NeighTable::new(2, IfName::try_from("eth0").unwrap(), OURS, NeighConfig::default());
-        assert_eq!(n.lookup_or_request(PEER_IP, t(0)), Resolution::Failed);
-        assert_eq!(n.entries().count(), 0);
-    }
-
-    #[test]
-    fn full_table_evicts_resolved_entries_only() {
-        let cfg = NeighConfig { max_entries: 2, ..NeighConfig::default() };
-        let mut n = NeighTable::new(2, IfName::try_from("eth0").unwrap(), OURS, cfg);
-        n.set_local_addrs(&[parse_ipv4_cidr("10.0.0.1/24").unwrap()]);
-        assert_eq!(n.lookup_or_request(Ipv4Addr::new(10, 0, 0, 2), t(0)), Resolution::Pending);
-        assert_eq!(n.lookup_or_request(Ipv4Addr::new(10, 0, 0, 3), t(0)), Resolution::Pending);
-        assert_eq!(n.lookup_or_request(Ipv4Addr::new(10, 0, 0, 4), t(0)), Resolution::Failed);
-        n.process_arp(&arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP), t(1)).unwrap();
-        assert_eq!(n.lookup_or_request(Ipv4Addr::new(10, 0, 0, 4), t(2)), Resolution::Pending);
-        assert!(n.peek(PEER_IP).is_none(), "the resolved entry made room");
-    }
-
-    #[test]
-    fn events_keep_the_table_in_step() {
-        use crate::netdev::{NetdevConfig, Netdevs};
-        let mut devs = Netdevs::new();
-        devs.register(&NetdevConfig::ethernet(OURS)).unwrap();
-        devs.set_up("eth0", true).unwrap();
-        devs.add_ipv4("eth0", parse_ipv4_cidr("10.0.0.1/24").unwrap()).unwrap();
-        let mut n = NeighTable::new(2, IfName::try_from("eth0").unwrap(), OURS, NeighConfig::default());
-        let evs: Vec<_> = devs.chain().queued().cloned().collect();
-        evs.iter().for_each(|e| n.apply_event(e));
-        n.lookup_or_request(PEER_IP, t(0));
-        assert_eq!(sent(&mut n, t(0)).unwrap().2, MY_IP);
-        devs.set_mac("eth0", PEER).unwrap();
-        let evs: Vec<_> = devs.chain().queued().cloned().collect();
-        evs.iter().for_each(|e| n.apply_event(e));
-        assert_eq!(n.entries().count(), 0, "a MAC change flushes");
-        assert_eq!(n.take_completion(), Some((PEER_IP, Resolution::Failed)));
-        let mut buf = [0u8; 41];
-        assert_eq!(n.poll_transmit(t(0), &mut buf), Err(BufferTooSmall));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn arbitrary_frames_never_panic(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), ms in 0u64..100_000) {
-            let mut n = table();
-            n.lookup_or_request(PEER_IP, t(0));
-            let mut frame = arp(ArpOperation::Request, MacAddr::BROADCAST, PEER, PEER_IP, MY_IP);
-            frame.truncate(14);
-            frame.extend_from_slice(&body);
-            let _ = n.process_arp(&frame, t(ms));
-            let _ = n.process_arp(&body, t(ms));
-            let mut buf = [0u8; 60];
-            while let Ok(Some(_)) = n.poll_transmit(t(ms), &mut buf) {}
-            let _ = n.lookup_or_request(PEER_IP, t(ms));
-        }
     }
 }

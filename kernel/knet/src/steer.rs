@@ -6,8 +6,10 @@
 //! to port 4791, over IPv4 or IPv6) go whole to the RDMA receive hook, because the
 //! ICRC covers the IP header exactly as sent and smoltcp would rebuild it; there
 //! `rdma::wire::frame::parse` checks every header once (IPv4 checksum, lengths,
-//! ICRC) and counts what it refuses. ARP goes to [`neigh`](crate::neigh) (and to
-//! smoltcp), everything else IP to smoltcp, which checks its own. What steering
+//! ICRC) and counts what it refuses. ARP and IPv6 neighbour discovery (Neighbor
+//! Solicitation and Advertisement, told apart by the ICMPv6 type) go to the
+//! [`neigh`](crate::neigh) tables and to smoltcp, everything else IP to smoltcp,
+//! which checks its own. What steering
 //! drops itself, it drops because it cannot read those three fields (a runt, a
 //! header cut short, a version that says the fields are elsewhere) or because the
 //! frame is not for us, and it counts each in [`LinkStats`] by [`DropReason`].
@@ -27,14 +29,21 @@ const IPV6_HDR_LEN: usize = 40;
 /// The UDP destination port is bytes 2..4 of the UDP header.
 const UDP_PORTS_LEN: usize = 4;
 const IPPROTO_UDP: u8 = 17;
+const IPPROTO_ICMPV6: u8 = 58;
+/// ICMPv6 Neighbor Solicitation and Neighbor Advertisement (RFC 4861 4.3, 4.4).
+const ND_NEIGHBOR_SOLICIT: u8 = 135;
+const ND_NEIGHBOR_ADVERT: u8 = 136;
 
 /// Where a received frame goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Steer {
     /// RoCE v2: the whole frame to the RDMA hook.
     Rdma,
-    /// ARP: to the neighbour table.
+    /// ARP: to the IPv4 neighbour table (and smoltcp).
     Arp,
+    /// IPv6 neighbour solicitation or advertisement: to the IPv6 neighbour
+    /// table (and smoltcp).
+    Ndisc,
     /// Anything else IP: to smoltcp.
     Stack,
     /// Not readable as far as steering reads, or not for us.
@@ -99,8 +108,12 @@ fn classify_ipv6(p: &[u8]) -> Steer {
     if v >> 4 != 6 {
         return Steer::Drop(DropReason::BadIpVersion);
     }
-    if p.get(6) != Some(&IPPROTO_UDP) {
-        return Steer::Stack;
+    match p.get(6) {
+        Some(&IPPROTO_UDP) => {}
+        Some(&IPPROTO_ICMPV6) if matches!(p.get(IPV6_HDR_LEN), Some(&(ND_NEIGHBOR_SOLICIT | ND_NEIGHBOR_ADVERT))) => {
+            return Steer::Ndisc;
+        }
+        _ => return Steer::Stack,
     }
     classify_udp(p.get(IPV6_HDR_LEN..).unwrap_or(&[]))
 }
@@ -137,8 +150,10 @@ pub struct LinkStats {
     pub collisions: u64,
     /// Frames handed to the RDMA hook.
     pub rx_rdma: u64,
-    /// Frames handed to the neighbour table.
+    /// ARP frames handed to the neighbour table.
     pub rx_arp: u64,
+    /// Neighbour discovery frames handed to the IPv6 neighbour table.
+    pub rx_ndisc: u64,
     /// Frames handed to smoltcp.
     pub rx_stack: u64,
     drops: DropCounters,
@@ -155,6 +170,7 @@ impl LinkStats {
         match steer {
             Steer::Rdma => self.rx_rdma += 1,
             Steer::Arp => self.rx_arp += 1,
+            Steer::Ndisc => self.rx_ndisc += 1,
             Steer::Stack => self.rx_stack += 1,
             Steer::Drop(r) => {
                 if r == DropReason::Runt {
@@ -272,6 +288,19 @@ mod tests {
         let mut frag = roce_v4();
         frag[14 + 6] |= 0x20; // MF
         assert_eq!(classify(&frag, OURS), Steer::Stack);
+    }
+
+    #[test]
+    fn neighbour_discovery_is_recognised() {
+        let ns = eth([0x33, 0x33, 0xff, 0, 0, 1], ETHERTYPE_IPV6, &ipv6(58, &[135, 0, 0, 0]));
+        assert_eq!(classify(&ns, OURS), Steer::Ndisc);
+        let na = eth(OURS, ETHERTYPE_IPV6, &ipv6(58, &[136, 0, 0, 0]));
+        assert_eq!(classify(&na, OURS), Steer::Ndisc);
+        // Echo and router messages are smoltcp's alone.
+        let echo = eth(OURS, ETHERTYPE_IPV6, &ipv6(58, &[128, 0, 0, 0]));
+        assert_eq!(classify(&echo, OURS), Steer::Stack);
+        let ra = eth(OURS, ETHERTYPE_IPV6, &ipv6(58, &[134, 0, 0, 0]));
+        assert_eq!(classify(&ra, OURS), Steer::Stack);
     }
 
     #[test]

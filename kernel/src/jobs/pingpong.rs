@@ -6,7 +6,8 @@
 //! port 18515 the client sends its 52-byte `LID:QPN:PSN:GID` message
 //! (`"%04x:%06x:%06x:%s"`, the GID as 32 hex digits of its bytes), the server
 //! answers with its own, the client sends `"done"`. Both then move their RC QP
-//! to RTR/RTS (MTU, dest QPN, PSNs, hop limit 1, timeout 14, retry 7, RNR retry
+//! to RTR/RTS (MTU, dest QPN, PSNs, hop limit 1 — on the wire the route's 64,
+//! as Linux's core overwrites it —, timeout 14, retry 7, RNR retry
 //! 7, min RNR timer 12, one outstanding READ/atomic) and play ping-pong with
 //! SENDs of `size` bytes from one buffer also used for receives, the client
 //! first, each side sending once its last send completed and a receive arrived.
@@ -41,7 +42,6 @@ use rdma::rxe::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::wire::Ipv4Address;
-use vocab::MacAddr;
 
 pub const DEFAULT_PORT: u16 = 18515;
 const MSG_LEN: usize = 52;
@@ -157,14 +157,6 @@ fn parse_message(msg: &[u8]) -> Option<Dest> {
 
 fn describe(d: &Dest) -> String {
     format!("LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}", d.lid, d.qpn, d.psn, Ipv6Addr::from(d.gid.0))
-}
-
-/// The MAC of a link-local GID (fe80::/64 with an EUI-64 of the MAC), as Linux
-/// derives it without asking the network.
-fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
-    let b = &g.0;
-    (b[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && b[11] == 0xff && b[12] == 0xfe)
-        .then(|| MacAddr([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
 }
 
 /// How long a finished pingpong's QP stays: the peer's last SEND may still
@@ -351,22 +343,18 @@ fn job_pd(pp: &Pingpong) -> Result<PdHandle, String> {
 fn connect(pp: &mut Pingpong, net: &mut Net, remote: &Dest, now: Instant) -> Result<bool, String> {
     let Some(job) = pp.job.as_ref() else { return Ok(false) };
     let (args, qp, local_psn, dev) = (job.args, job.qp, job.local.psn, job.dev);
-    let dmac = match mac_of_link_local(&remote.gid) {
-        Some(mac) => mac,
-        None => {
-            let ip = remote.gid.to_ipv4_mapped().ok_or("the remote GID is neither IPv4-mapped nor link-local")?;
-            let link = net.rdma.core.device(dev).and_then(|d| net.link_of(d.netdev().ifindex));
-            let link = net.links.get_mut(link.ok_or("the RDMA device's netdev has no NIC")?).ok_or("no NIC")?;
-            match link.neigh.lookup_or_request(ip, now) {
-                Resolution::Known(mac) => mac,
-                Resolution::Pending => return Ok(false),
-                Resolution::Failed => return Err(format!("no ARP reply from {ip}")),
-            }
-        }
+    // As the provider does (Linux's ib_resolve_eth_dmac for RoCE v2): ARP for an
+    // IPv4-mapped GID, neighbour discovery for any other, and the route's hop limit.
+    let ip = rdma::uverbs::gid_ip(&remote.gid);
+    let dmac = match net.resolve(dev, ip, now) {
+        Resolution::Known(mac) => mac,
+        Resolution::Pending => return Ok(false),
+        Resolution::Failed => return Err(format!("no neighbour answer from {ip}")),
     };
+    let hop_limit = rdma::uverbs::ROUTE_HOP_LIMIT;
     let pd = job_pd(pp)?;
     let t = net.rdma.transport_mut(dev).ok_or("the RDMA device went away")?;
-    let ah_attr = AhAttr { dgid: remote.gid, sgid_index: args.gid_index, hop_limit: 1, dmac, ..AhAttr::default() };
+    let ah_attr = AhAttr { dgid: remote.gid, sgid_index: args.gid_index, hop_limit, dmac, ..AhAttr::default() };
     let mut ah = None;
     let (rtr, rtr_mask, rts, rts_mask) = match args.qp_type {
         QpType::Ud => {

@@ -3,8 +3,9 @@
 //! smoltcp interface (ICMP, `ping`) and the RDMA core that follows the netdev.
 //!
 //! One pass of [`Net::poll`]: take frames from the NIC and steer each (RoCE v2
-//! to the RDMA hook, ARP to the neighbour table, the rest to smoltcp, malformed
-//! ones dropped and counted); let smoltcp and the neighbour table transmit;
+//! to the RDMA hook, ARP and IPv6 neighbour discovery to the neighbour tables
+//! and smoltcp, the rest to smoltcp, malformed ones dropped and counted); let
+//! smoltcp and the neighbour tables transmit;
 //! deliver netdev events, in order, to their subscribers (console log, RDMA core).
 
 mod device;
@@ -26,7 +27,7 @@ use drivers::nic::Nic;
 use drivers::virtio_net::VirtioNet;
 use hal::{KernelHal, PciConfig};
 use kbase::pci::Function;
-use knet::neigh::{NeighConfig, NeighTable};
+use knet::neigh::{ArpTable, NdTable, NeighConfig};
 use knet::netdev::{NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
 use smoltcp::iface::{Config, Interface, SocketSet};
@@ -39,15 +40,16 @@ pub type NetDevice = VirtioNet<KernelHal, PciTransport>;
 
 /// Frames taken from the NIC per pass, so other tasks get their turn.
 const RX_BUDGET: usize = 256;
-/// One NIC and what sits on it alone: its netdev, neighbour table and
-/// smoltcp interface with its sockets.
+/// One NIC and what sits on it alone: its netdev, neighbour tables (ARP and
+/// IPv6 neighbour discovery) and smoltcp interface with its sockets.
 pub struct Link {
     pub nic: NetDevice,
     pub irq: u8,
     /// The NIC's interrupt count when the last pass acknowledged it.
     irq_seen: u64,
     pub ifindex: IfIndex,
-    pub neigh: NeighTable,
+    pub neigh: ArpTable,
+    pub nd: NdTable,
     pub iface: Interface,
     pub sockets: SocketSet<'static>,
     stack_queue: VecDeque<Vec<u8>>,
@@ -114,9 +116,11 @@ impl Net {
         let ifindex = self.netdevs.register(&NetdevConfig { mtu, max_mtu: mtu, ..NetdevConfig::ethernet(mac) })?;
         let name = String::from(self.netdevs.by_index(ifindex).map_or("eth?", |d| d.name()));
         self.netdevs.set_up(&name, true)?;
-        // smoltcp on the same device answers ARP requests: the table only learns and asks.
+        // smoltcp on the same device answers ARP requests and neighbour
+        // solicitations: the tables only learn and ask.
         let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
-        let neigh = NeighTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
+        let neigh = ArpTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
+        let nd = NdTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
 
         let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
         config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac.0[2], mac.0[3], mac.0[4], mac.0[5]]));
@@ -133,6 +137,7 @@ impl Net {
             irq_seen: 0,
             ifindex,
             neigh,
+            nd,
             iface,
             sockets: SocketSet::new(Vec::new()),
             stack_queue: queue,
@@ -174,6 +179,31 @@ impl Net {
         (0..self.links.len())
             .find(|&i| self.dev(i).is_some_and(|d| d.ipv4().iter().any(|c| c.contains_addr(&dst))))
             .unwrap_or(0)
+    }
+
+    /// The link to reach IPv6 `dst` on: `scope`'s when given (a link-local
+    /// address names no link by itself), else the first whose netdev has a
+    /// prefix holding `dst`, else the first link.
+    pub fn link_for6(&self, dst: core::net::Ipv6Addr, scope: Option<IfIndex>) -> usize {
+        if let Some(i) = scope.and_then(|s| self.link_of(s)) {
+            return i;
+        }
+        (0..self.links.len())
+            .find(|&i| self.dev(i).is_some_and(|d| d.ipv6().iter().any(|a| a.cidr.contains_addr(&dst))))
+            .unwrap_or(0)
+    }
+
+    /// The MAC of next hop `ip` on RDMA device `dev`'s netdev, from that
+    /// link's ARP or IPv6 neighbour table, starting a request when unknown;
+    /// never blocks (the RDMA path's `ib_resolve_eth_dmac`).
+    pub fn resolve(&mut self, dev: u32, ip: core::net::IpAddr, now: Instant) -> knet::neigh::Resolution {
+        use knet::neigh::Resolution;
+        let Some(ifindex) = self.rdma.core.device(dev).map(|d| d.netdev().ifindex) else { return Resolution::Failed };
+        let Some(link) = self.link_of(ifindex).and_then(|l| self.links.get_mut(l)) else { return Resolution::Failed };
+        match ip {
+            core::net::IpAddr::V4(v4) => link.neigh.lookup_or_request(v4, now),
+            core::net::IpAddr::V6(v6) => link.nd.lookup_or_request(v6, now),
+        }
     }
 
     /// Makes every link's smoltcp interface and neighbour table use its
@@ -237,6 +267,7 @@ impl Net {
         let v4: Vec<_> = dev.ipv4().to_vec();
         let v6: Vec<_> = dev.ipv6().iter().map(|a| a.cidr).collect();
         link.neigh.set_local_addrs(&v4);
+        link.nd.set_local_addrs(&v6);
         link.iface.update_ip_addrs(|addrs| {
             addrs.clear();
             // smoltcp's own cidr types, converted here where smoltcp is configured.
@@ -255,7 +286,7 @@ impl Net {
     fn receive(&mut self, i: usize, up: bool, now: Instant) -> usize {
         let Self { links, netdevs, rdma, discard, .. } = self;
         let Some(link) = links.get_mut(i) else { return 0 };
-        let Link { nic, neigh, stack_queue, ifindex, .. } = link;
+        let Link { nic, neigh, nd, stack_queue, ifindex, .. } = link;
         let mac = nic.mac();
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         // The device on this link's netdev, looked up once per batch.
@@ -290,6 +321,16 @@ impl Net {
                         stack_queue.push_back(frame.to_vec());
                     }
                 }
+                Steer::Ndisc => {
+                    // As for ARP: smoltcp answers solicitations for our
+                    // addresses, the IPv6 table learns for the RDMA path.
+                    if let Err(e) = nd.process_ndisc(frame, now) {
+                        log::debug!("ndisc: {e}");
+                    }
+                    if stack_queue.len() < STACK_QUEUE {
+                        stack_queue.push_back(frame.to_vec());
+                    }
+                }
                 Steer::Stack if discard::is_discard(frame) => discard.record(frame, now),
                 Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
                 Steer::Stack => stats.rx_dropped += 1,
@@ -317,19 +358,28 @@ impl Net {
         }
     }
 
-    /// Sends what the neighbour tables queued (ARP requests and replies).
-    fn transmit_arp(&mut self, now: Instant) -> bool {
+    /// Sends what the neighbour tables queued (ARP requests and replies,
+    /// neighbour solicitations).
+    fn transmit_neigh(&mut self, now: Instant) -> bool {
         let mut sent = false;
         for link in self.links.iter_mut() {
-            link.neigh.poll(now);
-            let mut frame = [0u8; 64];
-            while let Ok(Some(len)) = link.neigh.poll_transmit(now, &mut frame) {
+            let Link { nic, neigh, nd, ifindex, .. } = link;
+            let mut stats = self.netdevs.stats_mut(*ifindex);
+            let mut send = |len: usize, frame: &[u8]| {
                 let bytes = &frame[..len];
-                if link.nic.transmit(len, |buf| buf.copy_from_slice(bytes)).is_some()
-                    && let Some(s) = self.netdevs.stats_mut(link.ifindex)
+                if nic.transmit(len, |buf| buf.copy_from_slice(bytes)).is_some()
+                    && let Some(s) = stats.as_deref_mut()
                 {
                     s.record_tx(len);
                 }
+            };
+            let mut frame = [0u8; 128];
+            while let Ok(Some(len)) = neigh.poll_transmit(now, &mut frame) {
+                send(len, &frame);
+                sent = true;
+            }
+            while let Ok(Some(len)) = nd.poll_transmit(now, &mut frame) {
+                send(len, &frame);
                 sent = true;
             }
         }
@@ -343,7 +393,7 @@ impl Net {
                 .iface
                 .poll_at(smol_now(now), &l.sockets)
                 .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
-            [smol, l.neigh.poll_at()]
+            [smol, l.neigh.poll_at(), l.nd.poll_at()]
         });
         let links = links.flatten().min();
         let rxe = self.rdma.transports().filter_map(|t| t.next_deadline(now)).min();
@@ -399,7 +449,7 @@ impl Net {
             prof::SMOLTCP.add(t);
         }
         prof::TRANSPORT.time(|| self.poll_transports(now));
-        busy |= self.transmit_arp(now);
+        busy |= self.transmit_neigh(now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
         for link in self.links.iter_mut() {

@@ -8,8 +8,10 @@ use crate::{print, println, time};
 use alloc::format;
 use alloc::string::{String, ToString};
 use core::net::IpAddr;
+use knet::cmd::IpFamily;
 use knet::cmd::{IP_USAGE, IpCommand, parse_ip, parse_ping};
 use knet::format::{AddrShow, LinkShow, NeighShow};
+use knet::neigh::Family;
 
 fn with_net<R>(
     ctx: &mut Context,
@@ -45,19 +47,26 @@ pub fn ip(ctx: &mut Context, args: &[&str]) -> CommandResult {
                     print!("{}", LinkShow { dev: d, stats });
                 }
             }
-            IpCommand::AddrShow { dev } => {
+            IpCommand::AddrShow { dev, family } => {
                 dev_filter(&dev)?;
                 for d in net.netdevs.iter().filter(|d| dev.as_deref().is_none_or(|n| n == d.name())) {
-                    print!("{}", AddrShow(d));
+                    print!("{}", AddrShow { dev: d, family });
                 }
             }
-            IpCommand::NeighShow { dev } => {
+            IpCommand::NeighShow { dev, family } => {
                 dev_filter(&dev)?;
-                for l in net.links.iter().filter(|l| {
-                    dev.is_none()
-                        || net.netdevs.dev(dev.as_deref().unwrap_or("")).is_ok_and(|d| d.ifindex() == l.ifindex)
-                }) {
-                    print!("{}", NeighShow(&l.neigh));
+                let links = || {
+                    net.links.iter().filter(|l| {
+                        dev.is_none()
+                            || net.netdevs.dev(dev.as_deref().unwrap_or("")).is_ok_and(|d| d.ifindex() == l.ifindex)
+                    })
+                };
+                // The kernel dumps arp_tbl, then nd_tbl.
+                if IpFamily::V4.shown_by(family) {
+                    links().for_each(|l| print!("{}", NeighShow(&l.neigh)));
+                }
+                if IpFamily::V6.shown_by(family) {
+                    links().for_each(|l| print!("{}", NeighShow(&l.nd)));
                 }
             }
             IpCommand::LinkSet { dev, up, mtu } => {
@@ -86,9 +95,6 @@ pub fn ip(ctx: &mut Context, args: &[&str]) -> CommandResult {
 
 pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
     let args = parse_ping(args).map_err(fail)?;
-    let IpAddr::V4(dst) = args.dst else {
-        return Err(fail("IPv6 ping is not supported yet (no neighbour discovery)"));
-    };
     if args.size > 8192 {
         return Err(fail(format!("packet size {} is too large (at most 8192)", args.size)));
     }
@@ -96,13 +102,29 @@ pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
         if ctx.jobs.ping.is_some() {
             return Err(fail("a ping is already running"));
         }
-        let link = net.link_for(dst);
-        let src = net.dev(link).and_then(|d| d.ipv4().first().map(|c| c.address()));
+        let (link, src) = match args.dst {
+            IpAddr::V4(dst) => {
+                let link = net.link_for(dst);
+                (link, net.dev(link).and_then(|d| d.ipv4().first().map(|c| IpAddr::V4(c.address()))))
+            }
+            IpAddr::V6(dst) => {
+                let scope = match args.scope.as_deref() {
+                    Some(name) => Some(net.netdevs.dev(name).map_err(fail)?.ifindex()),
+                    None => None,
+                };
+                let link = net.link_for6(dst, scope);
+                let cidrs: alloc::vec::Vec<_> =
+                    net.dev(link).map(|d| d.ipv6().iter().map(|a| a.cidr).collect()).unwrap_or_default();
+                (link, knet::neigh::Nd::source_for(&cidrs, dst).map(IpAddr::V6))
+            }
+        };
         let Some(src) = src else {
-            return Err(fail(format!("connect: Network is unreachable ({} has no IPv4 address)", net.name(link))));
+            let name = net.name(link);
+            return Err(fail(format!("connect: Network is unreachable ({name} has no address to ping from)")));
         };
         let count = args.count.unwrap_or(ping::DEFAULT_COUNT);
-        ping::start(&mut ctx.jobs.ping, net, src, dst, count, args.interval, args.size, time::now(), ctx.ready.clone());
+        let (interval, size, ready) = (args.interval, args.size, ctx.ready.clone());
+        ping::start(&mut ctx.jobs.ping, net, link, src, args.dst, count, interval, size, time::now(), ready);
         Ok(())
     })
 }

@@ -28,7 +28,8 @@ pub struct AhAttr {
     pub hop_limit: u8,
     /// IP DSCP (top 6 bits) and ECN (low 2 bits).
     pub traffic_class: u8,
-    /// 20 bits; 0 lets connected QPs derive one from their QPNs.
+    /// 20 bits; picks a connected QP's UDP source port, 0 lets it derive one
+    /// from the QPNs. Not sent: IPv6 headers carry flow label 0, as Linux's.
     pub flow_label: u32,
     /// The next hop's MAC, resolved by the caller's neighbour table.
     pub dmac: MacAddr,
@@ -62,11 +63,10 @@ impl AhAttr {
         }
         let ip = match (sgid.to_ipv4_mapped(), self.dgid.to_ipv4_mapped()) {
             (Some(src), Some(dst)) => IpPath::V4 { src: Ipv4Address(src.octets()), dst: Ipv4Address(dst.octets()) },
-            (None, None) => IpPath::V6 {
-                src: Ipv6Address(sgid.0),
-                dst: Ipv6Address(self.dgid.0),
-                flow_label: self.flow_label & 0xF_FFFF,
-            },
+            // Linux rxe writes flow label 0 into the IPv6 header whatever the
+            // address vector says (`prepare_ipv6_hdr`); the label only picks
+            // a connected QP's UDP source port (`rdma_get_udp_sport`).
+            (None, None) => IpPath::V6 { src: Ipv6Address(sgid.0), dst: Ipv6Address(self.dgid.0), flow_label: 0 },
             _ => return Err(AhError::MixedFamilies),
         };
         Ok(Path {
@@ -86,4 +86,38 @@ impl AhAttr {
 pub struct Ah {
     pub pd: PdHandle,
     pub attr: AhAttr,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+
+    fn port() -> LocalPort {
+        let ll: Ipv6Addr = "fe80::5054:ff:fe00:1".parse().unwrap();
+        LocalPort {
+            mac: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
+            gids: alloc::vec![Gid::from_ipv6(ll), Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1))],
+        }
+    }
+
+    #[test]
+    fn ipv6_paths_send_flow_label_zero_and_the_traffic_class() {
+        let peer: Ipv6Addr = "fe80::5054:ff:fe00:2".parse().unwrap();
+        let av = AhAttr {
+            dgid: Gid::from_ipv6(peer),
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: (26 << 2) | 1,
+            flow_label: 0x12345,
+            dmac: MacAddr([0x52, 0x54, 0, 0, 0, 2]),
+        };
+        let p = av.path(&port(), 0xc123).unwrap();
+        let IpPath::V6 { src, dst, flow_label } = p.ip else { panic!("not IPv6: {p:?}") };
+        assert_eq!((src.0, dst.0, flow_label), (port().gids[0].0, peer.octets(), 0));
+        assert_eq!((p.dscp, p.ecn, p.hop_limit, p.src_port), (26, Ecn::Ect1, 64, 0xc123));
+        // One family per path; an unresolved MAC is refused.
+        assert_eq!(AhAttr { sgid_index: 1, ..av }.path(&port(), 0).unwrap_err(), AhError::MixedFamilies);
+        assert_eq!(AhAttr { dmac: MacAddr::default(), ..av }.path(&port(), 0).unwrap_err(), AhError::Unresolved);
+    }
 }

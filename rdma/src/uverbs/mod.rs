@@ -30,7 +30,9 @@ pub mod objects;
 pub use cm::cm_pump;
 pub use datapath::{PumpReport, pump};
 pub use memory::ShmMemory;
-pub use objects::{MacResolution, TransportAccess, mac_of_link_local, verbs_status};
+pub use objects::{
+    MacResolution, ROUTE_HOP_LIMIT, TransportAccess, gid_ip, mac_of_link_local, multicast_mac, verbs_status,
+};
 
 use crate::core::{ClientId, Error, GidType, NetdevProvider, RdmaCore, RxeCounter};
 use crate::rxe::ah::AhHandle;

@@ -9,7 +9,7 @@
 //! modify-QP table), answered with a status, never a panic.
 
 use alloc::collections::{BTreeMap, VecDeque};
-use core::net::Ipv4Addr;
+use core::net::IpAddr;
 
 use verbs_ring::abi::{Cqe, RingPlacement};
 use verbs_ring::cmd::{self, Status, qp_type};
@@ -30,7 +30,8 @@ use crate::rxe::time::Instant;
 use crate::rxe::transport::{RxeTransport, VerbsError};
 use crate::wire::MacAddr;
 
-/// What the neighbour table answers for an IPv4 next hop.
+/// What the neighbour tables (ARP, IPv6 neighbour discovery) answer for a
+/// next hop.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum MacResolution {
     Known(MacAddr),
@@ -57,9 +58,10 @@ pub trait TransportAccess {
         f: impl FnOnce(&mut RxeTransport<Self::Mem>, &mut dyn FrameSink, &Self::Shm) -> Result<R, Status>,
     ) -> Result<R, Status>;
 
-    /// The MAC of the IPv4 next hop `ip` on device `dev`'s netdev, starting
-    /// a resolution when it is unknown; never blocks.
-    fn resolve_ipv4(&mut self, dev: u32, ip: Ipv4Addr, now: Instant) -> MacResolution;
+    /// The MAC of the next hop `ip` (IPv4 through ARP, IPv6 through neighbour
+    /// discovery) on device `dev`'s netdev, starting a resolution when it is
+    /// unknown; never blocks.
+    fn resolve(&mut self, dev: u32, ip: IpAddr, now: Instant) -> MacResolution;
 }
 
 /// Bits of an object id that hold the transport's handle (pool index and
@@ -256,30 +258,58 @@ fn mtu_of(m: u32) -> Option<IbMtu> {
 }
 
 /// The MAC of a link-local GID (fe80::/64 with an EUI-64 of the MAC), as
-/// Linux derives it without asking the network.
+/// Linux derives it without asking the network for RoCE v1 GIDs (`rdma_get_ll_mac`).
+/// RoCE v2 destinations, link-local ones included, go through neighbour
+/// discovery instead (see [`resolve_dmac`]).
 pub fn mac_of_link_local(g: &Gid) -> Option<MacAddr> {
     let b = &g.0;
     (b[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && b[11] == 0xff && b[12] == 0xfe)
         .then(|| MacAddr([b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]]))
 }
 
-/// The destination MAC of `dgid` (Linux's `ib_resolve_eth_dmac`): derived
-/// for link-local GIDs, from the neighbour table for IPv4-mapped ones.
-/// `EAGAIN` while the ARP request is out, so the host retries.
+/// The hop limit a RoCE v2 address vector to a unicast GID gets from Linux's
+/// route lookup (`ip4_dst_hoplimit` / `ip6_dst_hoplimit` with the default
+/// `ip_default_ttl` and `hop_limit` sysctls), whatever the caller asked:
+/// `ib_resolve_unicast_gid_dmac` overwrites the GRH's hop limit with it.
+pub const ROUTE_HOP_LIMIT: u8 = 64;
+
+/// The Ethernet group of a multicast GID: `33:33` and the low 32 bits of an
+/// IPv6 group (`ipv6_eth_mc_map`), `01:00:5e` and the low 23 bits of an
+/// IPv4-mapped one (`ip_eth_mc_map`).
+pub fn multicast_mac(g: &Gid) -> Option<MacAddr> {
+    let b = &g.0;
+    match g.to_ipv4_mapped() {
+        Some(v4) if v4.is_multicast() => Some(MacAddr([0x01, 0x00, 0x5e, b[13] & 0x7f, b[14], b[15]])),
+        Some(_) => None,
+        None => (b[0] == 0xff).then(|| MacAddr([0x33, 0x33, b[12], b[13], b[14], b[15]])),
+    }
+}
+
+/// The next hop of `dgid` as an IP address: IPv4 for an IPv4-mapped GID,
+/// IPv6 for any other.
+pub fn gid_ip(dgid: &Gid) -> IpAddr {
+    match dgid.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(dgid.as_ipv6()),
+    }
+}
+
+/// The destination MAC of `dgid` (Linux's `ib_resolve_eth_dmac` for RoCE v2):
+/// mapped for a multicast GID, else from the neighbour tables (ARP for an
+/// IPv4-mapped GID, neighbour discovery for the rest, link-local included),
+/// with the hop limit the route gives (`None`: keep the caller's). `EAGAIN`
+/// while the request is out, so the host retries.
 pub(super) fn resolve_dmac<A: TransportAccess>(
     access: &mut A,
     dev: u32,
     dgid: &Gid,
     now: Instant,
-) -> Result<MacAddr, Status> {
-    if let Some(mac) = mac_of_link_local(dgid) {
-        return Ok(mac);
+) -> Result<(MacAddr, Option<u8>), Status> {
+    if let Some(mac) = multicast_mac(dgid) {
+        return Ok((mac, None));
     }
-    // Other IPv6 destinations would need neighbour discovery, which the
-    // appliance does not run.
-    let ip = dgid.to_ipv4_mapped().ok_or(Status::EHOSTUNREACH)?;
-    match access.resolve_ipv4(dev, ip, now) {
-        MacResolution::Known(mac) => Ok(mac),
+    match access.resolve(dev, gid_ip(dgid), now) {
+        MacResolution::Known(mac) => Ok((mac, Some(ROUTE_HOP_LIMIT))),
         MacResolution::Pending => Err(Status::EAGAIN),
         MacResolution::Failed => Err(Status::EHOSTUNREACH),
     }
@@ -297,11 +327,11 @@ pub(super) fn ah_attr<A: TransportAccess>(
         return Err(Status::EINVAL);
     }
     let dgid = Gid(a.dgid);
-    let dmac = resolve_dmac(access, dev, &dgid, now)?;
+    let (dmac, route_hop_limit) = resolve_dmac(access, dev, &dgid, now)?;
     Ok(AhAttr {
         dgid,
         sgid_index: a.sgid_index,
-        hop_limit: a.hop_limit,
+        hop_limit: route_hop_limit.unwrap_or(a.hop_limit),
         traffic_class: a.traffic_class,
         flow_label: a.flow_label & 0xF_FFFF,
         dmac,

@@ -16,7 +16,7 @@ use alloc::rc::Rc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::RefCell;
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr};
 use verbs_ring::abi::{Cqe, Sge, send_flags, wc_opcode, wc_status, wr_opcode};
 use verbs_ring::cmd::{
     AhAttr, CreateAhReq, CreateCqReq, CreateCqResp, CreateQpReq, CreateQpResp, DevReq, Empty, GidReq, HandleReq,
@@ -41,7 +41,7 @@ struct Node {
     net: Vec<NetdevInfo>,
     shm: Rc<HeapShm>,
     sent: RefCell<VecSink>,
-    arp: RefCell<BTreeMap<Ipv4Addr, (u32, MacAddr)>>,
+    arp: RefCell<BTreeMap<IpAddr, (u32, MacAddr)>>,
 }
 
 impl CoreAccess for &'static Node {
@@ -68,7 +68,7 @@ impl TransportAccess for &'static Node {
         f(t, &mut *self.sent.borrow_mut(), &self.shm)
     }
 
-    fn resolve_ipv4(&mut self, _dev: u32, ip: Ipv4Addr, _now: Instant) -> MacResolution {
+    fn resolve(&mut self, _dev: u32, ip: IpAddr, _now: Instant) -> MacResolution {
         match self.arp.borrow_mut().get_mut(&ip) {
             None => MacResolution::Failed,
             Some((0, mac)) => MacResolution::Known(*mac),
@@ -83,7 +83,9 @@ impl TransportAccess for &'static Node {
 impl Node {
     fn new(n: u8, region: usize) -> &'static Node {
         let mac = MacAddr([0x52, 0x54, 0, 0, 0, n]);
-        let net = vec![NetdevInfo::new(2, "eth0", mac).with_ipv4(Ipv4Addr::new(10, 0, 0, n))];
+        // GID 0 is the link-local from the MAC, 1 the IPv4 one, 2 the global IPv6 one.
+        let global = core::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(n));
+        let net = vec![NetdevInfo::new(2, "eth0", mac).with_ipv4(Ipv4Addr::new(10, 0, 0, n)).with_ipv6(global)];
         let shm = Rc::new(HeapShm::new(region));
         let mem = shm.clone();
         let factory = RxeDriver::factory(move || ShmMemory(mem.clone()), Config::default());
@@ -236,8 +238,23 @@ fn ipv4_gid(n: u8) -> [u8; 16] {
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
 }
 
+/// The link-local GID of node `n` (fe80:: and the EUI-64 of 52:54:00:00:00:0n).
+fn link_local_gid(n: u8) -> [u8; 16] {
+    [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0, 0, n]
+}
+
+/// The global IPv6 GID of node `n` (2001:db8::n).
+fn global_gid(n: u8) -> [u8; 16] {
+    [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]
+}
+
 /// RESET -> INIT -> RTR -> RTS towards `peer` (GID index 1, the IPv4 one).
 fn connect(a: &Appliance, s: &mut Side, peer_qpn: u32, peer: u8) {
+    connect_via(a, s, peer_qpn, ipv4_gid(peer), 1);
+}
+
+/// RESET -> INIT -> RTR -> RTS towards `dgid` from GID `sgid_index`.
+fn connect_via(a: &Appliance, s: &mut Side, peer_qpn: u32, dgid: [u8; 16], sgid_index: u8) {
     let init = QpAttr {
         qp_state: qp_state::INIT,
         port_num: 1,
@@ -253,14 +270,7 @@ fn connect(a: &Appliance, s: &mut Side, peer_qpn: u32, peer: u8) {
         rq_psn: 100,
         max_dest_rd_atomic: 1,
         min_rnr_timer: 12,
-        ah_attr: AhAttr {
-            dgid: ipv4_gid(peer),
-            sgid_index: 1,
-            hop_limit: 1,
-            is_global: 1,
-            port_num: 1,
-            ..Default::default()
-        },
+        ah_attr: AhAttr { dgid, sgid_index, hop_limit: 1, is_global: 1, port_num: 1, ..Default::default() },
         ..Default::default()
     };
     let m = qp_attr_mask::STATE
@@ -326,9 +336,74 @@ fn wait_cqe(a: &Appliance, b: &Appliance, s: &mut Side, mem: &HeapShm) -> Cqe {
 
 fn pair() -> (Appliance, Appliance) {
     let (a, b) = (Appliance::new(1), Appliance::new(2));
-    a.node.arp.borrow_mut().insert(Ipv4Addr::new(10, 0, 0, 2), (2, b.node.mac()));
-    b.node.arp.borrow_mut().insert(Ipv4Addr::new(10, 0, 0, 1), (2, a.node.mac()));
+    a.node.arp.borrow_mut().insert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), (2, b.node.mac()));
+    b.node.arp.borrow_mut().insert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), (2, a.node.mac()));
     (a, b)
+}
+
+/// RoCE v2 over IPv6, as `ibv_rc_pingpong -g 0` (the link-local GID) and
+/// with a global GID sets it up: the next hop is asked of the IPv6 neighbour
+/// table (EAGAIN while it resolves, as for ARP; a link-local GID is not
+/// taken apart for its MAC, as Linux does only for RoCE v1), the frames carry
+/// an IPv6 header with flow label 0 and the route's hop limit (64, not the 1
+/// rc_pingpong asks for), from the connection's UDP source port, and the
+/// SEND arrives.
+#[test]
+fn rc_over_ipv6_gids_resolves_through_neighbour_discovery() {
+    use crate::wire::frame::{IpPath, parse};
+    for (sgid_index, gid) in [(0u8, link_local_gid as fn(u8) -> [u8; 16]), (2, global_gid)] {
+        let (a, b) = (Appliance::new(1), Appliance::new(2));
+        let v6 = |n| IpAddr::V6(core::net::Ipv6Addr::from(gid(n)));
+        a.node.arp.borrow_mut().insert(v6(2), (2, b.node.mac()));
+        b.node.arp.borrow_mut().insert(v6(1), (2, a.node.mac()));
+        let (mut x, mut y) = (setup(&a, 10, access::LOCAL_WRITE), setup(&b, 20, access::LOCAL_WRITE));
+        let (xq, yq) = (x.qp.qp_num, y.qp.qp_num);
+        connect_via(&a, &mut x, yq, gid(2), sgid_index);
+        connect_via(&b, &mut y, xq, gid(1), sgid_index);
+        let q: verbs_ring::cmd::QueryQpResp = a
+            .call(&mut x.host, nr::QUERY_QP, &verbs_ring::cmd::QueryQpReq { qp_handle: x.qp.qp_handle, attr_mask: 0 })
+            .unwrap();
+        assert_eq!(q.attr.ah_attr.hop_limit, crate::uverbs::ROUTE_HOP_LIMIT);
+
+        let (am, bm) = (a.node.shm.clone(), b.node.shm.clone());
+        let msg: Vec<u8> = (0..2000u32).map(|i| (i * 3) as u8).collect();
+        am.write(x.buf as usize, &msg).unwrap();
+        post_recv(&b, &mut y.rq, 0x21, &[Sge { addr: y.buf, length: 4096, lkey: y.mr.lkey }]);
+        let send = verbs_ring::abi::SendWqe {
+            wr_id: 0x12,
+            opcode: wr_opcode::SEND,
+            send_flags: send_flags::SIGNALED,
+            ..Default::default()
+        };
+        post_send(&a, &mut x.sq, send, &[Sge { addr: x.buf, length: 2000, lkey: x.mr.lkey }]);
+        a.step();
+        let first = a.node.sent.borrow().frames.first().cloned().expect("a frame went out");
+        let rx = parse(&first).expect("our own frame parses, ICRC included");
+        let path = rx.repr.path;
+        let want =
+            IpPath::V6 { src: crate::wire::Ipv6Address(gid(1)), dst: crate::wire::Ipv6Address(gid(2)), flow_label: 0 };
+        assert_eq!((path.ip, path.hop_limit, path.dst_mac), (want, 64, b.node.mac()));
+        assert_eq!(path.src_port, crate::wire::sport::src_port_for_connection(0, xq, yq));
+        let rc = wait_cqe(&a, &b, &mut y, &bm);
+        assert_eq!((rc.wr_id, rc.status, rc.byte_len, rc.src_qp), (0x21, wc_status::SUCCESS, 2000, xq));
+        let mut got = vec![0u8; 2000];
+        bm.read(y.buf as usize, &mut got).unwrap();
+        assert_eq!(got, msg);
+        let sc = wait_cqe(&a, &b, &mut x, &am);
+        assert_eq!((sc.wr_id, sc.status), (0x12, wc_status::SUCCESS));
+    }
+}
+
+#[test]
+fn multicast_gids_map_to_ethernet_groups() {
+    use crate::uverbs::multicast_mac;
+    let v6 = Gid(core::net::Ipv6Addr::new(0xff0e, 0, 0, 0, 0, 0, 0x1234, 0x5678).octets());
+    assert_eq!(multicast_mac(&v6), Some(MacAddr([0x33, 0x33, 0x12, 0x34, 0x56, 0x78])));
+    let v4 = Gid::from_ipv4(Ipv4Addr::new(239, 129, 2, 3));
+    assert_eq!(multicast_mac(&v4), Some(MacAddr([0x01, 0x00, 0x5e, 0x01, 0x02, 0x03])));
+    assert_eq!(multicast_mac(&Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1))), None);
+    assert_eq!(multicast_mac(&Gid(link_local_gid(1))), None);
+    assert_eq!(crate::uverbs::gid_ip(&Gid(ipv4_gid(3))), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)));
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
@@ -45,7 +45,7 @@ struct Node {
     shm: Arc<ShmFile>,
     sent: RefCell<VecSink>,
     /// ip -> (asks still answered "pending", MAC)
-    arp: RefCell<BTreeMap<Ipv4Addr, (u32, MacAddr)>>,
+    arp: RefCell<BTreeMap<IpAddr, (u32, MacAddr)>>,
 }
 
 #[derive(Clone)]
@@ -75,7 +75,7 @@ impl TransportAccess for Access {
         f(t, &mut *self.0.sent.borrow_mut(), &self.0.shm)
     }
 
-    fn resolve_ipv4(&mut self, _dev: u32, ip: Ipv4Addr, _now: RxeInstant) -> MacResolution {
+    fn resolve(&mut self, _dev: u32, ip: IpAddr, _now: RxeInstant) -> MacResolution {
         match self.0.arp.borrow_mut().get_mut(&ip) {
             None => MacResolution::Failed,
             Some((0, mac)) => MacResolution::Known(*mac),
@@ -113,7 +113,7 @@ fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
     core.process_events();
     let mut arp = BTreeMap::new();
     // One "pending" answer first, so hosts go through their EAGAIN retry.
-    arp.insert(Ipv4Addr::new(10, 0, 0, peer), (1, MacAddr(mac(peer))));
+    arp.insert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, peer)), (1, MacAddr(mac(peer))));
     Rc::new(Node { core: RefCell::new(core), net, shm, sent: RefCell::default(), arp: RefCell::new(arp) })
 }
 
