@@ -9,11 +9,9 @@ use verbs_ring::cm::{CmConnParam, CmRoute, CmSockAddr, NO_DEVICE, af};
 use verbs_ring::cmd::{self, Status};
 use verbs_ring::dispatch::{CmEventOut, ObjId};
 
-use super::objects::{MacResolution, mac_of_link_local};
 use super::{CoreAccess, CoreVerbs, TransportAccess, status};
 use crate::cm::client::{CmClient, Heard};
 use crate::cm::cma::{AddrRequest, CmaError, ConnParam, IdQpType};
-use crate::core::gid::Gid;
 use crate::rxe::mad_port::sgid_index;
 use crate::rxe::time::{Duration, Instant};
 
@@ -39,7 +37,7 @@ pub fn cm_pump<A: CoreAccess + TransportAccess>(p: &mut CoreVerbs<'_, A>, now: I
             Heard::Removed(dev) => cm.remove_device(dev),
         }
     }
-    cm.poll(now, &mut |dev, ip| resolve(&mut **access, dev, ip, now));
+    cm.poll(now, &mut |dev, ip| access.resolve(dev, ip, now));
     let devs: alloc::vec::Vec<u32> = cm.devices().collect();
     for dev in devs {
         let _ = access.with_transport(dev, |t, sink, _| {
@@ -52,14 +50,6 @@ pub fn cm_pump<A: CoreAccess + TransportAccess>(p: &mut CoreVerbs<'_, A>, now: I
             }
             Ok(())
         });
-    }
-}
-
-/// The next hop's MAC for the CM's address resolution.
-fn resolve<A: TransportAccess>(access: &mut A, dev: u32, ip: IpAddr, now: Instant) -> MacResolution {
-    match ip {
-        IpAddr::V4(a) => access.resolve_ipv4(dev, a, now),
-        IpAddr::V6(a) => mac_of_link_local(&Gid::from_ipv6(a)).map_or(MacResolution::Failed, MacResolution::Known),
     }
 }
 
