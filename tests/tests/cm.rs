@@ -24,7 +24,14 @@ const RUN: Duration = Duration::from_secs(300);
 /// (10.0.0.3); with `capture`, QEMU's filter-dump records the wire there.
 fn setup(tag: &str, capture: Option<&Path>) -> (Appliance, LinuxPeer, Ivshmem) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    setup_wire(tag, capture, (p1, p2), (p2, p1))
+}
+
+/// As [`setup`], the appliance's NIC on UDP ports `a` (local, remote) and
+/// Linux's on `b`: a relay between them can break the wire.
+fn setup_wire(tag: &str, capture: Option<&Path>, a: (u16, u16), b: (u16, u16)) -> (Appliance, LinuxPeer, Ivshmem) {
+    let (p1, p2) = a;
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", b.0, b.1), "10.0.0.3/24")).unwrap();
     let shm = Ivshmem::temp(tag, REGION);
     let extra =
         capture.map_or(vec![], |f| vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", f.display())]);
@@ -33,6 +40,7 @@ fn setup(tag: &str, capture: Option<&Path>) -> (Appliance, LinuxPeer, Ivshmem) {
         append: "ip=10.0.0.1/24".into(),
         ivshmem: Some(shm.clone()),
         extra,
+        cmd_timeout: Duration::from_secs(180),
         ..Options::default()
     })
     .unwrap();
@@ -71,27 +79,33 @@ fn linux_client(linux: &mut LinuxPeer, args: &str) -> (i32, String) {
 /// rping both ways at `sizes`, `count` pings each, data verified (`-V`) by
 /// both ends.
 fn rping_both_ways(linux: &mut LinuxPeer, shm: &Ivshmem, sizes: &[u32], count: u32) {
+    rping_both_ways_at(linux, shm, ("10.0.0.1", "10.0.0.3"), sizes, count);
+}
+
+/// As [`rping_both_ways`], with the appliance at `addrs.0` and Linux at `addrs.1`.
+fn rping_both_ways_at(linux: &mut LinuxPeer, shm: &Ivshmem, addrs: (&str, &str), sizes: &[u32], count: u32) {
+    let (ours_ip, theirs_ip) = addrs;
     for &size in sizes {
         let opts = format!("-V -C {count} -S {size}");
         // Linux serves, the appliance connects.
-        linux.cmd(&format!("rping -s -a 10.0.0.3 {opts} > /tmp/rping.log 2>&1 &")).unwrap();
-        let (ok, ours) = our_client(&shm.path, &format!("-c -a 10.0.0.3 {opts}"));
+        linux.cmd(&format!("rping -s -a {theirs_ip} {opts} > /tmp/rping.log 2>&1 &")).unwrap();
+        let (ok, ours) = our_client(&shm.path, &format!("-c -a {theirs_ip} {opts}"));
         let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/rping.log", RUN).unwrap();
         assert!(ok, "{size} B, appliance rping client failed:\n{ours}\nLinux server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "{size} B, Linux rping server failed:\n{theirs}\nours:\n{ours}");
-        eprintln!("rping {size} B x {count}: Linux server / appliance client pass");
+        eprintln!("rping {theirs_ip} {size} B x {count}: Linux server / appliance client pass");
 
         // The appliance serves, Linux connects.
-        let server = tool::spawn("rping", &shm.path, &format!("-s -a 10.0.0.1 {opts}")).unwrap();
-        let (status, theirs) = linux_client(linux, &format!("-c -a 10.0.0.1 {opts}"));
+        let server = tool::spawn("rping", &shm.path, &format!("-s -a {ours_ip} {opts}")).unwrap();
+        let (status, theirs) = linux_client(linux, &format!("-c -a {ours_ip} {opts}"));
         let (ok, ours) = tool::finish(server, RUN).unwrap();
         assert_eq!(status, 0, "{size} B, Linux rping client failed:\n{theirs}\nappliance server:\n{ours}");
         assert!(ok, "{size} B, appliance rping server failed:\n{ours}\nLinux client:\n{theirs}");
-        eprintln!("rping {size} B x {count}: appliance server / Linux client pass");
+        eprintln!("rping {ours_ip} {size} B x {count}: appliance server / Linux client pass");
     }
 }
 
-/// Linux `rping` and ours, both ways, 64 B and 64 KiB, 1000 verified pings
+/// Linux `rping` and ours, both ways, 64 B and 64 KiB - 1, 1000 verified pings
 /// each; the capture parses frame by frame (MADs on QP1 included) and
 /// neither side counts an exhausted retry.
 #[test]
@@ -102,7 +116,8 @@ fn rping_against_linux_both_directions() {
     }
     let capture = std::env::temp_dir().join(format!("cm-{}.pcap", std::process::id()));
     let (app, mut linux, shm) = setup("cm", Some(&capture));
-    rping_both_ways(&mut linux, &shm, &[64, 65536], 1000);
+    // 65535: rping's largest (its buffer is 64 KiB, the size must be smaller).
+    rping_both_ways(&mut linux, &shm, &[64, 65535], 1000);
     let stats = linux.cmd("rdma statistic show").unwrap();
     let c = counters(&stats);
     for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {
@@ -140,4 +155,72 @@ fn a_connect_to_a_closed_port_is_rejected_both_ways() {
     let (status, theirs) = linux.status("rping -c -a 10.0.0.1 -p 9 -C 1", RUN).unwrap();
     assert_ne!(status, 0);
     assert!(theirs.contains("error 8"), "{theirs}");
+}
+
+/// rping both ways on a bad wire (the fault relay: 5% loss, 1% reordering,
+/// 1% duplication, seeded): the CM's retries carry the REQ/REP/RTU and
+/// DREQ/DREP exchange, the transport's the data, and both ends verify it.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn rping_against_linux_on_a_lossy_wire() {
+    use tests::relay::{Faults, Relay};
+    if !LinuxPeer::available_or_skip("rping_against_linux_on_a_lossy_wire") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let relay = Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.0 }, 11).unwrap();
+    let (_app, mut linux, shm) = setup_wire("cm-lossy", None, (p1, relay.port_a), (p2, relay.port_b));
+    rping_both_ways(&mut linux, &shm, &[64, 4096], 100);
+    eprintln!("lossy wire: {}", relay.summary());
+}
+
+/// Our rping client killed mid-run: its context's lease runs out, the
+/// firmware destroys its CM id, which sends the Linux server a DREQ; the
+/// Linux rping hears DISCONNECTED and exits instead of hanging.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn a_killed_client_disconnects_the_linux_server() {
+    if !LinuxPeer::available_or_skip("a_killed_client_disconnects_the_linux_server") {
+        return;
+    }
+    let (_app, mut linux, shm) = setup("cm-kill", None);
+    linux.cmd("rping -s -a 10.0.0.3 -V -C 0 > /tmp/rping.log 2>&1 &").unwrap();
+    // Started before the server may listen: retried until it connects.
+    let start = Instant::now();
+    let client = loop {
+        let c = tool::Watched::spawn("rping", &shm.path, "-c -a 10.0.0.3 -v -C 0").unwrap();
+        if c.wait_line("ping data:", Duration::from_secs(20)).is_some() {
+            break c;
+        }
+        let (_, out) = c.finish(Duration::from_secs(5)).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(60), "never connected:\n{out}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    drop(client); // kills it (SIGKILL): no DREQ of its own
+    let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/rping.log", RUN).unwrap();
+    assert!(theirs.contains("exit="), "{theirs}");
+    eprintln!("Linux server after the kill:\n{theirs}");
+}
+
+/// rping over IPv6 global addresses both ways: the cma header says IP
+/// version 6, the GIDs are the IPv6 addresses, the frames IPv6; the capture
+/// parses frame by frame with good ICRCs.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn rping_against_linux_over_ipv6() {
+    if !LinuxPeer::available_or_skip("rping_against_linux_over_ipv6") {
+        return;
+    }
+    let capture = std::env::temp_dir().join(format!("cm-v6-{}.pcap", std::process::id()));
+    let (mut app, mut linux, shm) = setup("cm-v6", Some(&capture));
+    app.cmd("ip -6 addr add 2001:db8::1/64 dev eth0").unwrap();
+    // nodad: the address is usable (and its GID there) at once.
+    linux.expect("ip -6 addr add 2001:db8::3/64 dev eth0 nodad && echo added", "added").unwrap();
+    let out = app.cmd("ping 2001:db8::3 -c 2 -i 200").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    rping_both_ways_at(&mut linux, &shm, ("2001:db8::1", "2001:db8::3"), &[64, 65535], 100);
+    drop(app);
+    tests::pcap::check_roce_capture(&capture, 100);
+    let _ = std::fs::remove_file(&capture);
 }

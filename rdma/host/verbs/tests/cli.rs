@@ -147,7 +147,7 @@ fn rping_pings_through_the_cm_and_checks_data() {
     assert!(!ok);
     assert!(err.contains("cma event RDMA_CM_EVENT_REJECTED, error 8"), "{err}");
     let (ok, _, err) = run("rping", ring, &["-c", "-a", "10.0.0.1", "-S", "10"]);
-    assert!(!ok && err.contains("Invalid size 10 (valid range is 26 to 65536)"), "{err}");
+    assert!(!ok && err.contains("Invalid size 10 (valid range is 23 to 65536)"), "{err}");
     app.wait_for("every CM id destroyed", PATIENCE, |s| s.p.cm.live() == 0);
 }
 

@@ -17,8 +17,9 @@ use verbs::{
     qp_type, wc_opcode,
 };
 
-/// `sizeof(stringify(INT_MAX)) + sizeof(RPING_MSG_FMT)`.
-const MIN_SIZE: usize = 11 + 15;
+/// rping.c's `sizeof(stringify(INT_MAX)) + sizeof(RPING_MSG_FMT)`: the macro
+/// stringifies the name, not its value, so 8 + 15, as Linux's rping says.
+const MIN_SIZE: usize = 8 + 15;
 const BUFSIZE: usize = 64 * 1024;
 const SQ_DEPTH: u32 = 16;
 const INFO: usize = 16;
