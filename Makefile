@@ -117,7 +117,9 @@ linux-peer:
 	@bash tests/linux-peer/build.sh
 
 interop-smoke: image deps-qemu linux-peer
-	APPLIANCE_IMAGE=$(IMAGE) cargo test -p tests --test interop smoke -- --ignored --test-threads=1
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
+		--test interop --test cm smoke -- --ignored --test-threads=1
 
 deps-tshark:
 	@command -v tshark >/dev/null || { \
@@ -130,11 +132,12 @@ deps-fonts:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq fonts-dejavu-core >/dev/null
 
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs: pingpongs;
-## tests/tests/perftest.rs: perftest against the host tools), one QEMU pair at a time
+## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:
+## rdmacm-utils against the host tools), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
-		--test interop --test perftest -- --ignored --test-threads=1 --nocapture
+		--test interop --test perftest --test cm -- --ignored --test-threads=1 --nocapture
 
 clean:
 	cargo clean
