@@ -1241,3 +1241,61 @@ mod ib_glue {
         Ok((rep.qpn, rep.qkey, rep.private_data.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rxe::mad_port::ReceivedMad;
+    use crate::wire::mad::{Packet, Repr};
+
+    fn mad_from(gid: Gid, repr: &Repr) -> ReceivedMad {
+        let mut data = alloc::vec![0u8; 256];
+        repr.emit(&mut Packet::new_unchecked(&mut data[..]));
+        ReceivedMad {
+            src_gid: gid,
+            dst_gid: Gid::from_ipv4(core::net::Ipv4Addr::new(10, 0, 0, 1)),
+            src_qpn: 1,
+            src_mac: MacAddr([2, 0, 0, 0, 0, 9]),
+            pkey: 0xFFFF,
+            traffic_class: 0,
+            hop_limit: 64,
+            flow_label: 0,
+            data,
+        }
+    }
+
+    fn get(class: MgmtClass, method: Method) -> Repr {
+        Repr {
+            base_version: 1,
+            mgmt_class: class,
+            class_version: 1,
+            method,
+            status: 0,
+            class_specific: 0,
+            tid: 0x1234,
+            attr_id: 0x10,
+            attr_mod: 0,
+        }
+    }
+
+    /// A Get of a class nobody serves is answered "unsupported" to its
+    /// sender, from QP1, with the GID index it came in on; a Send of it is
+    /// dropped; both counted.
+    #[test]
+    fn unknown_classes_are_answered_or_dropped_as_linux_does() {
+        let mut cm = RdmaCm::new(1);
+        cm.add_device(0, 0x1122);
+        let peer = Gid::from_ipv4(core::net::Ipv4Addr::new(10, 0, 0, 9));
+        cm.receive(Instant::ZERO, 0, &mad_from(peer, &get(MgmtClass::PerfMgmt, Method::Get)), 1);
+        let out = cm.take_mads(0);
+        assert_eq!(out.len(), 1);
+        let (ah, reply) = (&out[0].ah, &out[0].mad);
+        assert_eq!((ah.dgid, ah.sgid_index, ah.dmac, out[0].dest_qpn), (peer, 1, MacAddr([2, 0, 0, 0, 0, 9]), 1));
+        let r = Repr::parse(&Packet::new_checked(&reply[..]).unwrap()).unwrap();
+        assert_eq!((r.method, r.status, r.tid), (Method::GetResp, 0x000C, 0x1234));
+        cm.receive(Instant::ZERO, 0, &mad_from(peer, &get(MgmtClass::PerfMgmt, Method::Send)), 1);
+        assert!(cm.take_mads(0).is_empty());
+        let c = cm.mad_counters(0).unwrap();
+        assert_eq!((c.received, c.answered_unsupported, c.no_agent), (2, 1, 1));
+    }
+}
