@@ -452,6 +452,7 @@ fn rdma_cm_connects_two_appliances_over_their_qp1() {
 fn cm_tool(name: &str, ring: &Path, args: &[&str]) -> Command {
     let exe = match name {
         "ucmatose" => env!("CARGO_BIN_EXE_ucmatose"),
+        "udaddy" => env!("CARGO_BIN_EXE_udaddy"),
         _ => panic!("no tool {name}"),
     };
     let mut c = Command::new(exe);
@@ -549,4 +550,42 @@ fn ucmatose_between_two_appliances() {
         "return status 0",
     ];
     assert_eq!(cout.lines().collect::<Vec<_>>(), client_lines, "{cout}");
+}
+
+/// udaddy between the two appliances: two UD ids over SIDR, 10 datagrams
+/// of 100 bytes each way on each (the server answering through the AH
+/// toward the client and the QPN in the immediate), udaddy's lines in
+/// order, exit status 0 on both; and a message larger than the MTU refused.
+#[test]
+fn udaddy_between_two_appliances() {
+    let pair = Pair::start();
+    let [(ss, sout), (cs, cout)] =
+        serve_and_connect(&pair, "udaddy", &["-c", "2"], &["-s", "10.0.0.2", "-c", "2"], "RDMA_CM_EVENT_REJECTED");
+    assert!(ss.success() && cs.success(), "server:\n{sout}\nclient:\n{cout}");
+    let server_lines = [
+        "udaddy: starting server",
+        "receiving data transfers",
+        "sending replies",
+        "data transfers complete",
+        "test complete",
+        "return status 0",
+    ];
+    assert_eq!(sout.lines().collect::<Vec<_>>(), server_lines, "{sout}");
+    let client_lines = [
+        "udaddy: starting client",
+        "udaddy: connecting",
+        "initiating data transfers",
+        "receiving data transfers",
+        "data transfers complete",
+        "test complete",
+        "return status 0",
+    ];
+    assert_eq!(cout.lines().collect::<Vec<_>>(), client_lines, "{cout}");
+
+    // No listener needed: the size check comes before the SIDR REQ.
+    let c = finish(cm_tool("udaddy", &pair.rings[0], &["-s", "10.0.0.2", "-S", "8192"]).spawn().unwrap(), "client");
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert_eq!(c.status.code(), Some(256 - 22), "{out}");
+    assert!(out.contains("udaddy: message_size 8192 is larger than active mtu "), "{out}");
+    assert!(out.ends_with("test complete\nreturn status -22\n"), "{out}");
 }
