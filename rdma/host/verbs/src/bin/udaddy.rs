@@ -202,10 +202,7 @@ fn poll_cqs(cli: &Cli, t: &mut Test, r: &mut Res<'_, '_>) -> Result<(), i32> {
                 return Err(-5);
             }
             if n > 0 && r.ahs[i].is_none() {
-                create_reply_ah(t, i, r, &wc[0]).map_err(|ret| {
-                    println!("udaddy: failed to create reply AH");
-                    ret
-                })?;
+                create_reply_ah(t, i, r, &wc[0]).inspect_err(|_| println!("udaddy: failed to create reply AH"))?;
             }
             done += n as u32;
             if n > 0 {
