@@ -453,6 +453,11 @@ fn cm_tool(name: &str, ring: &Path, args: &[&str]) -> Command {
     let exe = match name {
         "ucmatose" => env!("CARGO_BIN_EXE_ucmatose"),
         "udaddy" => env!("CARGO_BIN_EXE_udaddy"),
+        "send_bw" => env!("CARGO_BIN_EXE_send_bw"),
+        "write_bw" => env!("CARGO_BIN_EXE_write_bw"),
+        "read_bw" => env!("CARGO_BIN_EXE_read_bw"),
+        "send_lat" => env!("CARGO_BIN_EXE_send_lat"),
+        "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
         _ => panic!("no tool {name}"),
     };
     let mut c = Command::new(exe);
@@ -588,4 +593,30 @@ fn udaddy_between_two_appliances() {
     assert_eq!(c.status.code(), Some(256 - 22), "{out}");
     assert!(out.contains("udaddy: message_size 8192 is larger than active mtu "), "{out}");
     assert!(out.ends_with("test complete\nreturn status -22\n"), "{out}");
+}
+
+/// The perftest-style tools with `-R` between the two appliances: the
+/// exchange over its own rdma_cm connection, the test's QP connected
+/// through rdma_cm on the same port, the run, the figures on both sides.
+#[test]
+fn perf_tools_with_rdma_cm_between_two_appliances() {
+    let pair = Pair::start();
+    for (tool, size) in
+        [("send_bw", "4096"), ("write_bw", "65536"), ("read_bw", "8192"), ("send_lat", "2"), ("write_lat", "64")]
+    {
+        let port = free_port().to_string();
+        let common = ["-R", "-n", "50", "-s", size, "-p", &port];
+        let server = [&common[..], &["--bind", "10.0.0.2"]].concat();
+        let client = [&common[..], &["10.0.0.2"]].concat();
+        // The client retries a server that does not listen yet by itself.
+        let [(ss, sout), (cs, cout)] = serve_and_connect(&pair, tool, &server, &client, "\0");
+        assert!(ss.success() && cs.success(), "{tool} server:\n{sout}\nclient:\n{cout}");
+        for (who, out) in [("server", &sout), ("client", &cout)] {
+            assert!(out.contains(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n"), "{tool} {who}:\n{out}");
+            let figures = out.lines().find(|l| l.starts_with(&format!(" {size} ")));
+            let iters = figures.and_then(|l| l.split_whitespace().nth(1));
+            assert_eq!(iters, Some("50"), "{tool} {who}:\n{out}");
+        }
+        assert!(sout.contains(" Waiting for client rdma_cm QP to connect\n"), "{sout}");
+    }
 }
