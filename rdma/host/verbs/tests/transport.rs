@@ -448,3 +448,175 @@ fn rdma_cm_connects_two_appliances_over_their_qp1() {
     nobody.connect(&ConnParam::default()).unwrap();
     assert_eq!(expect(&cch, cm_event::REJECTED).status, 8);
 }
+
+fn cm_tool(name: &str, ring: &Path, args: &[&str]) -> Command {
+    let exe = match name {
+        "ucmatose" => env!("CARGO_BIN_EXE_ucmatose"),
+        "udaddy" => env!("CARGO_BIN_EXE_udaddy"),
+        "send_bw" => env!("CARGO_BIN_EXE_send_bw"),
+        "write_bw" => env!("CARGO_BIN_EXE_write_bw"),
+        "read_bw" => env!("CARGO_BIN_EXE_read_bw"),
+        "send_lat" => env!("CARGO_BIN_EXE_send_lat"),
+        "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        _ => panic!("no tool {name}"),
+    };
+    let mut c = Command::new(exe);
+    c.arg("--ring").arg(ring).args(args).env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// Wait for `child` at most [`PATIENCE`], killing it past that.
+fn finish(mut child: std::process::Child, who: &str) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{who} timed out; stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A server tool on ring b (10.0.0.2) and its client on ring a, the client
+/// run again while the server is not listening yet (`rejected` in its
+/// output); both outputs (stdout then stderr) once both ended.
+fn serve_and_connect(
+    pair: &Pair,
+    name: &str,
+    server: &[&str],
+    client: &[&str],
+    rejected: &str,
+) -> [(std::process::ExitStatus, String); 2] {
+    let server = cm_tool(name, &pair.rings[1], server).spawn().unwrap();
+    let start = Instant::now();
+    let c = loop {
+        let c = finish(cm_tool(name, &pair.rings[0], client).spawn().unwrap(), "client");
+        let text = format!("{}{}", String::from_utf8_lossy(&c.stdout), String::from_utf8_lossy(&c.stderr));
+        if c.status.success() || !text.contains(rejected) || start.elapsed() > PATIENCE {
+            break (c.status, text);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let s = finish(server, "server");
+    let s = (s.status, format!("{}{}", String::from_utf8_lossy(&s.stdout), String::from_utf8_lossy(&s.stderr)));
+    [s, c]
+}
+
+/// ucmatose between the two appliances: two connections, 10 SENDs of
+/// 100 bytes (the defaults) each way on each, cmatose's lines in order,
+/// exit status 0 on both; first, a connection nobody accepts.
+#[test]
+fn ucmatose_between_two_appliances() {
+    let pair = Pair::start();
+    // Nobody listens: the REJ's reason (invalid service ID) is the status.
+    // (First: a REQ from a QPN still in time wait after a connection would
+    // be refused as stale, reason 10, as Linux's CM does.)
+    let port = free_port().to_string();
+    let c = finish(cm_tool("ucmatose", &pair.rings[0], &["-s", "10.0.0.2", "-p", &port]).spawn().unwrap(), "client");
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert_eq!(c.status.code(), Some(8), "{out}");
+    assert!(out.contains("cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8\n"), "{out}");
+    assert!(out.ends_with("test complete\nreturn status 8\n"), "{out}");
+
+    let port = free_port().to_string();
+    let [(ss, sout), (cs, cout)] = serve_and_connect(
+        &pair,
+        "ucmatose",
+        &["-b", "10.0.0.2", "-p", &port, "-c", "2"],
+        &["-s", "10.0.0.2", "-p", &port, "-c", "2"],
+        "RDMA_CM_EVENT_REJECTED",
+    );
+    assert!(ss.success() && cs.success(), "server:\n{sout}\nclient:\n{cout}");
+    let server_lines = [
+        "cmatose: starting server",
+        "initiating data transfers",
+        "completing sends",
+        "receiving data transfers",
+        "data transfers complete",
+        "cmatose: disconnecting",
+        "disconnected",
+        "test complete",
+        "return status 0",
+    ];
+    assert_eq!(sout.lines().collect::<Vec<_>>(), server_lines, "{sout}");
+    let client_lines = [
+        "cmatose: starting client",
+        "cmatose: connecting",
+        "receiving data transfers",
+        "sending replies",
+        "data transfers complete",
+        "test complete",
+        "return status 0",
+    ];
+    assert_eq!(cout.lines().collect::<Vec<_>>(), client_lines, "{cout}");
+}
+
+/// udaddy between the two appliances: two UD ids over SIDR, 10 datagrams
+/// of 100 bytes each way on each (the server answering through the AH
+/// toward the client and the QPN in the immediate), udaddy's lines in
+/// order, exit status 0 on both; and a message larger than the MTU refused.
+#[test]
+fn udaddy_between_two_appliances() {
+    let pair = Pair::start();
+    let [(ss, sout), (cs, cout)] =
+        serve_and_connect(&pair, "udaddy", &["-c", "2"], &["-s", "10.0.0.2", "-c", "2"], "RDMA_CM_EVENT_REJECTED");
+    assert!(ss.success() && cs.success(), "server:\n{sout}\nclient:\n{cout}");
+    let server_lines = [
+        "udaddy: starting server",
+        "receiving data transfers",
+        "sending replies",
+        "data transfers complete",
+        "test complete",
+        "return status 0",
+    ];
+    assert_eq!(sout.lines().collect::<Vec<_>>(), server_lines, "{sout}");
+    let client_lines = [
+        "udaddy: starting client",
+        "udaddy: connecting",
+        "initiating data transfers",
+        "receiving data transfers",
+        "data transfers complete",
+        "test complete",
+        "return status 0",
+    ];
+    assert_eq!(cout.lines().collect::<Vec<_>>(), client_lines, "{cout}");
+
+    // No listener needed: the size check comes before the SIDR REQ.
+    let c = finish(cm_tool("udaddy", &pair.rings[0], &["-s", "10.0.0.2", "-S", "8192"]).spawn().unwrap(), "client");
+    let out = String::from_utf8_lossy(&c.stdout);
+    assert_eq!(c.status.code(), Some(256 - 22), "{out}");
+    assert!(out.contains("udaddy: message_size 8192 is larger than active mtu "), "{out}");
+    assert!(out.ends_with("test complete\nreturn status -22\n"), "{out}");
+}
+
+/// The perftest-style tools with `-R` between the two appliances: the
+/// exchange over its own rdma_cm connection, the test's QP connected
+/// through rdma_cm on the same port, the run, the figures on both sides.
+#[test]
+fn perf_tools_with_rdma_cm_between_two_appliances() {
+    let pair = Pair::start();
+    for (tool, size) in
+        [("send_bw", "4096"), ("write_bw", "65536"), ("read_bw", "8192"), ("send_lat", "2"), ("write_lat", "64")]
+    {
+        let port = free_port().to_string();
+        let common = ["-R", "-n", "50", "-s", size, "-p", &port];
+        let server = [&common[..], &["--bind", "10.0.0.2"]].concat();
+        let client = [&common[..], &["10.0.0.2"]].concat();
+        // The client retries a server that does not listen yet by itself.
+        let [(ss, sout), (cs, cout)] = serve_and_connect(&pair, tool, &server, &client, "\0");
+        assert!(ss.success() && cs.success(), "{tool} server:\n{sout}\nclient:\n{cout}");
+        for (who, out) in [("server", &sout), ("client", &cout)] {
+            assert!(out.contains(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n"), "{tool} {who}:\n{out}");
+            let figures = out.lines().find(|l| l.starts_with(&format!(" {size} ")));
+            let iters = figures.and_then(|l| l.split_whitespace().nth(1));
+            assert_eq!(iters, Some("50"), "{tool} {who}:\n{out}");
+        }
+        assert!(sout.contains(" Waiting for client rdma_cm QP to connect\n"), "{sout}");
+    }
+}

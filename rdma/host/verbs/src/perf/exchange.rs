@@ -17,6 +17,13 @@
 //! | keys           | 108   | `LID:OUT_READS:QPN:PSN:RKEY:VADDR:GID…:SRQN:` hex |
 //! | bw report      | 5 × 8 | size, iterations (u64), peak, average MB/s and Mpps (f64), all big-endian |
 //! | done           | 5     | `done` and a NUL, written by both, read by none  |
+//!
+//! With `-R` (or `-z`) the same messages, in the same order and sizes,
+//! travel as SENDs over an RC connection of their own made through
+//! rdma_cm ([`super::cm`]), each into the one receive the reader keeps
+//! posted, except that the keys are perftest's `struct pingpong_dest` in
+//! binary ([`KEYS_BIN_LEN`] bytes, big-endian) and nothing follows the last
+//! handshake.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -31,6 +38,10 @@ const OLDEST_PEER: f64 = 5.70;
 const VERSION_LEN: usize = 16;
 /// `KEY_MSG_SIZE_GID`: the keys message of RoCE ports (107 characters and a NUL).
 pub const KEYS_LEN: usize = 108;
+
+/// `sizeof(struct pingpong_dest)` on x86-64: the keys over rdma_cm, and
+/// the size of the receive each side keeps posted there.
+pub const KEYS_BIN_LEN: usize = 56;
 
 /// One side's queue pair and buffer (perftest's `pingpong_dest`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,6 +104,38 @@ impl Keys {
         })
     }
 
+    /// perftest's `pingpong_dest` as `rdma_write_keys` sends it: `lid`,
+    /// `out_reads`, `qpn`, `psn`, `rkey` as big-endian 32-bit words, 4 bytes
+    /// of padding, `vaddr` big-endian, the GID, `srqn` and `gid_index`.
+    pub fn encode_binary(&self, gid_index: u32) -> [u8; KEYS_BIN_LEN] {
+        let mut m = [0u8; KEYS_BIN_LEN];
+        let words = [u32::from(self.lid), u32::from(self.out_reads), self.qpn, self.psn, self.rkey];
+        for (at, w) in words.iter().enumerate() {
+            m[at * 4..at * 4 + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        m[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        m[32..48].copy_from_slice(&self.gid);
+        m[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        m[52..56].copy_from_slice(&gid_index.to_be_bytes());
+        m
+    }
+
+    /// What `rdma_read_keys` takes from the peer's message (not `srqn` or
+    /// `gid_index`); `None` when it is short or a field is out of range.
+    pub fn decode_binary(m: &[u8]) -> Option<Keys> {
+        let word = |at: usize| Some(u32::from_be_bytes(m.get(at * 4..at * 4 + 4)?.try_into().ok()?));
+        Some(Keys {
+            lid: u16::try_from(word(0)?).ok()?,
+            out_reads: u16::try_from(word(1)?).ok()?,
+            qpn: word(2)?,
+            psn: word(3)?,
+            rkey: word(4)?,
+            vaddr: u64::from_be_bytes(m.get(24..32)?.try_into().ok()?),
+            gid: m.get(32..48)?.try_into().ok()?,
+            srqn: 0,
+        })
+    }
+
     /// perftest refuses to pair an IPv4-mapped GID with a native IPv6 one.
     pub fn gid_is_ipv4(&self) -> bool {
         self.gid[..10].iter().all(|&b| b == 0) && self.gid[10..12] == [0xff, 0xff]
@@ -120,10 +163,15 @@ pub struct Agreed {
     pub mtu: u32,
 }
 
-/// The TCP connection to the other perftest program.
-pub struct Channel {
-    s: TcpStream,
+/// The connection to the other perftest program.
+pub struct Channel<'a> {
+    link: Link<'a>,
     client: bool,
+}
+
+enum Link<'a> {
+    Tcp(TcpStream),
+    Cm(super::cm::CommLink<'a>),
 }
 
 fn lost(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -135,10 +183,15 @@ fn c_str(b: &[u8]) -> &[u8] {
     b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
 }
 
-impl Channel {
+impl<'a> Channel<'a> {
+    /// The exchange over an rdma_cm connection (`-R`, `-z`).
+    pub fn over_cm(link: super::cm::CommLink<'a>, client: bool) -> Channel<'a> {
+        Channel { link: Link::Cm(link), client }
+    }
+
     /// Connect to the server at `host:port`, retrying for `patience` while
     /// it is not listening yet.
-    pub fn connect(host: &str, port: u16, patience: Duration) -> crate::Result<Channel> {
+    pub fn connect(host: &str, port: u16, patience: Duration) -> crate::Result<Channel<'a>> {
         let deadline = Instant::now() + patience;
         loop {
             match TcpStream::connect((host, port)) {
@@ -150,7 +203,7 @@ impl Channel {
     }
 
     /// Wait on `bind:port` for one client.
-    pub fn accept(bind: &str, port: u16) -> crate::Result<Channel> {
+    pub fn accept(bind: &str, port: u16) -> crate::Result<Channel<'a>> {
         let l = TcpListener::bind((bind, port))
             .map_err(|e| Error::Protocol(format!("cannot listen on {bind}:{port}: {e}")))?;
         let (s, _) = l.accept().map_err(lost("accept"))?;
@@ -158,11 +211,11 @@ impl Channel {
     }
 
     /// The exchange over an open stream; `client` says which side speaks first.
-    pub fn over(s: TcpStream, client: bool) -> crate::Result<Channel> {
+    pub fn over(s: TcpStream, client: bool) -> crate::Result<Channel<'a>> {
         // Each message is one write; sending it at once keeps the
         // handshakes from waiting on Nagle's timer.
         s.set_nodelay(true).map_err(lost("socket"))?;
-        Ok(Channel { s, client })
+        Ok(Channel { link: Link::Tcp(s), client })
     }
 
     pub fn is_client(&self) -> bool {
@@ -170,12 +223,23 @@ impl Channel {
     }
 
     fn xchg(&mut self, mine: &[u8], theirs: &mut [u8], what: &str) -> crate::Result<()> {
-        if self.client {
-            self.s.write_all(mine).map_err(lost(what))?;
-            self.s.read_exact(theirs).map_err(lost(what))
-        } else {
-            self.s.read_exact(theirs).map_err(lost(what))?;
-            self.s.write_all(mine).map_err(lost(what))
+        match &mut self.link {
+            Link::Tcp(s) if self.client => {
+                s.write_all(mine).map_err(lost(what))?;
+                s.read_exact(theirs).map_err(lost(what))
+            }
+            Link::Tcp(s) => {
+                s.read_exact(theirs).map_err(lost(what))?;
+                s.write_all(mine).map_err(lost(what))
+            }
+            Link::Cm(l) if self.client => {
+                l.write(mine, what)?;
+                l.read(theirs, what)
+            }
+            Link::Cm(l) => {
+                l.read(theirs, what)?;
+                l.write(mine, what)
+            }
         }
     }
 
@@ -215,6 +279,12 @@ impl Channel {
 
     /// One `ctx_hand_shake`: our keys for theirs. Also a barrier.
     pub fn handshake(&mut self, me: &Keys) -> crate::Result<Keys> {
+        if let Link::Cm(_) = self.link {
+            let mut theirs = [0u8; KEYS_BIN_LEN];
+            self.xchg(&me.encode_binary(0), &mut theirs, "keys")?;
+            return Keys::decode_binary(&theirs)
+                .ok_or_else(|| Error::Protocol(format!("unreadable keys message from the peer: {theirs:02x?}")));
+        }
         let mut theirs = [0u8; KEYS_LEN];
         self.xchg(&me.encode(), &mut theirs, "keys")?;
         Keys::decode(&theirs).ok_or_else(|| {
@@ -242,10 +312,12 @@ impl Channel {
     }
 
     /// `ctx_close_connection`: a last handshake, then `done`.
-    pub fn close(mut self, me: &Keys) -> crate::Result<()> {
+    pub fn close(&mut self, me: &Keys) -> crate::Result<()> {
         self.handshake(me)?;
         // The peer may already be gone: it reads nothing more.
-        let _ = self.s.write_all(b"done\0");
+        if let Link::Tcp(s) = &mut self.link {
+            let _ = s.write_all(b"done\0");
+        }
         Ok(())
     }
 }
@@ -278,6 +350,24 @@ mod tests {
         assert_eq!(msg[KEYS_LEN - 1], 0);
         assert_eq!(Keys::decode(&msg), Some(sample()));
         assert!(sample().gid_is_ipv4());
+    }
+
+    #[test]
+    fn binary_keys_are_pingpong_dest() {
+        let m = sample().encode_binary(3);
+        let mut want = Vec::new();
+        for w in [0u32, 0x10, 0x11, 0xabcdef, 0x1280, 0] {
+            want.extend_from_slice(&w.to_be_bytes());
+        }
+        want.extend_from_slice(&0x5617_2000_3000u64.to_be_bytes());
+        want.extend_from_slice(&sample().gid);
+        want.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 3]);
+        assert_eq!(m.to_vec(), want);
+        assert_eq!(Keys::decode_binary(&m), Some(sample()));
+        assert_eq!(Keys::decode_binary(&m[..40]), None);
+        let mut big_lid = m;
+        big_lid[1] = 1;
+        assert_eq!(Keys::decode_binary(&big_lid), None);
     }
 
     #[test]

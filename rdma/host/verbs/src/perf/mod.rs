@@ -3,7 +3,9 @@
 //! per test, interoperable with Linux's `ib_*` programs of perftest 4.5.
 //!
 //! As in perftest, the server is the side started without a host name. The
-//! two programs talk over TCP ([`exchange`]), connect one RC queue pair,
+//! two programs talk over TCP ([`exchange`]) or, with `-R`/`-z`, over an
+//! rdma_cm connection of their own ([`cm`]), connect one RC queue pair (by
+//! hand from the exchanged keys, or with `-R` through rdma_cm),
 //! run, and print perftest's tables: bandwidth tests keep `tx_depth`
 //! requests in flight and report peak and average bandwidth (MB = 2^20
 //! bytes, or Gb/s with `--report_gbits`) and message rate; latency tests
@@ -12,6 +14,7 @@
 //! bandwidth tests the server's CPU does nothing: it prints the figures the
 //! client sends it.
 
+pub mod cm;
 pub mod exchange;
 pub mod report;
 pub mod run;
@@ -107,6 +110,12 @@ pub struct PerfArgs {
     /// Atomic operation: CMP_AND_SWAP or FETCH_AND_ADD (atomic_bw)
     #[arg(short = 'A', long = "atomic_type", default_value = "FETCH_AND_ADD")]
     pub atomic_type: String,
+    /// Connect QPs with rdma_cm and run test on those QPs (implies -z)
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// Communicate with rdma_cm module to exchange data - use regular QPs
+    #[arg(short = 'z', long = "comm_rdma_cm")]
+    pub comm_rdma_cm: bool,
     /// Report bandwidth in Gb/s instead of MB/s
     #[arg(long = "report_gbits")]
     pub report_gbits: bool,
@@ -158,21 +167,61 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
     if size == 0 || u32::try_from(size).is_err() {
         return Err(Error::InvalidArgument("the message size must be 1 to 2^32-1 bytes"));
     }
-    let dev = a.ring.device(a.dev.as_deref())?;
+    let ctx = a.ring.open()?;
+    let dev = ctx.device(a.dev.as_deref())?;
     let port = dev.query_port(a.ib_port)?;
     let mtu = match a.mtu {
         Some(m) => names::mtu_enum(m).ok_or(Error::InvalidArgument("MTU must be 256, 512, 1024, 2048 or 4096"))?,
         None => port.active_mtu,
     };
     let gid = dev.query_gid(a.ib_port, u32::from(a.gid_index))?.gid;
-    let mut ch = match &a.host {
-        Some(h) => Channel::connect(h, a.port, CONNECT_PATIENCE)?,
-        None => {
-            println!("\n************************************");
-            println!("* Waiting for client to connect... *");
-            println!("************************************");
-            Channel::accept(&a.bind, a.port)?
+    let use_cm = a.rdma_cm || a.comm_rdma_cm;
+    let events = cm::Events::new(&ctx);
+    // The exchange's own rdma_cm connection (-z, -R): its id first (the
+    // device it lands on holds its objects), then the QP and the connect.
+    let server_addr = match &a.host {
+        Some(h) => cm::addr_of(h, a.port)?,
+        None => cm::addr_of(&a.bind, a.port)?,
+    };
+    if a.host.is_none() {
+        println!("\n************************************");
+        println!("* Waiting for client to connect... *");
+        println!("************************************");
+    }
+    let (comm_id, comm_listener) = match (use_cm, &a.host) {
+        (false, _) => (None, None),
+        (true, Some(_)) => (Some(events.resolve(server_addr)?), None),
+        (true, None) => {
+            let l = events.listen(server_addr)?;
+            (Some(events.request(&l)?), Some(l))
         }
+    };
+    let comm_dev = comm_id.as_ref().map(|id| id.device()).transpose()?;
+    let comm_pd = comm_dev.as_ref().map(|d| d.alloc_pd()).transpose()?;
+    let comm_cqs = comm_dev.as_ref().map(|d| Ok::<_, Error>((d.create_cq(4, 0)?, d.create_cq(4, 0)?))).transpose()?;
+    let comm_mr = comm_pd.as_ref().map(|pd| pd.reg_mr(cm::COMM_MR_LEN, AccessFlags::LOCAL_WRITE)).transpose()?;
+    let (comm_id, comm_qp) = match (comm_id, &comm_pd, &comm_cqs, &comm_mr) {
+        (Some(id), Some(pd), Some(cqs), Some(mr)) if a.host.is_some() => {
+            let (id, qp) = cm::comm_connect(&events, id, server_addr, pd, cqs, mr, CONNECT_PATIENCE)?;
+            (Some(id), Some(qp))
+        }
+        (Some(id), Some(pd), Some(cqs), Some(mr)) => {
+            let qp = cm::comm_accept(&id, pd, cqs, mr)?;
+            (Some(id), Some(qp))
+        }
+        _ => (None, None),
+    };
+    // perftest's server destroys its listener once it accepted (the
+    // test's listener binds the same port).
+    drop(comm_listener);
+    let mut ch = match (&comm_qp, &comm_cqs, &comm_mr) {
+        (Some(qp), Some((s, r)), Some(mr)) => {
+            Channel::over_cm(cm::CommLink { qp, send_cq: s, recv_cq: r, mr }, a.host.is_some())
+        }
+        _ => match &a.host {
+            Some(h) => Channel::connect(h, a.port, CONNECT_PATIENCE)?,
+            None => Channel::accept(&a.bind, a.port)?,
+        },
     };
     let agreed = ch.agree(PAGE_SIZE, CACHE_LINE, mtu)?;
     let tx_depth = if test.is_lat() { 1 } else { a.tx_depth };
@@ -184,8 +233,25 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
     let recv_cq = dev.create_cq(rx_depth + 1, 0)?;
     let cap =
         QpCap { max_send_wr: tx_depth, max_recv_wr: rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = Qp::create(&pd, &send_cq, &recv_cq, None, &QpInitAttr { cap, ..Default::default() })?;
-    qp.to_init(a.ib_port, AccessFlags::ALL_REMOTE)?;
+    let attr = QpInitAttr { cap, ..Default::default() };
+    let client = ch.is_client();
+    let (data_id, qp) = if a.rdma_cm {
+        let reads = matches!(test, Test::ReadBw | Test::AtomicBw);
+        let d = cm::DataConn {
+            ev: &events,
+            ch: &mut ch,
+            client,
+            addr: server_addr,
+            out_reads: if reads { OUT_READS as u8 } else { 0 },
+            patience: CONNECT_PATIENCE,
+        };
+        let (id, qp) = cm::data_connect(d, &pd, &send_cq, &recv_cq, &attr)?;
+        (Some(id), qp)
+    } else {
+        let qp = Qp::create(&pd, &send_cq, &recv_cq, None, &attr)?;
+        qp.to_init(a.ib_port, AccessFlags::ALL_REMOTE)?;
+        (None, qp)
+    };
     let inbox = half_buffer(size, agreed.page_size.max(PAGE_SIZE) as usize);
     let mr = pd.reg_mr(2 * inbox, AccessFlags::ALL_REMOTE)?;
     let me = Keys {
@@ -198,8 +264,11 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
         gid,
         srqn: 0,
     };
-    let client = ch.is_client();
     let connect = |rem: &Keys| -> crate::Result<()> {
+        if data_id.is_some() {
+            // rdma_cm moved the QP already.
+            return Ok(());
+        }
         if rem.gid_is_ipv4() != me.gid_is_ipv4() {
             return Err(Error::InvalidArgument(
                 "one side uses an IPv4-mapped GID and the other an IPv6 one: pick GIDs of the same kind with -x",
@@ -219,64 +288,91 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
         qp.to_rts(me.psn, rem.out_reads.clamp(1, OUT_READS) as u8)
     };
 
-    // The handshakes of each perftest program, in its order (see exchange.rs).
-    if test == Test::WriteLat {
-        ch.handshake(&me)?;
+    let result = run_test(
+        test, a, &mut ch, &me, &connect, &qp, &send_cq, &recv_cq, &mr, size, tx_depth, rx_depth, atomic_cas, inbox,
+        client,
+    );
+    // As perftest: the client disconnects and waits for DISCONNECTED, the
+    // server disconnects; the QPs go before their ids.
+    if let Some(id) = &data_id {
+        events.disconnect(id, client);
+        id.forget_qp();
     }
-    let rem = ch.handshake(&me)?;
+    drop(ch);
+    drop(qp);
+    if let Some(id) = &comm_id {
+        id.forget_qp();
+    }
+    drop(comm_qp);
+    drop(data_id);
+    drop(comm_id);
+    result
+}
+
+/// The handshakes and the measured run of each perftest program, in its
+/// order (see exchange.rs).
+#[allow(clippy::too_many_arguments)]
+fn run_test(
+    test: Test,
+    a: &PerfArgs,
+    ch: &mut Channel<'_>,
+    me: &Keys,
+    connect: &dyn Fn(&Keys) -> crate::Result<()>,
+    qp: &Qp<'_>,
+    send_cq: &crate::Cq<'_>,
+    recv_cq: &crate::Cq<'_>,
+    mr: &crate::MemoryRegion<'_>,
+    size: usize,
+    tx_depth: u32,
+    rx_depth: u32,
+    atomic_cas: bool,
+    inbox: usize,
+    client: bool,
+) -> crate::Result<()> {
+    if test == Test::WriteLat {
+        ch.handshake(me)?;
+    }
+    let rem = ch.handshake(me)?;
     connect(&rem)?;
-    ch.handshake(&me)?;
-    print_addresses(&me, &rem);
-    ch.handshake(&me)?;
-    let r = Run {
-        test,
-        size,
-        iters: a.iters,
-        tx_depth,
-        rx_depth,
-        qp: &qp,
-        send_cq: &send_cq,
-        recv_cq: &recv_cq,
-        mr: &mr,
-        inbox,
-        rem,
-        atomic_cas,
-    };
+    ch.handshake(me)?;
+    print_addresses(me, &rem);
+    ch.handshake(me)?;
+    let r = Run { test, size, iters: a.iters, tx_depth, rx_depth, qp, send_cq, recv_cq, mr, inbox, rem, atomic_cas };
     match test {
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => {
             report::print_bw_header(a.report_gbits);
             let figures = if client {
                 let mine = r.bandwidth()?;
-                ch.handshake(&me)?;
+                ch.handshake(me)?;
                 ch.reports(&mine)?;
                 mine
             } else {
-                ch.handshake(&me)?;
+                ch.handshake(me)?;
                 ch.reports(&BwReport::default())?
             };
             report::print_bw(&figures, a.report_gbits);
             println!("{BAR}");
-            ch.close(&me)
+            ch.close(me)
         }
         Test::SendBw => {
             report::print_bw_header(a.report_gbits);
             let posted = if client { 0 } else { r.first_recvs() };
             r.post_recvs(posted)?;
-            ch.handshake(&me)?;
+            ch.handshake(me)?;
             let figures = if client { r.bandwidth()? } else { r.receive_bandwidth(posted)? };
             report::print_bw(&figures, a.report_gbits);
             println!("{BAR}");
-            ch.close(&me)
+            ch.close(me)
         }
         Test::SendLat => {
             report::print_lat_header();
             let posted = r.first_recvs();
             r.post_recvs(posted)?;
-            ch.handshake(&me)?;
+            ch.handshake(me)?;
             let posts = r.send_latency(client, posted)?;
             report::print_lat(size, a.iters, report::half_round_trips(&posts));
             println!("{BAR}");
-            ch.close(&me)
+            ch.close(me)
         }
         Test::WriteLat => {
             report::print_lat_header();
@@ -304,7 +400,16 @@ fn print_banner(test: Test, a: &PerfArgs, dev: &Device, port: &crate::PortAttr, 
     println!(" Link type       : {}", names::link_layer(port.link_layer));
     println!(" GID index       : {}", a.gid_index);
     println!(" Max inline data : 0[B]");
-    println!(" rdma_cm QPs\t : OFF");
-    println!(" Data ex. method : Ethernet");
+    println!(" rdma_cm QPs\t : {}", if a.rdma_cm { "ON" } else { "OFF" });
+    if a.rdma_cm || a.comm_rdma_cm {
+        println!(" Data ex. method : rdma_cm");
+    } else {
+        println!(" Data ex. method : Ethernet");
+    }
+    if a.rdma_cm && a.host.is_none() {
+        println!("{BAR}");
+        println!(" Waiting for client rdma_cm QP to connect");
+        println!(" Please run the same command with the IB/RoCE interface IP");
+    }
     println!("{BAR}");
 }
