@@ -1,0 +1,2 @@
+//! `libibverbs.so.1` for unmodified programs (issue 14).
+pub mod abi;
