@@ -5,7 +5,7 @@
 //!
 //! Only the structs this library reads or writes are here; pointers to
 //! structs we never look into are `*mut c_void`.
-#![allow(non_camel_case_types)]
+#![allow(non_camel_case_types, non_snake_case)]
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::mem::{offset_of, size_of};
