@@ -149,8 +149,13 @@ pub struct ibv_device_attr_ex {
     pub orig_attr: ibv_device_attr,
     pub comp_mask: u32,
     pub _pad: u32,
-    /// odp_caps .. pci_atomic_caps, xrc_odp_caps: all zero.
-    pub _caps: [u32; 39],
+    /// `struct ibv_odp_caps`: none.
+    pub odp_caps: [u64; 3],
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// tso_caps .. pci_atomic_caps, xrc_odp_caps: all zero.
+    pub _caps: [u32; 27],
     pub phys_port_cnt_ex: u32,
 }
 
@@ -555,7 +560,8 @@ pub fn layout_checks() -> Vec<Check> {
             max_ee, max_rdd, max_mw, max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach,
             max_total_mcast_qp_attach, max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge, max_pkeys,
             local_ca_ack_delay, phys_port_cnt }
-        ibv_device_attr_ex { orig_attr, comp_mask, phys_port_cnt_ex }
+        ibv_device_attr_ex { orig_attr, comp_mask, odp_caps, completion_timestamp_mask, hca_core_clock,
+            device_cap_flags_ex, phys_port_cnt_ex }
         ibv_port_attr { state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz, bad_pkey_cntr,
             qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl, subnet_timeout, init_type_reply,
             active_width, active_speed, phys_state, link_layer, flags, port_cap_flags2 }
@@ -610,7 +616,7 @@ pub fn layout_checks() -> Vec<Check> {
         ("offsetof(struct verbs_context, ibv_destroy_flow)", offset_of!(verbs_context, _flow)),
         ("offsetof(struct verbs_context, get_srq_num)", offset_of!(verbs_context, _srq_xrc)),
         ("offsetof(struct verbs_context, _ABI_placeholder3)", offset_of!(verbs_context, _ABI_placeholder3)),
-        ("offsetof(struct ibv_device_attr_ex, odp_caps)", offset_of!(ibv_device_attr_ex, _caps)),
+        ("offsetof(struct ibv_device_attr_ex, tso_caps)", offset_of!(ibv_device_attr_ex, _caps)),
         ("offsetof(struct ibv_async_event, element.port_num)", offset_of!(ibv_async_event, element)),
         ("sizeof(union ibv_gid)", 16),
     ];

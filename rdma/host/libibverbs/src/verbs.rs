@@ -246,13 +246,14 @@ unsafe extern "C" fn query_device_ex_op(
         code((|| {
             // SAFETY: the program's context (C API).
             let c = unsafe { ffi::ctx(ctx) }?;
-            let (_, o) = device_attr(c)?;
+            let (a, o) = device_attr(c)?;
             if attr.is_null() || size < size_of::<ibv_device_attr>() {
                 return Err(libc::EINVAL);
             }
             let mut ex: ibv_device_attr_ex = zeroed();
             ex.orig_attr = o;
             ex.phys_port_cnt_ex = u32::from(o.phys_port_cnt);
+            ex.device_cap_flags_ex = a.device_cap_flags;
             let n = size.min(size_of::<ibv_device_attr_ex>());
             // SAFETY: the program's struct of `size` bytes; we write the
             // first `n <= size` (older programs know a shorter struct).

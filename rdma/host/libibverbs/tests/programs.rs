@@ -24,16 +24,48 @@ fn ibv_devices_and_ibv_devinfo() {
     assert!(text.contains("PORT_ACTIVE"), "{text}");
 }
 
-#[test]
-fn ibv_rc_pingpong_between_two_appliances() {
-    let pair = Pair::start();
+/// Server on appliance A, client on appliance B, both Debian's `prog`
+/// with `args`; both must succeed and print `expect`.
+fn both_roles(pair: &Pair, prog: &str, args: &[&str], expect: &str) {
     let port = free_port().to_string();
-    let args = ["-g", "1", "-n", "100", "-p", &port];
-    let server = program("/usr/bin/ibv_rc_pingpong", &pair.rings[0]).args(args).spawn().unwrap();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-p", &port]);
+    let server = program(prog, &pair.rings[0]).args(&all).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let (ok, text) = run(program("/usr/bin/ibv_rc_pingpong", &pair.rings[1]).args(args).arg("127.0.0.1"));
+    let (ok, text) = run(program(prog, &pair.rings[1]).args(&all).arg("127.0.0.1"));
     let s = server.wait_with_output().unwrap();
     let stext = format!("{}{}", String::from_utf8_lossy(&s.stdout), String::from_utf8_lossy(&s.stderr));
-    assert!(ok && s.status.success(), "client: {text}\nserver: {stext}");
-    assert!(text.contains("100 iters in"), "{text}");
+    assert!(ok && s.status.success(), "{prog} {args:?}\nclient: {text}\nserver: {stext}");
+    assert!(text.contains(expect) && stext.contains(expect), "{prog}: {text}\n{stext}");
+}
+
+#[test]
+fn ibv_devinfo_v_matches_the_console() {
+    let pair = Pair::start();
+    let (ok, text) = run(program("/usr/bin/ibv_devinfo", &pair.rings[0]).arg("-v"));
+    assert!(ok, "{text}");
+    let ctx = verbs::Context::open(&pair.rings[0]).unwrap();
+    let view = ctx.device(Some("rxe0")).unwrap().view(None).unwrap();
+    let mut console = String::new();
+    verbs_ring::show::devinfo::write(&mut console, &view, true).unwrap();
+    assert_eq!(text.trim_end(), console.trim_end());
+}
+
+#[test]
+fn ibv_rc_pingpong_sizes_and_completion_events() {
+    let pair = Pair::start();
+    for size in ["1", "4096", "65536"] {
+        both_roles(&pair, "/usr/bin/ibv_rc_pingpong", &["-g", "1", "-n", "50", "-s", size], "50 iters in");
+    }
+    both_roles(&pair, "/usr/bin/ibv_rc_pingpong", &["-g", "1", "-n", "200", "-e"], "200 iters in");
+    both_roles(&pair, "/usr/bin/ibv_rc_pingpong", &["-g", "1", "-n", "100", "-c"], "100 iters in");
+}
+
+#[test]
+fn ibv_uc_ud_srq_pingpong() {
+    let pair = Pair::start();
+    both_roles(&pair, "/usr/bin/ibv_uc_pingpong", &["-g", "1", "-n", "100"], "100 iters in");
+    both_roles(&pair, "/usr/bin/ibv_ud_pingpong", &["-g", "1", "-n", "100", "-s", "1024"], "100 iters in");
+    both_roles(&pair, "/usr/bin/ibv_srq_pingpong", &["-g", "1", "-n", "100"], "100 iters in");
+    both_roles(&pair, "/usr/bin/ibv_srq_pingpong", &["-g", "1", "-n", "100", "-e"], "100 iters in");
 }

@@ -195,8 +195,25 @@ impl Drop for Pair {
     }
 }
 
+/// The staticlib cargo built for this test run: the newest
+/// `deps/libibverbs_abi-*.a` (`cargo test` does not copy it up).
+fn staticlib(profile: &Path) -> PathBuf {
+    let deps = profile.join("deps");
+    std::fs::read_dir(&deps)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("libibverbs_abi-") && n.ends_with(".a")
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
+        .unwrap_or_else(|| profile.join("libibverbs_abi.a"))
+}
+
 /// The folder holding `libibverbs.so.1`, linked once per test binary from
-/// the staticlib cargo built next to it, with our version script.
+/// the staticlib cargo built, with our version script.
 pub fn lib_dir() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
@@ -206,7 +223,7 @@ pub fn lib_dir() -> &'static Path {
         std::fs::create_dir_all(&out).unwrap();
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
         let status = std::process::Command::new(manifest.join("link.sh"))
-            .arg(profile.join("libibverbs_abi.a"))
+            .arg(staticlib(profile))
             .arg(&out)
             .status()
             .unwrap();
