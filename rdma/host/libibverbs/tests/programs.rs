@@ -69,3 +69,28 @@ fn ibv_uc_ud_srq_pingpong() {
     both_roles(&pair, "/usr/bin/ibv_srq_pingpong", &["-g", "1", "-n", "100"], "100 iters in");
     both_roles(&pair, "/usr/bin/ibv_srq_pingpong", &["-g", "1", "-n", "100", "-e"], "100 iters in");
 }
+
+/// perftest's client and server (`prog` with `args`), both must succeed.
+fn perftest(pair: &Pair, prog: &str, args: &[&str]) -> String {
+    let port = free_port().to_string();
+    let mut all: Vec<&str> = vec!["-d", "rxe0", "-x", "1", "-p", &port];
+    all.extend(args);
+    let server = program(prog, &pair.rings[0]).args(&all).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (ok, text) = run(program(prog, &pair.rings[1]).args(&all).arg("127.0.0.1"));
+    let s = server.wait_with_output().unwrap();
+    let stext = format!("{}{}", String::from_utf8_lossy(&s.stdout), String::from_utf8_lossy(&s.stderr));
+    assert!(ok && s.status.success(), "{prog} {args:?}\nclient: {text}\nserver: {stext}");
+    text
+}
+
+#[test]
+fn perftest_send_bw_and_send_lat() {
+    let pair = Pair::start();
+    let t = perftest(&pair, "/usr/bin/ib_send_bw", &["-n", "200", "-s", "4096"]);
+    println!("{t}");
+    assert!(t.contains("BW average"), "{t}");
+    let t = perftest(&pair, "/usr/bin/ib_send_lat", &["-n", "200", "-s", "64"]);
+    println!("{t}");
+    assert!(t.contains("t_avg"), "{t}");
+}

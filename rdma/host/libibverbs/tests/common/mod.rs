@@ -222,11 +222,8 @@ pub fn lib_dir() -> &'static Path {
         let out = profile.join(format!("abi-test-{}", std::process::id()));
         std::fs::create_dir_all(&out).unwrap();
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let status = std::process::Command::new(manifest.join("link.sh"))
-            .arg(staticlib(profile))
-            .arg(&out)
-            .status()
-            .unwrap();
+        let status =
+            std::process::Command::new(manifest.join("link.sh")).arg(staticlib(profile)).arg(&out).status().unwrap();
         assert!(status.success(), "linking libibverbs.so.1 failed");
         out
     })
