@@ -127,7 +127,7 @@ fn build(q: &QpObj, cap_inline: u32, w: &ibv_send_wr) -> Result<Building, c_int>
 }
 
 /// `ibv_post_send` (ops.post_send).
-pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+pub(crate) unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: the program's QP (C API).
         let Ok(q) = (unsafe { ffi::qp(qp) }) else { return libc::EINVAL };
@@ -155,10 +155,8 @@ pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *
             }
             cur = w.next;
         }
-        if staged {
-            if let Err(e) = sq.ring.publish(mem) {
-                err = ring_errno(e);
-            }
+        if staged && let Err(e) = sq.ring.publish(mem) {
+            err = ring_errno(e);
         }
         if err != 0 && !bad.is_null() {
             // SAFETY: `bad` is the program's out pointer (C API).
@@ -222,7 +220,7 @@ fn recv_result(r: Result<(), (*mut ibv_recv_wr, c_int)>, bad: *mut *mut ibv_recv
 }
 
 /// `ibv_post_recv` (ops.post_recv).
-pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub(crate) unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: the program's QP (C API).
         let Ok(q) = (unsafe { ffi::qp(qp) }) else { return libc::EINVAL };
@@ -232,7 +230,11 @@ pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *
 }
 
 /// `ibv_post_srq_recv` (ops.post_srq_recv).
-pub unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: the program's SRQ (C API).
         let Ok(s) = (unsafe { ffi::srq(srq) }) else { return libc::EINVAL };
@@ -259,7 +261,7 @@ fn to_wc(c: &Cqe) -> ibv_wc {
 }
 
 /// `ibv_poll_cq` (ops.poll_cq): up to `n` completions into `wc`.
-pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     guard(-1, || {
         // SAFETY: the program's CQ (C API).
         let Ok(c) = (unsafe { ffi::cq(cq) }) else { return -1 };
@@ -287,7 +289,7 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
 }
 
 /// `ibv_req_notify_cq` (ops.req_notify_cq): arm the CQ's channel.
-pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: the program's CQ (C API).
         let Ok(c) = (unsafe { ffi::cq(cq) }) else { return libc::EINVAL };
@@ -394,10 +396,10 @@ fn last(sq: &mut SendQueue, f: impl FnOnce(&mut Building) -> Result<(), c_int>) 
         Some(b) => f(b),
         None => Err(libc::EINVAL),
     };
-    if let Err(e) = r {
-        if sq.build_error == 0 {
-            sq.build_error = e;
-        }
+    if let Err(e) = r
+        && sq.build_error == 0
+    {
+        sq.build_error = e;
     }
 }
 

@@ -42,10 +42,10 @@ static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
 /// The attachment, made on first use (`RDMA_RING`, else the default ring).
 pub fn shared() -> Result<Arc<Shared>, c_int> {
     let mut g = lock(&SHARED);
-    if let Some(s) = g.as_ref() {
-        if !s.ctx.is_lost() {
-            return Ok(s.clone());
-        }
+    if let Some(s) = g.as_ref()
+        && !s.ctx.is_lost()
+    {
+        return Ok(s.clone());
     }
     let ring = verbs::resolve_ring(None);
     let ctx = Context::open(&ring).map_err(|e| errno_of(&e))?;

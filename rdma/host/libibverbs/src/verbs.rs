@@ -44,8 +44,10 @@ fn destroy(sh: &Shared, n: u16, handle: u32) -> Result<(), c_int> {
 
 // ---- devices -------------------------------------------------------------
 
+/// # Safety
+/// `num` is null or writable.
 #[unsafe(no_mangle)]
-pub extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
+pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
     guard(null_mut(), || {
         let devs = devices().unwrap_or_default();
         // SAFETY: calloc of n + 1 pointers; freed by ibv_free_device_list.
