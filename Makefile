@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: abi abi-path all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -47,6 +47,17 @@ deps-qemu:
 		echo "installing qemu-system-x86 ..."; \
 		$(SUDO) apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq qemu-system-x86 >/dev/null; }
+
+## abi: build libibverbs.so.1 (rdma-core 44's C ABI over the verbs ring) and
+## the roce-run wrapper under target/abi; `make -s abi-path` prints the folder
+ABI_DIR := $(CURDIR)/target/abi
+abi: deps-rust
+	cargo build --release -p libibverbs
+	rdma/host/libibverbs/link.sh target/release/libibverbs_abi.a $(ABI_DIR)
+	install -m 755 rdma/host/libibverbs/roce-run $(ABI_DIR)/roce-run
+
+abi-path:
+	@echo $(ABI_DIR)
 
 ## image: build the bootable ELF; `make -s image-path` prints where it is
 image: deps-rust

@@ -613,6 +613,41 @@ impl Context {
         }
     }
 
+    /// Command `n` with `req`, answered as `Resp`: the raw round trip the
+    /// typed methods use, for layers that keep their own objects (the C ABI
+    /// library, `rdma/host/libibverbs`).
+    pub fn command<Req: Wire, Resp: Wire>(&self, n: u16, req: &Req) -> Result<Resp> {
+        self.inner.call(n, req)
+    }
+
+    /// [`Context::command`] for commands that resolve an address (MODIFY_QP
+    /// with an address vector, CREATE_AH): retried while the appliance's ARP
+    /// request is out.
+    pub fn command_resolving<Req: Wire, Resp: Wire>(&self, n: u16, req: &Req) -> Result<Resp> {
+        self.inner.call_resolving(n, req)
+    }
+
+    /// The mapped region (queue rings and buffer area of this context).
+    pub fn shared_mem(&self) -> &ShmFile {
+        &self.inner.mem
+    }
+
+    /// This context's buffer area: (region offset, bytes).
+    pub fn buffer_area(&self) -> (u64, u64) {
+        self.inner.layout.buf_area(self.inner.ctx).unwrap_or((0, 0))
+    }
+
+    /// Take `len` bytes (page-grained) of the buffer area; its region offset.
+    pub fn alloc_buffer(&self, len: u64) -> Result<u64> {
+        let mut a = lock(&self.inner.buffers);
+        a.alloc(len).ok_or(Error::OutOfBufferSpace { requested: len, free: a.free_bytes() })
+    }
+
+    /// Give back a range [`Context::alloc_buffer`] returned.
+    pub fn free_buffer(&self, start: u64, len: u64) {
+        let _ = lock(&self.inner.buffers).free(start, len);
+    }
+
     /// Bytes of buffer area still free for memory regions.
     pub fn buffer_space(&self) -> u64 {
         lock(&self.inner.buffers).free_bytes()
