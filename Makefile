@@ -32,7 +32,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: abi abi-path all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: deps-rdma-core abi abi-path all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -79,8 +79,17 @@ run: image deps-qemu
 ## against Linux rdma_rxe (one pingpong each way; builds the Linux peer once)
 test: host-test qemu-test interop-smoke
 
-host-test:
+host-test: deps-rdma-core
 	cargo test
+
+## deps-rdma-core: rdma-core's headers and Debian's unmodified RDMA programs, which the
+## libibverbs tests check our ABI against and run over it (idempotent, quiet)
+RDMA_CORE_PKGS = libibverbs-dev ibverbs-utils perftest rdmacm-utils
+deps-rdma-core:
+	@dpkg -s $(RDMA_CORE_PKGS) >/dev/null 2>&1 || { \
+		echo "installing $(RDMA_CORE_PKGS) ..."; \
+		$(SUDO) apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(RDMA_CORE_PKGS) >/dev/null; }
 
 qemu-test: image deps-qemu
 	cargo build --release -q -p verbs --bins

@@ -224,3 +224,90 @@ fn rping_against_linux_over_ipv6() {
     tests::pcap::check_roce_capture(&capture, 100);
     let _ = std::fs::remove_file(&capture);
 }
+
+/// Linux `ucmatose` and `udaddy` against ours, both ways: two connections
+/// each, the default message count and size, every side's exit status.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ucmatose_and_udaddy_against_linux_both_directions() {
+    if !LinuxPeer::available_or_skip("ucmatose_and_udaddy_against_linux_both_directions") {
+        return;
+    }
+    let (_app, mut linux, shm) = setup("cm-cmatose", None);
+    for tool in ["ucmatose", "udaddy"] {
+        // Linux serves, the appliance connects (retried while nothing listens:
+        // a REJ with reason 8, or for SIDR a SIDR REP with status 1, "service
+        // ID not supported").
+        linux.cmd(&format!("{tool} -c 2 > /tmp/cma.log 2>&1 &")).unwrap();
+        let start = Instant::now();
+        let (ok, ours) = loop {
+            let (ok, out) = tool::finish(tool::spawn(tool, &shm.path, "-c 2 -s 10.0.0.3").unwrap(), RUN).unwrap();
+            let refused = out.contains("REJECTED, error: 8") || out.contains("UNREACHABLE, error: 1");
+            if ok || !refused || start.elapsed() > Duration::from_secs(60) {
+                break (ok, out);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        let theirs = linux
+            .cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/cma.log", Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{tool} Linux server did not finish: {e}\nappliance client:\n{ours}"));
+        assert!(ok && ours.contains("test complete"), "{tool} appliance client:\n{ours}\nLinux server:\n{theirs}");
+        assert!(
+            theirs.contains("exit=0") && theirs.contains("test complete"),
+            "{tool} Linux server:\n{theirs}\nours:\n{ours}"
+        );
+        eprintln!("{tool}: Linux server / appliance client pass");
+
+        // The appliance serves, Linux connects.
+        let server = tool::Watched::spawn(tool, &shm.path, "-c 2 -b 10.0.0.1").unwrap();
+        assert!(server.wait_line("starting server", Duration::from_secs(30)).is_some(), "{}", server.text());
+        std::thread::sleep(Duration::from_secs(1));
+        let (status, theirs) = linux.status(&format!("{tool} -c 2 -s 10.0.0.1"), RUN).unwrap();
+        let (ok, ours) = server.finish(RUN).unwrap();
+        assert_eq!(status, 0, "{tool} Linux client:\n{theirs}\nappliance server:\n{ours}");
+        assert!(ok && ours.contains("test complete"), "{tool} appliance server:\n{ours}\nLinux client:\n{theirs}");
+        eprintln!("{tool}: appliance server / Linux client pass");
+    }
+}
+
+/// Linux's unmodified perftest with `-R` (QPs connected by rdma_cm, the
+/// exchange over rdma_cm too: no TCP at all) against our tools, both roles.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn perftest_rdma_cm_against_linux_both_directions() {
+    use tests::report::perftest_row;
+    if !LinuxPeer::available_or_skip("perftest_rdma_cm_against_linux_both_directions") {
+        return;
+    }
+    let (_app, mut linux, shm) = setup("cm-perftest", None);
+    let matrix: [(&str, &str, usize, u32); 4] = [
+        ("ib_send_bw", "send_bw", 65536, 200),
+        ("ib_write_bw", "write_bw", 65536, 200),
+        ("ib_read_bw", "read_bw", 65536, 200),
+        ("ib_send_lat", "send_lat", 2, 300),
+    ];
+    for (linux_prog, tool, size, iters) in matrix {
+        let common = format!("-R -n {iters} -s {size}");
+        // Linux serves, our tool connects (it retries while nothing listens).
+        linux.cmd(&format!("{linux_prog} -d rxe0 -F {common} > /tmp/pt.log 2>&1 &")).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let (ok, ours) =
+            tool::finish(tool::spawn(tool, &shm.path, &format!("{common} 10.0.0.3")).unwrap(), RUN).unwrap();
+        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        assert!(ok, "{tool} -R client failed:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
+        assert!(theirs.contains("exit=0"), "Linux {linux_prog} -R server failed:\n{theirs}\nours:\n{ours}");
+        let a = perftest_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));
+        eprintln!("{tool} -R {size} B appliance client / Linux server: {a:?}");
+
+        // Our tool serves; Linux's client does not retry, so it starts once ours listens.
+        let server = tool::Watched::spawn(tool, &shm.path, &common).unwrap();
+        assert!(server.wait_line("Waiting for client", Duration::from_secs(30)).is_some(), "{}", server.text());
+        std::thread::sleep(Duration::from_secs(1));
+        let (status, theirs) = linux.status(&format!("{linux_prog} -d rxe0 -F {common} 10.0.0.1"), RUN).unwrap();
+        let (ok, ours) = server.finish(RUN).unwrap();
+        assert!(ok, "{tool} -R server failed:\n{ours}\nLinux {linux_prog} client:\n{theirs}");
+        assert_eq!(status, 0, "Linux {linux_prog} -R client failed:\n{theirs}\nours:\n{ours}");
+        let b = perftest_row(&theirs, size, iters).unwrap_or_else(|| panic!("{linux_prog}: no result row:\n{theirs}"));
+        eprintln!("{tool} -R {size} B appliance server / Linux client: Linux reports {b:?}");
+    }
+}
