@@ -335,7 +335,7 @@ fn out_of_bounds_and_wrong_rights_are_refused() {
     let (mut sim, [a, b]) = setup(Faults::NONE, &Link::default());
     // An MR on node 1 without remote write, and reads past the end of the real one.
     let pd = b.pd;
-    let ro = sim.nodes[1].reg_mr(pd, MEM_BASE, 4096, rdma::rxe::mr::AccessFlags::REMOTE_READ).expect("mr");
+    let ro = sim.nodes[1].reg_mr(pd, MEM_BASE, MEM_BASE, 4096, rdma::rxe::mr::AccessFlags::REMOTE_READ).expect("mr");
     sim.nodes[0]
         .post_send(a.qp, &SendWr::new(1, WrOpcode::RdmaWrite, &[sge(&a, 0, 16)]).with_remote(MEM_BASE, ro.raw()))
         .expect("post");

@@ -266,7 +266,9 @@ pub fn start(pp: &mut Pingpong, net: &mut Net, args: Args, now: Instant, ready: 
     let t = net.rdma.transport_mut(dev).ok_or("no RDMA device")?;
     let err = |e: &dyn core::fmt::Debug| format!("{e:?}");
     let pd = t.alloc_pd().map_err(|e| err(&e))?;
-    let mr = t.reg_mr(pd, LOCAL_BASE, u64::from(args.buffer_len()), AccessFlags::LOCAL_WRITE).map_err(|e| err(&e))?;
+    let mr = t
+        .reg_mr(pd, LOCAL_BASE, LOCAL_BASE, u64::from(args.buffer_len()), AccessFlags::LOCAL_WRITE)
+        .map_err(|e| err(&e))?;
     let cq = t.create_cq(args.rx_depth as usize + 1).map_err(|e| err(&e))?;
     let cap =
         QpCap { max_send_wr: 1, max_recv_wr: args.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };

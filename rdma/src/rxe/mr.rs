@@ -49,7 +49,10 @@ pub enum MrError {
 #[derive(Debug, Clone)]
 pub struct Mr {
     pub pd: PdHandle,
+    /// The address work requests and peers name the first byte by.
     pub iova: u64,
+    /// Where the first byte is in the transport's memory.
+    pub addr: u64,
     pub length: u64,
     pub access: AccessFlags,
     /// The lkey; equal to the rkey when any remote right is set.
@@ -64,8 +67,9 @@ impl Mr {
         (self.access.0 & AccessFlags::REMOTE != 0).then_some(self.key)
     }
 
-    /// Checks an access of `len` bytes at `addr` needing `rights` from a QP in `pd`.
-    pub fn check(&self, pd: PdHandle, addr: u64, len: u64, rights: u32) -> Result<(), MrError> {
+    /// Checks an access of `len` bytes at iova `addr` needing `rights` from a QP
+    /// in `pd`; the memory address of those bytes.
+    pub fn check(&self, pd: PdHandle, addr: u64, len: u64, rights: u32) -> Result<u64, MrError> {
         if !self.valid {
             return Err(MrError::Invalidated);
         }
@@ -80,7 +84,7 @@ impl Mr {
         if addr < self.iova || end > mr_end {
             return Err(MrError::Bounds);
         }
-        Ok(())
+        Ok(self.addr + (addr - self.iova))
     }
 }
 
@@ -89,14 +93,22 @@ mod test {
     use super::*;
 
     fn mr(access: u32) -> Mr {
-        Mr { pd: PdHandle(1), iova: 0x1000, length: 0x100, access: AccessFlags(access), key: 0x105, valid: true }
+        Mr {
+            pd: PdHandle(1),
+            iova: 0x1000,
+            addr: 0x1000,
+            length: 0x100,
+            access: AccessFlags(access),
+            key: 0x105,
+            valid: true,
+        }
     }
 
     #[test]
     fn checks_in_order() {
         let m = mr(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ);
-        assert_eq!(m.check(PdHandle(1), 0x1000, 0x100, AccessFlags::REMOTE_READ), Ok(()));
-        assert_eq!(m.check(PdHandle(1), 0x1000, 0, 0), Ok(()));
+        assert_eq!(m.check(PdHandle(1), 0x1000, 0x100, AccessFlags::REMOTE_READ), Ok(0x1000));
+        assert_eq!(m.check(PdHandle(1), 0x1000, 0, 0), Ok(0x1000));
         assert_eq!(m.check(PdHandle(2), 0x1000, 1, 0), Err(MrError::PdMismatch));
         assert_eq!(m.check(PdHandle(1), 0x1000, 1, AccessFlags::REMOTE_WRITE), Err(MrError::Access));
         assert_eq!(m.check(PdHandle(1), 0xFFF, 1, 0), Err(MrError::Bounds));
@@ -106,5 +118,15 @@ mod test {
         assert_eq!(dead.check(PdHandle(1), 0x1000, 1, 0), Err(MrError::Invalidated));
         assert_eq!(m.rkey(), Some(0x105));
         assert_eq!(mr(AccessFlags::LOCAL_WRITE).rkey(), None);
+    }
+
+    /// An MR whose iova is not its memory address (the C ABI's virtual
+    /// addresses): checks are in iova space, the answer in memory's.
+    #[test]
+    fn an_iova_maps_onto_the_memory_address() {
+        let m = Mr { iova: 0x7f00_0000_1000, addr: 0x20_0000, ..mr(AccessFlags::LOCAL_WRITE) };
+        assert_eq!(m.check(PdHandle(1), 0x7f00_0000_1010, 0x10, 0), Ok(0x20_0010));
+        assert_eq!(m.check(PdHandle(1), 0x20_0010, 0x10, 0), Err(MrError::Bounds));
+        assert_eq!(m.check(PdHandle(1), 0x7f00_0000_10f0, 0x11, 0), Err(MrError::Bounds));
     }
 }

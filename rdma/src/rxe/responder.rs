@@ -318,18 +318,19 @@ fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdic
     Verdict::Done
 }
 
-/// Looks up an rkey for a remote access of `rights` over `va..va + len`.
+/// Looks up an rkey for a remote access of `rights` over `va..va + len`; the
+/// memory address `va` maps to (`va` itself for a zero-length access).
 ///
 /// A zero-length access touches no memory, so neither its rkey nor its address is
 /// looked at (C9-88: a zero-length RDMA READ or WRITE need not carry valid ones;
 /// Linux rxe skips the check the same way). The QP's own access rights still apply.
-fn check_rkey<M>(qp: &Qp, dev: &Device<M>, rkey: u32, va: u64, len: u64, rights: u32) -> Result<(), Verdict> {
+fn check_rkey<M>(qp: &Qp, dev: &Device<M>, rkey: u32, va: u64, len: u64, rights: u32) -> Result<u64, Verdict> {
     let denied = Verdict::Nak(NakCode::RemoteAccessError);
     if !qp.attr.qp_access_flags.has(rights) {
         return Err(denied);
     }
     if len == 0 {
-        return Ok(());
+        return Ok(va);
     }
     let mr = dev.mrs.get(rkey).ok_or(denied)?;
     if mr.rkey() != Some(rkey) {
@@ -364,10 +365,11 @@ fn write<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdi
     }
     if len > 0 {
         // The MR may have been invalidated or deregistered since the FIRST packet.
-        if let Err(v) = check_rkey(qp, dev, rkey, va, u64::from(len), AccessFlags::REMOTE_WRITE) {
-            return v;
-        }
-        if dev.mem.write(va, payload).is_err() {
+        let at = match check_rkey(qp, dev, rkey, va, u64::from(len), AccessFlags::REMOTE_WRITE) {
+            Ok(at) => at,
+            Err(v) => return v,
+        };
+        if dev.mem.write(at, payload).is_err() {
             return Verdict::Nak(NakCode::RemoteOperationalError);
         }
     }
@@ -412,12 +414,13 @@ fn atomic<M: Memory, S: FrameSink + ?Sized>(
     if a.va % 8 != 0 {
         return Verdict::Nak(NakCode::InvalidRequest);
     }
-    if let Err(v) = check_rkey(qp, dev, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC) {
-        return v;
-    }
+    let at = match check_rkey(qp, dev, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC) {
+        Ok(at) => at,
+        Err(v) => return v,
+    };
     let result = match rx.info.operation {
-        Operation::CompareSwap => dev.mem.compare_swap(a.va, a.compare, a.swap_add),
-        _ => dev.mem.fetch_add(a.va, a.swap_add),
+        Operation::CompareSwap => dev.mem.compare_swap(at, a.compare, a.swap_add),
+        _ => dev.mem.fetch_add(at, a.swap_add),
     };
     let Ok(orig) = result else { return Verdict::Nak(NakCode::RemoteOperationalError) };
     let psn = rx.repr.roce.bth.psn;
@@ -500,17 +503,17 @@ pub fn send_read<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device
             ext: ExtHeaders { aeth, ..ExtHeaders::NONE },
         };
         let va = r.va.wrapping_add(u64::from(r.offset));
-        if len > 0 && check_rkey(qp, dev, r.rkey, va, u64::from(len), AccessFlags::REMOTE_READ).is_err() {
+        let Ok(at) = check_rkey(qp, dev, r.rkey, va, u64::from(len), AccessFlags::REMOTE_READ) else {
             // Deregistered or invalidated while the reply was going out.
             qp.resp.read = None;
             ack(qp, dev, sink, psn, Syndrome::Nak(NakCode::RemoteAccessError));
             completer::enter_error(qp, dev);
             return;
-        }
+        };
         let Device { mem, stats, ip_id, .. } = dev;
         // A zero-length READ names no memory (C9-88): nothing to read at `va`.
         let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| {
-            out.is_empty() || mem.read(va, out).is_ok()
+            out.is_empty() || mem.read(at, out).is_ok()
         });
         if !sent {
             return;

@@ -60,8 +60,8 @@ pub fn gather<M: Memory + ?Sized>(
 ) -> Result<(), SglError> {
     walk(sges, offset, out.len(), |sge, addr, n, done| {
         let mr = mrs.get(sge.lkey).ok_or(SglError)?;
-        mr.check(pd, addr, n as u64, 0).map_err(|_| SglError)?;
-        mem.read(addr, &mut out[done..done + n]).map_err(|_| SglError)
+        let at = mr.check(pd, addr, n as u64, 0).map_err(|_| SglError)?;
+        mem.read(at, &mut out[done..done + n]).map_err(|_| SglError)
     })
 }
 
@@ -76,8 +76,8 @@ pub fn scatter<M: Memory + ?Sized>(
 ) -> Result<(), SglError> {
     walk(sges, offset, data.len(), |sge, addr, n, done| {
         let mr = mrs.get(sge.lkey).ok_or(SglError)?;
-        mr.check(pd, addr, n as u64, AccessFlags::LOCAL_WRITE).map_err(|_| SglError)?;
-        mem.write(addr, &data[done..done + n]).map_err(|_| SglError)
+        let at = mr.check(pd, addr, n as u64, AccessFlags::LOCAL_WRITE).map_err(|_| SglError)?;
+        mem.write(at, &data[done..done + n]).map_err(|_| SglError)
     })
 }
 
@@ -94,6 +94,7 @@ mod test {
             .insert_with(|key| Mr {
                 pd,
                 iova: 0x1000,
+                addr: 0x1000,
                 length: 0x100,
                 access: AccessFlags(AccessFlags::LOCAL_WRITE),
                 key,

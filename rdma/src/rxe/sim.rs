@@ -471,7 +471,7 @@ pub fn connect(sim: &mut Sim, link: &Link) -> Result<[End; 2], VerbsError> {
         let pd = node.alloc_pd()?;
         let cq = node.create_cq(link.cq_depth)?;
         let len = node.memory().len() as u64;
-        let mr = node.reg_mr(pd, MEM_BASE, len, AccessFlags::ALL)?;
+        let mr = node.reg_mr(pd, MEM_BASE, MEM_BASE, len, AccessFlags::ALL)?;
         let qp = node.create_qp(&QpInitAttr {
             qp_type: link.qp_type,
             pd,

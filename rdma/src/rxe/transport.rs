@@ -212,7 +212,10 @@ impl<M: Memory> RxeTransport<M> {
 
     /// Registers `iova..iova + length` with `access`. The handle's raw value is the
     /// lkey, and the rkey when a remote right is set.
-    pub fn reg_mr(&mut self, pd: PdHandle, iova: u64, length: u64, access: u32) -> Result<MrHandle> {
+    /// Registers `length` bytes at memory address `addr`, named by `iova` in
+    /// work requests and by peers (the two are equal unless the consumer
+    /// chose another iova, as `ibv_reg_mr_iova2` and the C ABI do).
+    pub fn reg_mr(&mut self, pd: PdHandle, iova: u64, addr: u64, length: u64, access: u32) -> Result<MrHandle> {
         self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
         if access & !AccessFlags::ALL != 0 {
             return Err(VerbsError::InvalidArgument("unknown access flag"));
@@ -222,12 +225,15 @@ impl<M: Memory> RxeTransport<M> {
         if access & needs_local != 0 && access & AccessFlags::LOCAL_WRITE == 0 {
             return Err(VerbsError::InvalidArgument("remote write/atomic access without local write"));
         }
-        if iova.checked_add(length).is_none() {
+        if iova.checked_add(length).is_none() || addr.checked_add(length).is_none() {
             return Err(VerbsError::InvalidArgument("MR wraps the address space"));
         }
         let access = AccessFlags(access);
-        let key =
-            self.dev.mrs.insert_with(|key| Mr { pd, iova, length, access, key, valid: true }).map_err(full("MR"))?;
+        let key = self
+            .dev
+            .mrs
+            .insert_with(|key| Mr { pd, iova, addr, length, access, key, valid: true })
+            .map_err(full("MR"))?;
         self.pd_use(pd, 1)?;
         Ok(MrHandle(key))
     }

@@ -422,11 +422,11 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     fn reg_mr(&mut self, pd: ObjId, mr: &MrSpec) -> Result<MrKeys, Status> {
         let dev = self.u.objs.dev_of_pd(pd)?;
         let access = objects::mr_access(mr.access)?;
-        // The MR's iova is its region offset: SGE addresses and remote
-        // addresses are offsets, and the transport's memory maps them there.
+        // The transport's memory is addressed by region offset; SGEs and
+        // peers name the MR's bytes by its iova, which the MR maps there.
         let (key, rkey) = self.access.with_transport(dev, |t, _, _| {
             let h = t
-                .reg_mr(PdHandle::from_raw(objects::raw(pd)), mr.start, mr.length, access)
+                .reg_mr(PdHandle::from_raw(objects::raw(pd)), mr.iova, mr.start, mr.length, access)
                 .map_err(|e| verbs_status(&e))?;
             Ok((h.raw(), t.mr(h).and_then(|m| m.rkey()).unwrap_or(0)))
         })?;

@@ -207,7 +207,7 @@ fn setup(a: &Appliance, pid: u32, mr_access: u32) -> Side {
         .call(
             &mut host,
             nr::REG_MR,
-            &RegMrReq { start: buf, length: 64 << 10, pd_handle: pd.handle, access: mr_access },
+            &RegMrReq { start: buf, length: 64 << 10, pd_handle: pd.handle, access: mr_access, iova: buf },
         )
         .unwrap();
     let cq: CreateCqResp = a
@@ -526,7 +526,7 @@ fn refusals() {
     // Access: remote write without local write, zero-based, memory outside
     // the context's buffer area (the other context's).
     let (buf, _) = x.host.buf_area();
-    let mr = |start, access| RegMrReq { start, length: 4096, pd_handle: x.pd, access };
+    let mr = |start, access| RegMrReq { start, length: 4096, pd_handle: x.pd, access, iova: start };
     let r = a.call::<_, RegMrResp>(&mut x.host, nr::REG_MR, &mr(buf, access::REMOTE_WRITE));
     assert_eq!(r.unwrap_err(), HostError::Status(Status::EINVAL));
     let r = a.call::<_, RegMrResp>(&mut x.host, nr::REG_MR, &mr(buf, access::ZERO_BASED));

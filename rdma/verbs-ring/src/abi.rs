@@ -22,8 +22,8 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"VERBRING");
 /// ABI major version: a host library refuses a region with another major.
 pub const ABI_MAJOR: u32 = 1;
 /// ABI minor version: additions that an older host may ignore
-/// (1: QUERY_RESOURCES).
-pub const ABI_MINOR: u32 = 1;
+/// (1: QUERY_RESOURCES; 2: the RDMA CM commands, REG_MR's iova).
+pub const ABI_MINOR: u32 = 2;
 /// The `abi_version` field: major in the high 16 bits, minor in the low 16.
 pub const ABI_VERSION: u32 = (ABI_MAJOR << 16) | ABI_MINOR;
 

@@ -414,12 +414,17 @@ pub mod access {
 wire_struct! {
     /// REG_MR request: memory at region offset `start`, which must lie in the
     /// context's buffer area. The MR's iova is `start`.
-    pub struct RegMrReq, size 24 {
+    pub struct RegMrReq, size 32 {
+        /// Region offset of the MR's first byte.
         pub start: u64,
         pub length: u64,
         pub pd_handle: u32,
         /// Bits of [`access`].
         pub access: u32,
+        /// The address the MR's first byte has for work requests and peers
+        /// (`hca_va`, the iova of `ibv_reg_mr_iova2`): the program's virtual
+        /// address for the C ABI, `start` itself for the Rust library.
+        pub iova: u64,
     }
 }
 

@@ -87,9 +87,12 @@ impl ObjKind {
 /// length)` lies in the context's buffer area and inside the region.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct MrSpec {
+    /// Region offset of the first byte.
     pub start: u64,
     pub length: u64,
     pub access: u32,
+    /// The address work requests and peers name the first byte by.
+    pub iova: u64,
 }
 
 /// One CM event as the provider reports it (`struct rdma_cm_event`); the
@@ -1071,7 +1074,10 @@ impl Dispatcher {
         }
         self.check_room(ctx)?;
         let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
-        let keys = p.reg_mr(pd, &MrSpec { start: r.start, length: r.length, access: r.access })?;
+        if r.iova.checked_add(r.length).is_none() {
+            return Err(Status::EINVAL);
+        }
+        let keys = p.reg_mr(pd, &MrSpec { start: r.start, length: r.length, access: r.access, iova: r.iova })?;
         let h = self.insert(ctx, ObjKind::Mr, keys.id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
         RegMrResp { mr_handle: h, lkey: keys.lkey, rkey: keys.rkey, reserved: 0 }
             .encode(out)

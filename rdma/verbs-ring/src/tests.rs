@@ -89,7 +89,7 @@ impl Harness {
     }
 
     fn mr(&mut self, ctx: u32, pd: u32, start: u64, length: u64, access: u32) -> Result<RegMrResp, Status> {
-        self.cmd(ctx, nr::REG_MR, RegMrReq { start, length, pd_handle: pd, access })
+        self.cmd(ctx, nr::REG_MR, RegMrReq { start, length, pd_handle: pd, access, iova: start })
     }
 
     fn qp(&mut self, ctx: u32, pd: u32, scq: u32, rcq: u32, srq: u32) -> Result<CreateQpResp, Status> {
@@ -535,7 +535,7 @@ fn attach_command_detach_round_trip() {
         &mut fw,
         &mut host,
         nr::REG_MR,
-        RegMrReq { start: buf, length: 4096, pd_handle: pd.handle, access: 0 },
+        RegMrReq { start: buf, length: 4096, pd_handle: pd.handle, access: 0, iova: buf },
     )
     .unwrap();
     assert_eq!(
@@ -544,7 +544,7 @@ fn attach_command_detach_round_trip() {
             &mut fw,
             &mut host,
             nr::REG_MR,
-            RegMrReq { start: 0, length: 1, pd_handle: pd.handle, access: 0 }
+            RegMrReq { start: 0, length: 1, pd_handle: pd.handle, access: 0, iova: 0 }
         ),
         Err(HostError::Status(Status::EFAULT))
     );

@@ -2,8 +2,9 @@
 //! `ibv_post_srq_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, reached
 //! through the context's ops table) and the `ibv_qp_ex` `wr_*` calls: C
 //! work requests become ring WQEs, CQEs become `ibv_wc`s. SGE addresses
-//! are the program's; they are translated to region offsets through the
-//! moved pages ([`crate::mem`]).
+//! are the program's and go to the appliance as they are: each MR is
+//! registered with the program's address as its iova, and the appliance
+//! maps it onto the region offset its pages moved to ([`crate::mem`]).
 
 use std::ffi::{c_int, c_void};
 
@@ -41,10 +42,10 @@ unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [ibv_s
     }
 }
 
-fn translate(sh: &Shared, s: &ibv_sge) -> Sge {
-    // An address outside every moved run goes as is: the appliance's MR
-    // check then fails it with a local protection error, as a NIC would.
-    Sge { addr: sh.moved.translate(s.addr).unwrap_or(s.addr), length: s.length, lkey: s.lkey }
+fn translate(_sh: &Shared, s: &ibv_sge) -> Sge {
+    // In the MR's iova space, as the program wrote it: an address outside
+    // the MR fails the appliance's check with a local protection error.
+    Sge { addr: s.addr, length: s.length, lkey: s.lkey }
 }
 
 /// The bytes of an inline send, gathered from the program's memory.

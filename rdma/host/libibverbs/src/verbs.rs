@@ -528,12 +528,14 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     })
 }
 
-fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usize, access: u32) -> Result<*mut ibv_mr, c_int> {
+/// Moves the pages under `addr .. addr + len` into the ring and registers
+/// them, named by `iova` (the program's address unless it chose another).
+fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usize, iova: u64, access: u32) -> Result<*mut ibv_mr, c_int> {
     // SAFETY: the program's PD (C API).
     let p = unsafe { ffi::pd(pd) }?;
     let off = mem::register(&p.sh, addr as u64, len as u64)?;
     let access = access & cmd::access::ALL;
-    let req = cmd::RegMrReq { start: off, length: len as u64, pd_handle: p.pd.handle, access };
+    let req = cmd::RegMrReq { start: off, length: len as u64, pd_handle: p.pd.handle, access, iova };
     let r: cmd::RegMrResp = fw(&p.sh, nr::REG_MR, &req)?;
     let mr = ibv_mr { context: p.pd.context, pd, addr, length: len, handle: r.mr_handle, lkey: r.lkey, rkey: r.rkey };
     Ok(Box::into_raw(Box::new(MrObj { mr, sh: p.sh.clone() })).cast())
@@ -543,11 +545,11 @@ fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usize, access: u32) -> Result
 /// `pd` came from [`ibv_alloc_pd`]; `addr .. addr + len` is the program's memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usize, access: c_int) -> *mut ibv_mr {
-    guard(null_mut(), || ptr_or_errno(reg_mr(pd, addr, len, access as u32)))
+    guard(null_mut(), || ptr_or_errno(reg_mr(pd, addr, len, addr as u64, access as u32)))
 }
 
 /// # Safety
-/// As [`ibv_reg_mr`]; only `iova == addr` is supported.
+/// As [`ibv_reg_mr`], the MR named by `iova` in work requests and by peers.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr_iova2(
     pd: *mut ibv_pd,
@@ -556,13 +558,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: u32,
 ) -> *mut ibv_mr {
-    guard(null_mut(), || {
-        if iova != addr as u64 {
-            set_errno(libc::EOPNOTSUPP);
-            return null_mut();
-        }
-        ptr_or_errno(reg_mr(pd, addr, len, access))
-    })
+    guard(null_mut(), || ptr_or_errno(reg_mr(pd, addr, len, iova, access)))
 }
 
 /// # Safety

@@ -94,3 +94,21 @@ fn perftest_send_bw_and_send_lat() {
     println!("{t}");
     assert!(t.contains("t_avg"), "{t}");
 }
+
+/// The one-sided programs: peers name the program's buffers by their
+/// virtual addresses, which each MR maps onto the region offset its pages
+/// moved to.
+#[test]
+fn perftest_write_read_and_atomics() {
+    let pair = Pair::start();
+    for (prog, args, needle) in [
+        ("/usr/bin/ib_write_bw", &["-n", "200", "-s", "65536"][..], "BW average"),
+        ("/usr/bin/ib_read_bw", &["-n", "200", "-s", "65536"][..], "BW average"),
+        ("/usr/bin/ib_atomic_bw", &["-n", "200"][..], "BW average"),
+        ("/usr/bin/ib_write_lat", &["-n", "200", "-s", "64"][..], "t_avg"),
+        ("/usr/bin/ib_read_lat", &["-n", "200", "-s", "64"][..], "t_avg"),
+    ] {
+        let t = perftest(&pair, prog, args);
+        assert!(t.contains(needle), "{prog}: {t}");
+    }
+}

@@ -81,7 +81,7 @@ impl<'d> Pd<'d> {
             free();
             return Err(Error::Protocol(format!("buffer area outside the region: {e}")));
         }
-        let req = cmd::RegMrReq { start, length: len, pd_handle: self.handle, access: access.0 };
+        let req = cmd::RegMrReq { start, length: len, pd_handle: self.handle, access: access.0, iova: start };
         match inner.call::<_, cmd::RegMrResp>(nr::REG_MR, &req) {
             Ok(r) => Ok(MemoryRegion { pd: self, handle: r.mr_handle, lkey: r.lkey, rkey: r.rkey, start, len }),
             Err(e) => {
