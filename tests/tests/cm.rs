@@ -219,7 +219,7 @@ fn rping_against_linux_over_ipv6() {
     linux.expect("ip -6 addr add 2001:db8::3/64 dev eth0 nodad && echo added", "added").unwrap();
     let out = app.cmd("ping 2001:db8::3 -c 2 -i 200").unwrap();
     assert!(out.contains("2 received"), "{out}");
-    rping_both_ways_at(&mut linux, &shm, ("2001:db8::1", "2001:db8::3"), &[64, 65535], 100);
+    rping_both_ways_at(&mut linux, &shm, ("2001:db8::1", "2001:db8::3"), &[64, 65535], 1000);
     drop(app);
     tests::pcap::check_roce_capture(&capture, 100);
     let _ = std::fs::remove_file(&capture);
