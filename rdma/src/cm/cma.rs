@@ -116,7 +116,6 @@ pub struct CmaEvent {
     pub id: u32,
     /// For CONNECT_REQUEST, the listening id (the new id is the host's to adopt).
     pub listen_id: Option<u32>,
-    pub uid: u64,
     pub event: u32,
     pub status: i32,
     pub param: ConnParam,
@@ -166,7 +165,6 @@ struct AddrQuery {
 #[derive(Debug, Clone)]
 struct Id {
     ctx: u32,
-    uid: u64,
     ps: u16,
     qp_type: IdQpType,
     state: State,
@@ -299,8 +297,9 @@ impl RdmaCm {
 
     // ---- ids ----
 
-    /// `rdma_create_id` in context `ctx`.
-    pub fn create_id(&mut self, ctx: u32, uid: u64, ps: u16, qp_type: IdQpType) -> Result<u32, CmaError> {
+    /// `rdma_create_id` in context `ctx` (the ring names the id to the host
+    /// and keeps its `uid`).
+    pub fn create_id(&mut self, ctx: u32, ps: u16, qp_type: IdQpType) -> Result<u32, CmaError> {
         let ok = match ps {
             port_space::TCP | port_space::IB => qp_type != IdQpType::Ud,
             port_space::UDP => qp_type == IdQpType::Ud,
@@ -310,7 +309,7 @@ impl RdmaCm {
             return Err(CmaError::Invalid);
         }
         let n = self.alloc_id();
-        let mut id = Id::new(ctx, uid, ps, qp_type);
+        let mut id = Id::new(ctx, ps, qp_type);
         id.seq_num = self.random() & 0xFF_FFFF;
         self.ids.insert(n, id);
         self.stats.ids += 1;
@@ -745,7 +744,7 @@ impl RdmaCm {
             q.pop_front();
             self.stats.events_dropped += 1;
         }
-        q.push_back(CmaEvent { id: n, listen_id, uid: id.uid, event: ev, status, param, ah });
+        q.push_back(CmaEvent { id: n, listen_id, event: ev, status, param, ah });
     }
 
     // ---- the pass ----
@@ -900,7 +899,7 @@ impl RdmaCm {
             None => false,
         };
         let full = l.pending >= l.backlog;
-        let (ctx, uid, ps, qp_type) = (l.ctx, l.uid, l.ps, l.qp_type);
+        let (ctx, ps, qp_type) = (l.ctx, l.ps, l.qp_type);
         let Some(d) = self.devs.get_mut(&dev) else { return };
         let (Some((peer, local)), true, false) = (hdr, ok, full) else {
             if inc.sidr {
@@ -913,7 +912,7 @@ impl RdmaCm {
         };
         let sgid_index = d.peers.get(&inc.peer_gid).map_or(0, |p| p.0);
         let n = self.alloc_id();
-        let mut id = Id::new(ctx, uid, ps, qp_type);
+        let mut id = Id::new(ctx, ps, qp_type);
         id.seq_num = self.random() & 0xFF_FFFF;
         id.state = State::Connect;
         id.parent = Some(ln);
@@ -1006,10 +1005,9 @@ impl RdmaCm {
 }
 
 impl Id {
-    fn new(ctx: u32, uid: u64, ps: u16, qp_type: IdQpType) -> Id {
+    fn new(ctx: u32, ps: u16, qp_type: IdQpType) -> Id {
         Id {
             ctx,
-            uid,
             ps,
             qp_type,
             state: State::Idle,

@@ -121,9 +121,9 @@ fn cma_status(e: CmaError) -> Status {
 /// The CM commands of [`VerbsProvider`](verbs_ring::dispatch::VerbsProvider),
 /// called from its impl in `mod.rs`.
 impl<A: CoreAccess + TransportAccess> CoreVerbs<'_, A> {
-    pub(super) fn cm_create_id_(&mut self, ctx: u32, uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
+    pub(super) fn cm_create_id_(&mut self, ctx: u32, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
         let t = IdQpType::from_ibv(qp_type).ok_or(Status::EINVAL)?;
-        self.u.cm.create_id(ctx, uid, ps, t).map_err(cma_status)
+        self.u.cm.create_id(ctx, ps, t).map_err(cma_status)
     }
 
     pub(super) fn cm_destroy_id_(&mut self, id: ObjId) -> Result<u32, Status> {

@@ -354,8 +354,8 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         self.access.with(|core, _| link_info(core, dev, port))
     }
 
-    fn cm_create_id(&mut self, ctx: u32, uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
-        self.cm_create_id_(ctx, uid, ps, qp_type)
+    fn cm_create_id(&mut self, ctx: u32, _uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
+        self.cm_create_id_(ctx, ps, qp_type)
     }
     fn cm_destroy_id(&mut self, id: ObjId) -> Result<u32, Status> {
         self.cm_destroy_id_(id)
