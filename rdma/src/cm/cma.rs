@@ -18,6 +18,7 @@ use core::net::{IpAddr, SocketAddr};
 
 use verbs_ring::cmd::{self, qp_attr_mask as mask, qp_state};
 
+use super::cma_ib;
 use super::ib_cm::{self, CmEvent, ConnId, IbCm, ListenId, MadAddr, Output};
 use super::route::{self, Route, RouteError};
 use crate::core::gid::Gid;
@@ -524,10 +525,9 @@ impl RdmaCm {
         let d = self.devs.get_mut(&r.dev).ok_or(CmaError::NoDevice)?;
         let to = MadAddr { gid: r.dgid, qpn: 1, hop_limit: r.hop_limit, ..MadAddr::default() };
         let conn = if qp_type == IdQpType::Ud {
-            d.ib.send_sidr_req(now, to, &ib_glue::sidr_req(service_id, &private)).map_err(|_| CmaError::Cm)?
+            d.ib.send_sidr_req(now, to, &cma_ib::sidr_req(service_id, &private)).map_err(|_| CmaError::Cm)?
         } else {
-            d.ib.send_req(now, to, &ib_glue::req(service_id, qp_type, p, psn, &r, &private))
-                .map_err(|_| CmaError::Cm)?
+            d.ib.send_req(now, to, &cma_ib::req(service_id, qp_type, p, psn, &r, &private)).map_err(|_| CmaError::Cm)?
         };
         self.by_conn.insert((r.dev, conn.0), n);
         let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
@@ -551,7 +551,7 @@ impl RdmaCm {
                     return Err(CmaError::Invalid);
                 }
                 let qkey = if p.qkey != 0 { p.qkey } else { UDP_QKEY };
-                d.ib.send_sidr_rep(now, conn, &ib_glue::sidr_rep_ok(p.qp_num, qkey, &p.private_data))
+                d.ib.send_sidr_rep(now, conn, &cma_ib::sidr_rep_ok(p.qp_num, qkey, &p.private_data))
                     .map_err(|_| CmaError::Cm)?;
                 self.child_settled(n);
                 let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
@@ -561,7 +561,7 @@ impl RdmaCm {
                 if p.private_data.len() > REP_PRIVATE {
                     return Err(CmaError::Invalid);
                 }
-                d.ib.send_rep(now, conn, &ib_glue::rep(p, psn, &p.private_data)).map_err(|_| CmaError::Cm)?;
+                d.ib.send_rep(now, conn, &cma_ib::rep(p, psn, &p.private_data)).map_err(|_| CmaError::Cm)?;
                 self.child_settled(n);
                 let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
                 id.state = State::Accepting;
@@ -596,12 +596,12 @@ impl RdmaCm {
         let ud = id.qp_type == IdQpType::Ud;
         let d = self.devs.get_mut(&r.dev).ok_or(CmaError::NoDevice)?;
         if ud {
-            d.ib.send_sidr_rep(now, conn, &ib_glue::sidr_rep_reject(private)).map_err(|_| CmaError::Cm)?;
+            d.ib.send_sidr_rep(now, conn, &cma_ib::sidr_rep_reject(private)).map_err(|_| CmaError::Cm)?;
         } else {
             if private.len() > REJ_PRIVATE {
                 return Err(CmaError::Invalid);
             }
-            d.ib.send_rej(now, conn, ib_glue::consumer_reject(), &[], private).map_err(|_| CmaError::Cm)?;
+            d.ib.send_rej(now, conn, cma_ib::consumer_reject(), &[], private).map_err(|_| CmaError::Cm)?;
         }
         self.child_settled(n);
         let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
@@ -621,7 +621,7 @@ impl RdmaCm {
             Some(ib_cm::CmState::DreqRcvd) => d.ib.send_drep(now, conn, &[]).map_err(|_| CmaError::Cm)?,
             Some(ib_cm::CmState::Established) => d.ib.send_dreq(now, conn, &[]).map_err(|_| CmaError::Cm)?,
             Some(ib_cm::CmState::RepRcvd | ib_cm::CmState::MraRepRcvd) => {
-                d.ib.send_rej(now, conn, ib_glue::consumer_reject(), &[], &[]).map_err(|_| CmaError::Cm)?
+                d.ib.send_rej(now, conn, cma_ib::consumer_reject(), &[], &[]).map_err(|_| CmaError::Cm)?
             }
             // Already disconnecting or gone: nothing to send, as Linux.
             _ => {}
@@ -873,10 +873,10 @@ impl RdmaCm {
     fn on_cm_event(&mut self, now: Instant, dev: u32, conn: ConnId, ev: CmEvent) {
         match ev {
             CmEvent::ReqReceived { listen, req } => {
-                self.on_req(now, dev, conn, listen, ib_glue::Incoming::from_req(&req))
+                self.on_req(now, dev, conn, listen, cma_ib::Incoming::from_req(&req))
             }
             CmEvent::SidrReqReceived { listen, req } => {
-                self.on_req(now, dev, conn, listen, ib_glue::Incoming::from_sidr_req(&req))
+                self.on_req(now, dev, conn, listen, cma_ib::Incoming::from_sidr_req(&req))
             }
             _ => {
                 let Some(&n) = self.by_conn.get(&(dev, conn.0)) else { return };
@@ -888,7 +888,7 @@ impl RdmaCm {
     /// A REQ or SIDR REQ for one of our listeners: a new id in the listener's
     /// context, announced with CONNECT_REQUEST, or a REJ when the cma header
     /// does not match or the backlog is full.
-    fn on_req(&mut self, now: Instant, dev: u32, conn: ConnId, listen: ListenId, inc: ib_glue::Incoming) {
+    fn on_req(&mut self, now: Instant, dev: u32, conn: ConnId, listen: ListenId, inc: cma_ib::Incoming) {
         let Some(&ln) = self.by_listen.get(&(dev, listen.0)) else { return };
         let Some(l) = self.ids.get(&ln) else { return };
         let listen_port = l.src.map_or(0, |s| s.port());
@@ -903,9 +903,9 @@ impl RdmaCm {
         let Some(d) = self.devs.get_mut(&dev) else { return };
         let (Some((peer, local)), true, false) = (hdr, ok, full) else {
             if inc.sidr {
-                let _ = d.ib.send_sidr_rep(now, conn, &ib_glue::sidr_rep_reject(&[]));
+                let _ = d.ib.send_sidr_rep(now, conn, &cma_ib::sidr_rep_reject(&[]));
             } else {
-                let _ = d.ib.send_rej(now, conn, ib_glue::consumer_reject(), &[], &[]);
+                let _ = d.ib.send_rej(now, conn, cma_ib::consumer_reject(), &[], &[]);
             }
             self.drain(now, dev);
             return;
@@ -947,7 +947,7 @@ impl RdmaCm {
         let Some(id) = self.ids.get_mut(&n) else { return };
         match ev {
             CmEvent::RepReceived { rep } => {
-                let param = ib_glue::from_rep(&rep);
+                let param = cma_ib::from_rep(&rep);
                 id.state = State::Accepting;
                 self.post(n, event::CONNECT_RESPONSE, 0, param, None);
             }
@@ -986,7 +986,7 @@ impl RdmaCm {
             CmEvent::SidrRepReceived { rep } => {
                 id.conn = None;
                 self.by_conn.remove(&(dev, conn.0));
-                match ib_glue::from_sidr_rep(&rep) {
+                match cma_ib::from_sidr_rep(&rep) {
                     Ok((qpn, qkey, private)) => {
                         id.state = State::Established;
                         let ah = id.route.map(|r| ah_of(&r));
@@ -1060,183 +1060,6 @@ fn ah_of(r: &Route) -> cmd::AhAttr {
         is_global: 1,
         port_num: 1,
         ..cmd::AhAttr::default()
-    }
-}
-
-/// Where the IB CM's parameter and event types meet rdma_cm's: what
-/// rdma_cm puts in the messages it asks for (Linux `cma_connect_ib`,
-/// `cma_accept_ib`, `cma_resolve_ib_udp`) and takes from those it gets.
-mod ib_glue {
-    use super::*;
-    use crate::core::port::IbMtu;
-    use crate::wire::cm::{RejReason, SidrStatus, TransportType};
-    use ib_cm::{PathParams, RepParams, ReqParams, SidrRepParams, SidrReqParams, SidrStatusParam};
-
-    /// rxe's CA ACK delay exponent (`RXE_LOCAL_CA_ACK_DELAY`), which the CM
-    /// folds into the ACK timeout.
-    const ACK_DELAY: u8 = 15;
-    /// The default P_Key, RoCE's only one.
-    const PKEY: u16 = 0xFFFF;
-    /// rdma_cm's SIDR wait per try: 4.096 us << CM_RESPONSE_TIMEOUT in ms.
-    const SIDR_TIMEOUT_MS: u32 = 1 << (CM_RESPONSE_TIMEOUT - 8);
-
-    /// A REQ or SIDR REQ as rdma_cm hands it to its listener.
-    pub(super) struct Incoming {
-        pub sidr: bool,
-        pub peer_gid: Gid,
-        pub private: Vec<u8>,
-        pub param: ConnParam,
-        pub mtu: IbMtu,
-        pub hop_limit: u8,
-    }
-
-    impl Incoming {
-        pub fn from_req(req: &ib_cm::ReqInfo) -> Incoming {
-            Incoming {
-                sidr: false,
-                peer_gid: req.from.gid,
-                private: req.private_data.clone(),
-                param: ConnParam {
-                    responder_resources: req.responder_resources,
-                    initiator_depth: req.initiator_depth,
-                    flow_control: u8::from(req.flow_control),
-                    retry_count: req.retry_count,
-                    rnr_retry_count: req.rnr_retry_count,
-                    srq: u8::from(req.srq),
-                    qp_num: req.remote_qpn,
-                    qkey: req.remote_qkey,
-                    private_data: Vec::new(),
-                },
-                mtu: IbMtu::from_code(req.primary_path.mtu).unwrap_or(IbMtu::Mtu1024),
-                hop_limit: req.from.hop_limit,
-            }
-        }
-
-        pub fn from_sidr_req(req: &ib_cm::SidrReqInfo) -> Incoming {
-            Incoming {
-                sidr: true,
-                peer_gid: req.from.gid,
-                private: req.private_data.clone(),
-                param: ConnParam::default(),
-                mtu: IbMtu::Mtu1024,
-                hop_limit: req.from.hop_limit,
-            }
-        }
-    }
-
-    pub(super) fn req(
-        service_id: u64,
-        qp_type: IdQpType,
-        p: &ConnParam,
-        psn: u32,
-        r: &Route,
-        private: &[u8],
-    ) -> ReqParams {
-        ReqParams {
-            primary_path: PathParams {
-                sgid: r.sgid,
-                dgid: r.dgid,
-                flow_label: 0,
-                traffic_class: 0,
-                hop_limit: r.hop_limit,
-                sl: 0,
-                rate: 0,
-                pkey: PKEY,
-                mtu: r.mtu.code(),
-                packet_life_time: IBOE_PACKET_LIFETIME,
-            },
-            service_id,
-            qp_num: p.qp_num,
-            qp_type: if qp_type == IdQpType::Uc { TransportType::Uc } else { TransportType::Rc },
-            starting_psn: psn,
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
-            remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
-            local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
-            flow_control: p.flow_control != 0,
-            retry_count: p.retry_count.min(7),
-            rnr_retry_count: p.rnr_retry_count.min(7),
-            max_cm_retries: MAX_CM_RETRIES,
-            srq: p.srq != 0,
-            ack_delay: ACK_DELAY,
-            private_data: private.to_vec(),
-        }
-    }
-
-    pub(super) fn rep(p: &ConnParam, psn: u32, private: &[u8]) -> RepParams {
-        RepParams {
-            qp_num: p.qp_num,
-            starting_psn: psn,
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
-            failover_accepted: 0,
-            flow_control: p.flow_control != 0,
-            rnr_retry_count: p.rnr_retry_count.min(7),
-            srq: p.srq != 0,
-            target_ack_delay: ACK_DELAY,
-            private_data: private.to_vec(),
-        }
-    }
-
-    pub(super) fn sidr_req(service_id: u64, private: &[u8]) -> SidrReqParams {
-        SidrReqParams {
-            service_id,
-            pkey: PKEY,
-            timeout_ms: SIDR_TIMEOUT_MS,
-            max_cm_retries: MAX_CM_RETRIES,
-            private_data: private.to_vec(),
-        }
-    }
-
-    pub(super) fn sidr_rep_ok(qp_num: u32, qkey: u32, private: &[u8]) -> SidrRepParams {
-        SidrRepParams {
-            qp_num,
-            qkey,
-            status: SidrStatusParam(SidrStatus::Success),
-            info: Vec::new(),
-            private_data: private.to_vec(),
-        }
-    }
-
-    pub(super) fn sidr_rep_reject(private: &[u8]) -> SidrRepParams {
-        SidrRepParams {
-            qp_num: 0,
-            qkey: 0,
-            status: SidrStatusParam(SidrStatus::Reject),
-            info: Vec::new(),
-            private_data: private.to_vec(),
-        }
-    }
-
-    pub(super) fn consumer_reject() -> RejReason {
-        RejReason::ConsumerDefined
-    }
-
-    /// CONNECT_RESPONSE's parameters (`cma_set_rep_event_data`).
-    pub(super) fn from_rep(rep: &ib_cm::RepInfo) -> ConnParam {
-        ConnParam {
-            responder_resources: rep.responder_resources,
-            initiator_depth: rep.initiator_depth,
-            flow_control: u8::from(rep.flow_control),
-            retry_count: 0,
-            rnr_retry_count: rep.rnr_retry_count,
-            srq: u8::from(rep.srq),
-            qp_num: rep.remote_qpn,
-            qkey: 0,
-            private_data: rep.private_data.clone(),
-        }
-    }
-
-    /// A SIDR REP's QPN, Q_Key and private data, or the UNREACHABLE status
-    /// (`cma_sidr_rep_handler`: a refusal, or a Q_Key other than rdma_cm's).
-    pub(super) fn from_sidr_rep(rep: &ib_cm::SidrRepInfo) -> Result<(u32, u32, Vec<u8>), i32> {
-        if rep.status != SidrStatus::Success {
-            return Err(i32::from(rep.status.to_raw()));
-        }
-        if rep.qkey != UDP_QKEY {
-            return Err(-22);
-        }
-        Ok((rep.qpn, rep.qkey, rep.private_data.clone()))
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod cma;
+mod cma_ib;
 pub mod ib_cm;
 pub mod route;
 
