@@ -51,6 +51,10 @@ const MIN_RNR_TIMER: u8 = 0;
 /// Events waiting per context: more than a host could want unread; past it
 /// the oldest go, counted.
 const MAX_EVENTS: usize = 1024;
+/// Requests a listener holds before the host answers them: at most Linux's
+/// default `somaxconn`, 128 when the host asks for 0.
+const MAX_BACKLOG: u32 = 4096;
+const DEFAULT_BACKLOG: u32 = 128;
 /// Ephemeral ports, as Linux's default `ip_local_port_range`.
 const EPHEMERAL: core::ops::RangeInclusive<u16> = 32768..=60999;
 
@@ -202,6 +206,20 @@ struct DevCm {
     peers: BTreeMap<Gid, (u8, MacAddr)>,
     /// MADs to send: the pump hands them to the device's QP1.
     out: VecDeque<OutMad>,
+}
+
+/// Peers a device remembers; past it, the lowest GID is forgotten first (a
+/// peer flooding QP1 from many source addresses cannot grow the table), and
+/// a forgotten peer is learnt again from its next MAD.
+const MAX_PEERS: usize = 1024;
+
+impl DevCm {
+    fn learn(&mut self, gid: Gid, sgid_index: u8, mac: MacAddr) {
+        if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&gid) {
+            self.peers.pop_first();
+        }
+        self.peers.insert(gid, (sgid_index, mac));
+    }
 }
 
 /// A MAD for a device's QP1 to send.
@@ -468,11 +486,13 @@ impl RdmaCm {
     /// `rdma_listen`: on the bound address's device, or on every device for
     /// the wildcard (and on devices added later).
     pub fn listen(&mut self, core: &RdmaCore, n: u32, backlog: u32) -> Result<(), CmaError> {
+        // Linux bounds it by `somaxconn`; 0 asks for the default.
+        let backlog = if backlog == 0 { DEFAULT_BACKLOG } else { backlog.min(MAX_BACKLOG) };
         let id = self.ids.get(&n).ok_or(CmaError::NoId)?;
         match id.state {
             State::Listen => {
                 let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
-                id.backlog = backlog.max(1);
+                id.backlog = backlog;
                 return Ok(());
             }
             State::AddrBound => {}
@@ -487,7 +507,7 @@ impl RdmaCm {
         };
         let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
         id.state = State::Listen;
-        id.backlog = if backlog == 0 { 128 } else { backlog };
+        id.backlog = backlog;
         for dev in devs {
             self.listen_on(n, dev);
         }
@@ -764,7 +784,7 @@ impl RdmaCm {
                     id.state = State::AddrResolved;
                     id.query = None;
                     if let Some(d) = self.devs.get_mut(&dev) {
-                        d.peers.insert(dgid, (sgid_index, mac));
+                        d.learn(dgid, sgid_index, mac);
                     }
                     self.post(n, event::ADDR_RESOLVED, 0, ConnParam::default(), None);
                 }
@@ -793,7 +813,7 @@ impl RdmaCm {
     /// A MAD that arrived on device `dev`'s QP1.
     pub fn receive(&mut self, now: Instant, dev: u32, mad: &crate::rxe::mad_port::ReceivedMad, sgid_index: u8) {
         let Some(d) = self.devs.get_mut(&dev) else { return };
-        d.peers.insert(mad.src_gid, (sgid_index, mad.src_mac));
+        d.learn(mad.src_gid, sgid_index, mad.src_mac);
         let from = MadAddr {
             gid: mad.src_gid,
             qpn: mad.src_qpn,
