@@ -161,3 +161,68 @@ pub fn local(core: &RdmaCore, addr: &IpAddr) -> Option<(u32, u8)> {
     let loc = core.find_gid(gid_of(addr), GidType::RoceV2, None)?;
     Some((loc.device_index, u8::try_from(loc.index).ok()?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rxe::RxeDriver;
+    use crate::rxe::device::Config;
+    use crate::rxe::memory::FlatMemory;
+    use alloc::vec;
+    use alloc::vec::Vec;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+    use vocab::{Ipv4Cidr, Ipv6Cidr};
+
+    const ETH0_MAC: vocab::MacAddr = vocab::MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x01]);
+    const LL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0x5054, 0x00ff, 0xfe00, 0x0001);
+
+    /// rxe0 on eth0: 10.0.0.1/24, 2001:db8::1/64 and its link-local address.
+    fn setup() -> (RdmaCore, Vec<NetdevInfo>) {
+        let mut eth0 = NetdevInfo::new(2, "eth0", ETH0_MAC);
+        eth0.ipv4.push(Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, 1), 24));
+        eth0.ipv6.push(Ipv6Cidr::new(LL, 64));
+        eth0.ipv6.push(Ipv6Cidr::new("2001:db8::1".parse().unwrap(), 64));
+        let net = vec![eth0];
+        let mut core = RdmaCore::with_rxe(RxeDriver::factory(|| FlatMemory::new(0, 0), Config::default()));
+        core.link_add(&net, "rxe0", "rxe", "eth0").unwrap();
+        core.process_events();
+        (core, net)
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_on_link_destination_leaves_from_its_subnets_address_and_gid() {
+        let (core, net) = setup();
+        let r = resolve(&core, &net, None, &ip("10.0.0.3"), 0).unwrap();
+        assert_eq!((r.dev, r.ifindex, r.src, r.next_hop, r.hop_limit), (0, 2, ip("10.0.0.1"), ip("10.0.0.3"), 64));
+        assert_eq!((r.sgid, r.dgid), (gid_of(&ip("10.0.0.1")), gid_of(&ip("10.0.0.3"))));
+        // rxe's table: the link-local GID first, then the addresses' GIDs.
+        assert_eq!(core.query_gid(0, 1, usize::from(r.sgid_index)).unwrap().map(|g| g.gid), Some(r.sgid));
+        let v6 = resolve(&core, &net, None, &ip("2001:db8::3"), 0).unwrap();
+        assert_eq!((v6.src, v6.dgid), (ip("2001:db8::1"), gid_of(&ip("2001:db8::3"))));
+    }
+
+    #[test]
+    fn link_local_destinations_follow_their_scope() {
+        let (core, net) = setup();
+        let r = resolve(&core, &net, None, &ip("fe80::5054:ff:fe00:3"), 2).unwrap();
+        assert_eq!((r.src, r.sgid_index), (IpAddr::V6(LL), 0));
+        assert_eq!(resolve(&core, &net, None, &ip("fe80::5054:ff:fe00:3"), 7), Err(RouteError::NoRoute));
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let (core, net) = setup();
+        assert_eq!(resolve(&core, &net, None, &ip("192.168.1.1"), 0), Err(RouteError::NoRoute));
+        assert_eq!(resolve(&core, &net, Some(&ip("10.0.0.9")), &ip("10.0.0.3"), 0), Err(RouteError::NotLocal));
+        assert_eq!(RouteError::NotLocal.errno(), -99);
+        let bare = RdmaCore::with_rxe(RxeDriver::factory(|| FlatMemory::new(0, 0), Config::default()));
+        assert_eq!(resolve(&bare, &net, None, &ip("10.0.0.3"), 0), Err(RouteError::NoDevice));
+        assert_eq!(local(&core, &ip("10.0.0.1")).map(|(d, _)| d), Some(0));
+        assert_eq!(local(&core, &ip("10.0.0.2")), None);
+        assert_eq!(addr_of(&gid_of(&ip("10.0.0.1"))), ip("10.0.0.1"));
+    }
+}
