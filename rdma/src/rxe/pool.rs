@@ -30,6 +30,19 @@ pub const fn split(handle: u32) -> (u32, u8) {
     (handle >> 8, handle as u8)
 }
 
+/// The key a slot starts with: derived from the index so that the first
+/// handles of different pools are not all `n << 8`.
+const fn first_key(index: u32) -> u8 {
+    (index as u8).wrapping_mul(37) ^ 0x5A
+}
+
+/// How many times the slot of `handle` was freed before it was given out:
+/// 0 for a slot's first object, counting up and wrapping at 256.
+pub const fn generation(handle: u32) -> u8 {
+    let (index, key) = split(handle);
+    key.wrapping_sub(first_key(index))
+}
+
 /// Joins an index (24 bits) and a key into a raw handle.
 pub const fn join(index: u32, key: u8) -> u32 {
     (index << 8) | key as u32
@@ -59,9 +72,7 @@ impl<T> Pool<T> {
                 if index >= self.limit {
                     return Err(PoolFull);
                 }
-                // Start keys at a value derived from the index so that the first
-                // handles of different pools are not all `n << 8`.
-                self.slots.push(Slot { key: (index as u8).wrapping_mul(37) ^ 0x5A, value: None });
+                self.slots.push(Slot { key: first_key(index), value: None });
                 index
             }
         };

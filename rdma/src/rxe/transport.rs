@@ -111,6 +111,15 @@ const MAX_CQE: usize = (1 << 15) - 1;
 const MAX_WR: u32 = 1 << 15;
 const MAX_SGE: u32 = 32;
 
+/// The QPN of the QP with pool handle `h`: its slot's index above the
+/// reserved ones, plus MAX_QP for each earlier QP that slot held. So a QP
+/// made right after one was destroyed gets a new number, as Linux's cyclic
+/// QPN allocation gives: a peer's CM still holding the old connection in
+/// timewait would refuse a REQ from the same QPN as stale.
+fn qpn_for(h: u32) -> u32 {
+    FIRST_QPN + super::pool::split(h).0 + u32::from(super::pool::generation(h)) * MAX_QP
+}
+
 /// Received frames between two flushes of the ACKs held back for coalescing
 /// (`Config::coalesce_acks`): few enough that a requester waiting on one is not
 /// held up long (under TCG a frame takes ~20 us), enough to fold a burst of
@@ -365,7 +374,7 @@ impl<M: Memory> RxeTransport<M> {
         let h = self
             .qps
             .insert_with(|h| {
-                let qpn = if init.qp_type == QpType::Gsi { GSI_QPN } else { FIRST_QPN + super::pool::split(h).0 };
+                let qpn = if init.qp_type == QpType::Gsi { GSI_QPN } else { qpn_for(h) };
                 let mut resp = RespState::new();
                 resp.held.sges.reserve(held_sges);
                 Qp {
@@ -535,7 +544,7 @@ impl<M: Memory> RxeTransport<M> {
         if qpn == GSI_QPN {
             return self.gsi;
         }
-        let index = qpn.checked_sub(FIRST_QPN)?;
+        let index = qpn.checked_sub(FIRST_QPN)? % MAX_QP;
         let (h, q) = self.qps.get_by_index(index)?;
         (q.qpn == qpn).then_some(QpHandle(h))
     }
