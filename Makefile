@@ -141,9 +141,11 @@ linux-peer:
 	@bash tests/linux-peer/build.sh
 
 interop-smoke: image deps-qemu linux-peer
+interop-smoke: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test cm smoke -- --ignored --test-threads=1
+	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop smoke -- --ignored --test-threads=1
 
 deps-tshark:
 	@command -v tshark >/dev/null || { \
@@ -159,9 +161,12 @@ deps-fonts:
 ## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:
 ## rdmacm-utils against the host tools), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
+interop: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test perftest --test cm -- --ignored --test-threads=1 --nocapture
+	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
+		-- --ignored --test-threads=1 --nocapture
 
 clean:
 	cargo clean
