@@ -50,11 +50,14 @@ deps-qemu:
 
 ## abi: build libibverbs.so.1 (rdma-core 44's C ABI over the verbs ring) and
 ## the roce-run wrapper under target/abi; `make -s abi-path` prints the folder
+## (librdmacm.so.1, rdma-core 44's RDMA CM over the ring's CM commands, too)
 ABI_DIR := $(CURDIR)/target/abi
 abi: deps-rust
 	cargo build --release -p libibverbs
 	rdma/host/libibverbs/link.sh target/release/libibverbs_abi.a $(ABI_DIR)
 	install -m 755 rdma/host/libibverbs/roce-run $(ABI_DIR)/roce-run
+	cargo build --release -p librdmacm
+	rdma/host/librdmacm/link.sh target/release/librdmacm_abi.a $(ABI_DIR)
 
 abi-path:
 	@echo $(ABI_DIR)
@@ -85,6 +88,7 @@ host-test: deps-rdma-core
 ## deps-rdma-core: rdma-core's headers and Debian's unmodified RDMA programs, which the
 ## libibverbs tests check our ABI against and run over it (idempotent, quiet)
 RDMA_CORE_PKGS = libibverbs-dev ibverbs-utils perftest rdmacm-utils
+RDMA_CORE_PKGS += librdmacm-dev
 deps-rdma-core:
 	@dpkg -s $(RDMA_CORE_PKGS) >/dev/null 2>&1 || { \
 		echo "installing $(RDMA_CORE_PKGS) ..."; \
@@ -137,9 +141,11 @@ linux-peer:
 	@bash tests/linux-peer/build.sh
 
 interop-smoke: image deps-qemu linux-peer
+interop-smoke: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test cm smoke -- --ignored --test-threads=1
+	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop smoke -- --ignored --test-threads=1
 
 deps-tshark:
 	@command -v tshark >/dev/null || { \
@@ -155,9 +161,12 @@ deps-fonts:
 ## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:
 ## rdmacm-utils against the host tools), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
+interop: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test perftest --test cm -- --ignored --test-threads=1 --nocapture
+	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
+		-- --ignored --test-threads=1 --nocapture
 
 clean:
 	cargo clean

@@ -60,6 +60,26 @@ impl RangeAllocator {
         Some(off)
     }
 
+    /// Allocate exactly `[off, off + len)` (`len` rounded up) if all of it
+    /// is free: `Some(off)`, else `None` and nothing changes. The host
+    /// library grows a run of moved pages in place with it.
+    pub fn alloc_at(&mut self, off: u64, len: u64) -> Option<u64> {
+        let len = self.rounded(len)?;
+        let end = off.checked_add(len)?;
+        if !off.is_multiple_of(self.align) {
+            return None;
+        }
+        let i = self.free.iter().position(|&(o, l)| o <= off && end <= o + l)?;
+        let (o, l) = self.free.remove(i);
+        if o + l > end {
+            self.free.insert(i, (end, o + l - end));
+        }
+        if off > o {
+            self.free.insert(i, (o, off - o));
+        }
+        Some(off)
+    }
+
     /// Return `[off, off + len)` (the `len` given to `alloc`).
     pub fn free(&mut self, off: u64, len: u64) -> Result<(), AreaError> {
         let err = AreaError::NotAllocated { off, len };
@@ -109,6 +129,22 @@ impl RangeAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alloc_at_takes_exactly_the_range_if_free() {
+        let mut a = RangeAllocator::new(0, 4096 * 8, 4096);
+        assert_eq!(a.alloc(4096), Some(0));
+        assert_eq!(a.alloc_at(4096 * 2, 4096), Some(4096 * 2));
+        assert_eq!(a.alloc_at(4096 * 2, 1), None, "taken");
+        assert_eq!(a.alloc_at(0, 4096), None, "taken");
+        assert_eq!(a.alloc_at(4096 * 7, 8192), None, "past the end");
+        assert_eq!(a.alloc_at(100, 4096), None, "unaligned");
+        assert_eq!(a.free_bytes(), 4096 * 6);
+        assert_eq!(a.alloc(4096), Some(4096), "the hole before it");
+        assert_eq!(a.alloc(4096 * 5), Some(4096 * 3));
+        a.free(4096, 4096 * 7).unwrap();
+        assert_eq!(a.free_bytes(), 4096 * 7);
+    }
 
     #[test]
     fn alloc_free_coalesce() {

@@ -17,7 +17,9 @@
 //! Limits: a run is checked against `/proc/self/maps` before reuse, so a
 //! buffer that was `munmap`ed (or `free`d back to the kernel) and whose
 //! address was reused gets moved again; an MR that partly overlaps an
-//! earlier run but does not fit inside it is refused (`EINVAL`); writes by
+//! earlier run but does not fit inside it grows that run in place when the
+//! buffer area right beside the run's chunk is free (consecutive `malloc`s
+//! registered in order, as rping's), else it is refused (`EINVAL`); writes by
 //! other threads to the pages while they move can be lost; after `fork` the
 //! child shares the pages with the parent (`MAP_SHARED`, not copy-on-write);
 //! a buffer larger than the free buffer area is refused (`ENOMEM`: raise
@@ -79,6 +81,59 @@ fn still_mapped(sh: &Shared, va: u64, off: u64) -> bool {
 
 /// Move the pages of `addr .. addr + len` into the ring (or find them
 /// moved already); the region offset of `addr`.
+/// Copy the pages `start .. start + bytes` into the buffer area chunk at
+/// `off` (already taken) and map it over them; the chunk is given back on
+/// failure.
+fn move_pages(sh: &Shared, start: u64, bytes: u64, off: u64) -> Result<(), c_int> {
+    // SAFETY: 1. `start .. start + bytes` are whole pages around a buffer
+    // the C API says the program owns and may register, so they are mapped;
+    // we only read them. 2. The slice lives only for the copy.
+    let current = unsafe { std::slice::from_raw_parts(start as *const u8, bytes as usize) };
+    if verbs_ring::SharedMem::write(sh.ctx.shared_mem(), off as usize, current).is_err() {
+        sh.ctx.free_buffer(off, bytes);
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the new mapping replaces exactly the pages just copied, with
+    // the same contents, at the same addresses: the program's pointers stay
+    // valid. `fd` is the ring file, `off` a page-aligned offset inside it.
+    let p = unsafe {
+        libc::mmap(
+            start as *mut libc::c_void,
+            bytes as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            sh.fd,
+            off as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        sh.ctx.free_buffer(off, bytes);
+        return Err(libc::EFAULT);
+    }
+    Ok(())
+}
+
+/// Grow the live run at `va` to cover `start .. stop`, which sticks out of
+/// it on one side only, by moving the missing pages into the buffer area
+/// right beside the run's chunk (region offsets stay contiguous, as an MR
+/// needs). The grown run, or `None` when that area is taken.
+fn grow(sh: &Shared, va: u64, r: Run, start: u64, stop: u64) -> Option<(u64, Run)> {
+    let end = va + r.len;
+    if va <= start && stop > end {
+        let extra = stop - end;
+        let off = sh.ctx.alloc_buffer_at(r.off + r.len, extra)?;
+        move_pages(sh, end, extra, off).ok()?;
+        Some((va, Run { len: r.len + extra, off: r.off }))
+    } else if start < va && stop <= end {
+        let extra = va - start;
+        let off = sh.ctx.alloc_buffer_at(r.off.checked_sub(extra)?, extra)?;
+        move_pages(sh, start, extra, off).ok()?;
+        Some((start, Run { len: r.len + extra, off }))
+    } else {
+        None
+    }
+}
+
 pub fn register(sh: &Shared, addr: u64, len: u64) -> Result<u64, c_int> {
     if len == 0 || addr == 0 {
         return Err(libc::EINVAL);
@@ -109,35 +164,18 @@ pub fn register(sh: &Shared, addr: u64, len: u64) -> Result<u64, c_int> {
     match live.as_slice() {
         [] => {}
         [(va, r)] if *va <= start && va + r.len >= stop => return Ok(r.off + (addr - va)),
+        [(va, r)] => {
+            let (va, r) = (*va, *r);
+            let (run_va, run) = grow(sh, va, r, start, stop).ok_or(libc::EINVAL)?;
+            runs.remove(&va);
+            runs.insert(run_va, run);
+            return Ok(run.off + (addr - run_va));
+        }
         _ => return Err(libc::EINVAL),
     }
     let bytes = stop - start;
     let off = sh.ctx.alloc_buffer(bytes).map_err(|_| libc::ENOMEM)?;
-    // SAFETY: 1. `start .. stop` are whole pages around a buffer the C API
-    // says the program owns and may register, so they are mapped; we only
-    // read them. 2. The slice lives only for the copy.
-    let current = unsafe { std::slice::from_raw_parts(start as *const u8, bytes as usize) };
-    if verbs_ring::SharedMem::write(sh.ctx.shared_mem(), off as usize, current).is_err() {
-        sh.ctx.free_buffer(off, bytes);
-        return Err(libc::EFAULT);
-    }
-    // SAFETY: the new mapping replaces exactly the pages just copied, with
-    // the same contents, at the same addresses: the program's pointers stay
-    // valid. `fd` is the ring file, `off` a page-aligned offset inside it.
-    let p = unsafe {
-        libc::mmap(
-            start as *mut libc::c_void,
-            bytes as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_FIXED,
-            sh.fd,
-            off as libc::off_t,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        sh.ctx.free_buffer(off, bytes);
-        return Err(libc::EFAULT);
-    }
+    move_pages(sh, start, bytes, off)?;
     runs.insert(start, Run { len: bytes, off });
     Ok(off + (addr - start))
 }

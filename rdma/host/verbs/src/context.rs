@@ -643,6 +643,12 @@ impl Context {
         a.alloc(len).ok_or(Error::OutOfBufferSpace { requested: len, free: a.free_bytes() })
     }
 
+    /// Take exactly `[off, off + len)` of the buffer area, if it is free
+    /// (to grow an earlier allocation in place).
+    pub fn alloc_buffer_at(&self, off: u64, len: u64) -> Option<u64> {
+        lock(&self.inner.buffers).alloc_at(off, len)
+    }
+
     /// Give back a range [`Context::alloc_buffer`] returned.
     pub fn free_buffer(&self, start: u64, len: u64) {
         let _ = lock(&self.inner.buffers).free(start, len);

@@ -1,0 +1,154 @@
+//! Debian's unmodified rdmacm-utils and perftest's `-R` mode over our
+//! librdmacm.so.1 and libibverbs.so.1, between two host-simulated
+//! appliances (10.0.0.1 on ring A, 10.0.0.2 on ring B) whose firmware runs
+//! the real rdma_cm over the wire between them.
+
+mod common;
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Pair, free_port, program};
+
+const IP: [&str; 2] = ["10.0.0.1", "10.0.0.2"];
+
+fn text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Wait for `child` at most PATIENCE; killed (and failed) past it.
+fn finish(mut child: Child, what: &str) -> (bool, String) {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > PATIENCE {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            return (false, format!("{what}: killed after {PATIENCE:?}\n{}", text(&out)));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), text(&out))
+}
+
+/// Server `server(port)` on appliance `s`, then client `client(port)` on
+/// the other; both must succeed. Returns (client, server) output.
+fn pair_run(
+    pair: &Pair,
+    s: usize,
+    prog: &str,
+    server: impl Fn(&mut Command, &str),
+    client: impl Fn(&mut Command, &str),
+) -> (String, String) {
+    let port = free_port().to_string();
+    let mut sc = program(prog, &pair.rings[s]);
+    server(&mut sc, &port);
+    let srv = sc.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // A client that came before the server listened is refused (REJ
+    // reason 8, no such service; SIDR status 1): it tries again.
+    let start = Instant::now();
+    let (cok, ctext) = loop {
+        let mut cc = program(prog, &pair.rings[1 - s]);
+        client(&mut cc, &port);
+        let (ok, t) = finish(cc.spawn().unwrap(), "client");
+        let refused = t.contains("REJECTED; error: 8")
+            || t.contains("REJECTED, error: 8")
+            || t.contains("UNREACHABLE, error: 1")
+            || t.contains("Unexpected CM event bl blka 8");
+        if ok || !refused || start.elapsed() > PATIENCE {
+            break (ok, t);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let (sok, stext) = finish(srv, "server");
+    assert!(cok && sok, "{prog} (server on {})\nclient: {ctext}\nserver: {stext}", IP[s]);
+    (ctext, stext)
+}
+
+fn rping(pair: &Pair, s: usize, size: &str) {
+    let (c, _) = pair_run(
+        pair,
+        s,
+        "/usr/bin/rping",
+        |c, port| {
+            c.args(["-s", "-a", IP[s], "-p", port, "-V", "-C", "100", "-S", size]);
+        },
+        |c, port| {
+            c.args(["-c", "-a", IP[s], "-p", port, "-V", "-C", "100", "-S", size]);
+        },
+    );
+    assert!(!c.contains("data mismatch"), "{c}");
+}
+
+/// A fresh pair per run, as for ucmatose below (stale-connection REJs).
+#[test]
+fn rping_validates_small_and_large_both_roles() {
+    for s in [0, 1] {
+        for size in ["64", "65535"] {
+            rping(&Pair::start(), s, size);
+        }
+    }
+}
+
+/// ucmatose (RC) and udaddy (UD, SIDR): two connections each, the default
+/// messages, server on each appliance in turn. A fresh pair per run: the
+/// firmware hands out the QPNs just freed again, and the peer's CM still
+/// holds the last run's connections in timewait (a REQ from the same QPN
+/// is refused as stale, REJ reason 10), where Linux's increasing QPNs
+/// would not meet them.
+#[test]
+fn ucmatose_and_udaddy_both_roles() {
+    for prog in ["/usr/bin/ucmatose", "/usr/bin/udaddy"] {
+        for s in [0, 1] {
+            let pair = Pair::start();
+            let (c, srv) = pair_run(
+                &pair,
+                s,
+                prog,
+                // udaddy's -p is the port space: it keeps its default port.
+                |c, port| {
+                    c.args(["-c", "2", "-b", IP[s]]);
+                    if prog.ends_with("ucmatose") {
+                        c.args(["-p", port]);
+                    }
+                },
+                |c, port| {
+                    c.args(["-c", "2", "-s", IP[s]]);
+                    if prog.ends_with("ucmatose") {
+                        c.args(["-p", port]);
+                    }
+                },
+            );
+            assert!(c.contains("test complete") && srv.contains("test complete"), "{prog}:\n{c}\n{srv}");
+        }
+    }
+}
+
+/// perftest with `-R`: QPs connected and parameters exchanged by rdma_cm.
+fn perftest_cm(pair: &Pair, prog: &str, args: &[&str], s: usize) -> String {
+    let (c, _) = pair_run(
+        pair,
+        s,
+        prog,
+        |c, port| {
+            c.args(["-d", "rxe0", "-R", "-F", "-p", port]).args(args);
+        },
+        |c, port| {
+            c.args(["-d", "rxe0", "-R", "-F", "-p", port]).args(args).arg(IP[s]);
+        },
+    );
+    c
+}
+
+/// A fresh pair per run, as for ucmatose.
+#[test]
+fn perftest_write_and_send_bw_over_rdma_cm_both_roles() {
+    for s in [0, 1] {
+        for prog in ["/usr/bin/ib_write_bw", "/usr/bin/ib_send_bw"] {
+            let pair = Pair::start();
+            let t = perftest_cm(&pair, prog, &["-n", "200", "-s", "65536"], s);
+            assert!(t.contains("BW average"), "{prog}: {t}");
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The C ABI's acceptance (issue 14): Debian's unmodified RDMA programs on
+//! the host, over our `libibverbs.so.1` and `librdmacm.so.1` (`make abi`,
+//! `$ROCE_ABI_DIR` else `target/abi`), driving the appliance through its
+//! ring, against the same unmodified programs on the Linux rdma_rxe peer,
+//! each side as server and as client.
+//!
+//! The RDMA traffic, rdma_cm's MADs included, goes over the emulated wire.
+//! The TCP exchanges of the pingpongs and of perftest without `-R` go over
+//! the peer's management NIC, as in perftest.rs: a host client reaches a
+//! guest server through `hostfwd`, a guest client reaches a host server
+//! through `guestfwd` (`tcp-stdio`).
+//!
+//! Slow (a Debian kernel under TCG), so `#[ignore]`d: `make interop` runs
+//! them all, `make interop-smoke` the smoke.
+
+#![deny(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tests::tool::finish;
+use tests::{
+    Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
+    free_udp_port,
+};
+
+const REGION: u64 = 64 << 20;
+/// One program run, connection set-up included.
+const RUN: Duration = Duration::from_secs(240);
+
+/// The folder holding our two libraries.
+fn abi_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("ROCE_ABI_DIR") {
+        return PathBuf::from(d);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace").join("target/abi")
+}
+
+/// Debian's `prog` on the host, over our libraries and the appliance's ring.
+fn host(prog: &str, ring: &Path, args: &str) -> Child {
+    let lib = abi_dir();
+    assert!(lib.join("librdmacm.so.1").exists(), "no {}/librdmacm.so.1: run `make abi` first", lib.display());
+    Command::new(format!("/usr/bin/{prog}"))
+        .args(args.split_whitespace())
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("RDMA_RING", ring)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{prog}: {e} (make deps-rdma-core installs Debian's programs)"))
+}
+
+struct Setup {
+    _app: Appliance,
+    linux: LinuxPeer,
+    shm: Ivshmem,
+    /// Host port a host server listens on (the guest reaches it through guestfwd).
+    gp: u16,
+    /// Host port that reaches the guest's 18515 (hostfwd).
+    hp: u16,
+}
+
+/// One appliance (10.0.0.1, rxe0, a ring) and one Linux peer (10.0.0.3).
+fn setup(tag: &str) -> Setup {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let gp = free_tcp_port();
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
+    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let shm = Ivshmem::temp(tag, REGION);
+    let mut app = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        cmd_timeout: Duration::from_secs(180),
+        ..Options::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let out = app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    let hp = linux.host_port();
+    Setup { _app: app, linux, shm, gp, hp }
+}
+
+/// `prog args` over a TCP exchange: Linux serves and the host connects,
+/// then the host serves and Linux connects; every side must succeed and
+/// print `expect`.
+fn tcp_both_roles(s: &mut Setup, prog: &str, args: &str, expect: &str) {
+    s.linux.cmd(&format!("{prog} {args} > /tmp/abi.log 2>&1 &")).unwrap();
+    s.linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let (ok, ours) = finish(host(prog, &s.shm.path, &format!("{args} -p {} 127.0.0.1", s.hp)), RUN).unwrap();
+    let theirs = s.linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN).unwrap();
+    assert!(ok && ours.contains(expect), "{prog} {args}: host client:\n{ours}\nLinux server:\n{theirs}");
+    assert!(theirs.contains("exit=0"), "{prog} {args}: Linux server:\n{theirs}\nhost client:\n{ours}");
+    eprintln!("{prog} {args}: Linux server / host client pass");
+
+    let server = host(prog, &s.shm.path, &format!("{args} -p {}", s.gp));
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, theirs) = s.linux.status(&format!("{prog} {args} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+    let (ok, ours) = finish(server, RUN).unwrap();
+    assert!(ok && ours.contains(expect), "{prog} {args}: host server:\n{ours}\nLinux client:\n{theirs}");
+    assert_eq!(status, 0, "{prog} {args}: Linux client:\n{theirs}\nhost server:\n{ours}");
+    eprintln!("{prog} {args}: host server / Linux client pass");
+}
+
+/// `server_args` / `client_args ADDR` over rdma_cm (no TCP): Linux serves
+/// at 10.0.0.3 and the host connects (retried while nothing listens),
+/// then the host serves at 10.0.0.1 and Linux connects.
+fn cm_both_roles(s: &mut Setup, prog: &str, server_args: &str, client_args: &str) {
+    s.linux.cmd(&format!("{prog} {} > /tmp/abi.log 2>&1 &", server_args.replace("ADDR", "10.0.0.3"))).unwrap();
+    let start = Instant::now();
+    let (ok, ours) = loop {
+        let (ok, out) = finish(host(prog, &s.shm.path, &client_args.replace("ADDR", "10.0.0.3")), RUN).unwrap();
+        let refused = out.contains("error 8") || out.contains("error: 8") || out.contains("CM event bl blka 8");
+        if ok || !refused || start.elapsed() > Duration::from_secs(60) {
+            break (ok, out);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let theirs = s.linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN).unwrap();
+    assert!(ok, "{prog}: host client:\n{ours}\nLinux server:\n{theirs}");
+    assert!(theirs.contains("exit=0"), "{prog}: Linux server:\n{theirs}\nhost client:\n{ours}");
+    eprintln!("{prog} {client_args}: Linux server / host client pass");
+
+    let server = host(prog, &s.shm.path, &server_args.replace("ADDR", "10.0.0.1"));
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, theirs) = s.linux.status(&format!("{prog} {}", client_args.replace("ADDR", "10.0.0.1")), RUN).unwrap();
+    let (ok, ours) = finish(server, RUN).unwrap();
+    assert!(ok, "{prog}: host server:\n{ours}\nLinux client:\n{theirs}");
+    assert_eq!(status, 0, "{prog}: Linux client:\n{theirs}\nhost server:\n{ours}");
+    eprintln!("{prog} {server_args}: host server / Linux client pass");
+}
+
+/// The short run `make interop-smoke` includes: ibv_rc_pingpong each way
+/// and rping each way, Debian's binaries over our libraries.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn smoke_debian_programs_over_our_libraries_against_linux() {
+    if !LinuxPeer::available_or_skip("smoke_debian_programs_over_our_libraries_against_linux") {
+        return;
+    }
+    let mut s = setup("abi-smoke");
+    tcp_both_roles(&mut s, "ibv_rc_pingpong", "-d rxe0 -g 1 -n 20", "20 iters in");
+    cm_both_roles(&mut s, "rping", "-s -a ADDR -V -C 10 -S 64", "-c -a ADDR -V -C 10 -S 64");
+}
+
+/// ibv_devinfo; the pingpongs (RC plain, `-c`, `-e`; UD); perftest
+/// `ib_write_bw` and `ib_send_lat` over TCP exchanges.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ibverbs_programs_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("ibverbs_programs_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-ibv");
+    let (ok, out) = finish(host("ibv_devinfo", &s.shm.path, ""), RUN).unwrap();
+    assert!(ok && out.contains("hca_id:\trxe0") && out.contains("PORT_ACTIVE"), "{out}");
+    tcp_both_roles(&mut s, "ibv_rc_pingpong", "-d rxe0 -g 1 -n 100", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_rc_pingpong", "-d rxe0 -g 1 -n 100 -c", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_rc_pingpong", "-d rxe0 -g 1 -n 100 -e", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_ud_pingpong", "-d rxe0 -g 1 -n 100 -s 512", "100 iters in");
+    tcp_both_roles(&mut s, "ib_write_bw", "-d rxe0 -F -x 1 -n 200 -s 65536", "BW average");
+    tcp_both_roles(&mut s, "ib_send_lat", "-d rxe0 -F -x 1 -n 200 -s 64", "t_avg");
+}
+
+/// rping -V (64 B and 65535 B) and `ib_write_bw -R` over rdma_cm.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn rdmacm_programs_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("rdmacm_programs_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-cm");
+    for size in [64, 65535] {
+        cm_both_roles(
+            &mut s,
+            "rping",
+            &format!("-s -a ADDR -V -C 100 -S {size}"),
+            &format!("-c -a ADDR -V -C 100 -S {size}"),
+        );
+    }
+    cm_both_roles(&mut s, "ib_write_bw", "-d rxe0 -F -R -n 200 -s 65536", "-d rxe0 -F -R -n 200 -s 65536 ADDR");
+}
