@@ -59,6 +59,27 @@ fn rc_pingpong_between_appliances_at_several_sizes() {
     assert!(sent > 60, "{stats}");
 }
 
+/// Ctrl-C ends a pingpong on the console, a waiting server and a running
+/// client, and the next pingpong runs as usual (port 18515 and the QPs freed).
+#[test]
+fn ctrl_c_interrupts_a_pingpong() {
+    let (mut a, mut b) = pair(None);
+    // Interrupted, a command ends without finishing its report.
+    let _waiting = a.start_cmd("ibv_rc_pingpong", "local address:").unwrap();
+    let out = a.interrupt().unwrap();
+    assert!(out.ends_with("^C\n") && !out.contains(" iters in "), "{out}");
+    let _server = a.start_cmd("ibv_rc_pingpong -n 1000000", "local address:").unwrap();
+    let _client = b.start_cmd("ibv_rc_pingpong -n 1000000 10.0.0.1", "remote address:").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for x in [&mut b, &mut a] {
+        let out = x.interrupt().unwrap();
+        assert!(out.ends_with("^C\n") && !out.contains(" iters in "), "{out}");
+    }
+    let (server, client) = pingpong(&mut a, &mut b, "-n 20");
+    assert!(iters_line(&server).starts_with("20 iters in "), "{server}");
+    assert!(iters_line(&client).starts_with("20 iters in "), "{client}");
+}
+
 #[test]
 fn uc_and_ud_pingpong_between_appliances() {
     let (mut a, mut b) = pair(None);

@@ -217,6 +217,12 @@ fn release(net: &mut Net, l: &Lingering) {
     }
 }
 
+/// Ctrl-C: ends the running pingpong as rdma-core's ends on SIGINT, without
+/// a report; its QP lingers so the peer's last retransmissions get an answer.
+pub fn interrupt(pp: &mut Pingpong, net: &mut Net, now: Instant) {
+    finish(pp, net, Some(now + LINGER));
+}
+
 /// Destroys the objects of finished pingpongs whose time is up.
 fn release_expired(pp: &mut Pingpong, net: &mut Net, now: Instant) -> bool {
     let (expired, kept): (Vec<_>, Vec<_>) =

@@ -257,7 +257,7 @@ fn sleep(ctx: &mut Context, args: &[&str]) -> CommandResult {
         .ok_or_else(|| CommandError::Invalid(format!("'{ms}' is not a number of milliseconds up to 600000")))?;
     let ready = ctx.ready.clone();
     ready.set(false);
-    ctx.timers.arm(time::now() + time::Duration::from_millis(ms), Box::new(move || ready.set(true)));
+    *ctx.sleep = Some(ctx.timers.arm(time::now() + time::Duration::from_millis(ms), Box::new(move || ready.set(true))));
     Ok(())
 }
 
