@@ -51,19 +51,19 @@ pub static COMMANDS: &[Command] = &[
     },
     Command {
         name: "ibv_rc_pingpong",
-        usage: "ibv_rc_pingpong [-p port] [-d dev] [-i port] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        usage: "ibv_rc_pingpong [-p port] [-d dev] [-i port] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [-c] [server]",
         help: "RC SEND ping-pong with another appliance or Linux's ibv_rc_pingpong",
         run: super::net::rc_pingpong,
     },
     Command {
         name: "ibv_uc_pingpong",
-        usage: "ibv_uc_pingpong [-p port] [-d dev] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        usage: "ibv_uc_pingpong [-p port] [-d dev] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [-c] [server]",
         help: "UC SEND ping-pong (rdma-core's ibv_uc_pingpong)",
         run: super::net::uc_pingpong,
     },
     Command {
         name: "ibv_ud_pingpong",
-        usage: "ibv_ud_pingpong [-p port] [-d dev] [-s size] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        usage: "ibv_ud_pingpong [-p port] [-d dev] [-s size] [-r rx_depth] [-n iters] [-g gid_idx] [-c] [server]",
         help: "UD SEND ping-pong (rdma-core's ibv_ud_pingpong)",
         run: super::net::ud_pingpong,
     },

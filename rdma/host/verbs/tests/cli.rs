@@ -227,8 +227,9 @@ fn devinfo_and_gids() {
 fn rc_pingpong_checks_data_in_both_directions() {
     let app = Appliance::start();
     for size in ["1", "4096", "65536"] {
-        let (s, c) = pair("rc_pingpong", &app.path, &["-g", "1", "-s", size, "-n", "50", "-r", "16"]);
+        let (s, c) = pair("rc_pingpong", &app.path, &["-c", "-g", "1", "-s", size, "-n", "50", "-r", "16"]);
         for out in [&s, &c] {
+            assert!(!out.contains("invalid data in page"), "{out}");
             assert!(out.contains("  local address:  LID 0x0000, QPN 0x"), "{out}");
             assert!(out.contains("GID ::ffff:10.0.0.1"), "{out}");
             assert!(out.contains(&format!("{} bytes in", size.parse::<u64>().unwrap() * 100)), "{out}");
