@@ -180,7 +180,14 @@ pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
             println!();
         }
         net.rdma.process_events();
-        result.map_err(fail)
+        match result {
+            // A refused `rdma link` request: iproute2's own line.
+            Err(e @ rdma::core::Error::Netlink(_)) => {
+                println!("error: {e}");
+                Ok(())
+            }
+            r => r.map_err(fail),
+        }
     })
 }
 

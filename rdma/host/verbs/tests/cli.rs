@@ -166,7 +166,7 @@ fn rdma_tool() {
     assert!(out.contains("link rxe1/1 state ACTIVE physical_state LINK_UP netdev eth1"));
     let (ok, _, err) = run("rdma", ring, &["link", "add", "rxe1", "type", "rxe", "netdev", "eth1"]);
     assert!(!ok);
-    assert_eq!(err, "rdma: LINK_ADD refused by the firmware: EEXIST (already exists) [EEXIST]\n");
+    assert_eq!(err, "error: File exists\n", "as Linux's iproute2 says it");
     let (_, out, _) = run("rdma", ring, &["dev"]);
     assert_eq!(
         out.lines().next().unwrap(),
