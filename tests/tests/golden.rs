@@ -138,6 +138,18 @@ fn console_and_host_tools_print_what_linux_prints() {
     }
 }
 
+/// The host tool's `rdma resource show` summary, counts masked (Linux's
+/// include the kernel's own PD, CQ and QP1; the fixture was taken with an
+/// `ibv_rc_pingpong` and an `rping` server alive). The console has no
+/// `rdma resource` yet.
+#[test]
+fn rdma_resource_show_summary_has_linux_shape() {
+    let (_a, shm) = boot("golden-res");
+    let (ok, out) = host(&shm, "rdma", "resource show");
+    assert!(ok, "{out}");
+    same("host `rdma resource show`", &out, &fixture("rdma-resource"));
+}
+
 #[test]
 fn a_duplicate_rdma_link_add_fails_as_on_linux() {
     let (mut a, shm) = boot("golden-dup");

@@ -173,7 +173,7 @@ fn rdma_tool() {
         "0: rxe0: node_type ca node_guid 5054:00ff:fe00:0001 sys_image_guid 5054:00ff:fe00:0001 "
     );
     let (_, out, _) = run("rdma", ring, &["resource", "show"]);
-    assert_eq!(out.lines().next().unwrap(), "0: rxe0: pd 0 cq 0 qp 0 cm_id 0 mr 0 ctx 0 srq 0 ah 0");
+    assert_eq!(out.lines().next().unwrap(), "0: rxe0: pd 0 cq 0 qp 0 cm_id 0 mr 0 ctx 0 srq 0 ");
     let (_, out, _) = run("rdma", ring, &["statistic", "show", "link", "rxe0/1"]);
     assert!(out.starts_with("link rxe0/1 sent_pkts 0 rcvd_pkts 0 duplicate_request 0"), "{out}");
     let (ok, _, _) = run("rdma", ring, &["link", "delete", "rxe1"]);

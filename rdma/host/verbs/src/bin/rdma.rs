@@ -165,19 +165,10 @@ fn resource_show(ctx: &Context, filter: Option<&String>) -> verbs::Result<()> {
         None => ctx.devices()?,
     };
     for d in devs {
-        let r = d.resources()?;
-        println!(
-            "{}: {}: pd {} cq {} qp {} cm_id 0 mr {} ctx {} srq {} ah {}",
-            d.index(),
-            d.name(),
-            r.pd,
-            r.cq,
-            r.qp,
-            r.mr,
-            r.ctx,
-            r.srq,
-            r.ah
-        );
+        let r = d.resource_counts()?;
+        let mut line = String::new();
+        let _ = show::rdma_res::write(&mut line, d.index(), d.name(), &r);
+        print!("{line}");
     }
     Ok(())
 }
