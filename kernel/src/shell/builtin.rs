@@ -114,8 +114,10 @@ fn no_args(args: &[&str]) -> CommandResult {
 fn help(_: &mut Context, args: &[&str]) -> CommandResult {
     match args {
         [] => {
+            // One column for the names, as wide as the longest.
+            let width = super::table::all().iter().map(|c| c.name.len()).max().unwrap_or(0);
             for c in super::table::all() {
-                println!("  {:<10} {}", c.name, c.help);
+                println!("  {:<width$}  {}", c.name, c.help);
             }
             Ok(())
         }
