@@ -42,7 +42,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: all run boot test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -94,6 +94,22 @@ run: image deps-qemu
 ## boot: boot the image as it is, without building it (the tests use this)
 boot: deps-qemu
 	@$(BOOT)
+
+## install: the host tools as roce-<tool> in $(BINDIR) (default ~/.local/bin):
+## roce-ibv_devinfo, roce-rdma, roce-rc_pingpong, roce-send_bw, ... so that
+## rdma-core's, iproute2's and perftest's own ibv_devinfo, rdma, ib_send_bw
+## keep their names beside them. `make uninstall` removes them.
+BINDIR   ?= $(HOME)/.local/bin
+TOOLS    := $(basename $(notdir $(wildcard rdma/host/verbs/src/bin/*.rs)))
+install:
+	cargo build --release -q -p verbs --bins
+	@mkdir -p $(BINDIR)
+	@for t in $(TOOLS); do install -m 755 target/release/$$t $(BINDIR)/roce-$$t; done
+	@echo "installed $(words $(TOOLS)) tools as $(BINDIR)/roce-<tool>: $(addprefix roce-,$(TOOLS))"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "note: $(BINDIR) is not on PATH";; esac
+
+uninstall:
+	@for t in $(TOOLS); do rm -f $(BINDIR)/roce-$$t; done
 
 ## test: host unit tests, the QEMU integration tests, and a short interop run
 ## against Linux rdma_rxe (one pingpong each way; builds the Linux peer once)
