@@ -11,10 +11,17 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 NODE     ?= 1
 PEER     ?= $(if $(filter 1,$(NODE)),2,1)
 PORT_BASE ?= 47000
+PORT     := $(shell echo $$(($(PORT_BASE)+$(NODE))))
+PEER_PORT := $(shell echo $$(($(PORT_BASE)+$(PEER))))
 MAC      := 52:54:00:00:00:$(shell printf %02x $(NODE))
 RING     ?= /dev/shm/roce-appliance-$(NODE)
 RING_SIZE ?= 64M
 MEM      ?= 512M
+# eth0's MTU (and largest MTU), the NIC's `host_mtu`: 9000 gives RoCE MTU 4096.
+MTU      ?= 1500
+# Held (flock) while an appliance runs on that UDP port: QEMU's socket netdev
+# binds with SO_REUSEADDR, so a second one on the same port would not fail.
+PORT_LOCK ?= /tmp/roce-appliance-udp-$(PORT).lock
 ACCEL    ?= tcg
 APPEND   ?=
 RUNS     ?= 3
@@ -24,15 +31,18 @@ MS       ?= 2000
 comma := ,
 ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(comma)thread=single)
 
-QEMU_ARGS = -nodefaults -display none -no-reboot -serial stdio -monitor none \
+# The console: stdio with `signal=off`, so Ctrl-C reaches the guest instead of
+# stopping QEMU, and `mux=on` for QEMU's own escape (Ctrl-A x quits QEMU).
+QEMU_ARGS = -nodefaults -display none -no-reboot \
+	-chardev stdio,id=console,mux=on,signal=off -serial chardev:console -monitor none \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) \
-	-netdev socket,id=n0,udp=127.0.0.1:$$(($(PORT_BASE)+$(PEER))),localaddr=127.0.0.1:$$(($(PORT_BASE)+$(NODE))) \
-	-device virtio-net-pci,netdev=n0,mac=$(MAC) \
+	-netdev socket,id=n0,udp=127.0.0.1:$(PEER_PORT),localaddr=127.0.0.1:$(PORT) \
+	-device virtio-net-pci,netdev=n0,mac=$(MAC),host_mtu=$(MTU) \
 	-object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -69,14 +79,51 @@ image: deps-rust
 image-path:
 	@echo $(IMAGE)
 
-## run: boot one appliance (NODE=2 in a second terminal joins the same wire)
+# Boots one appliance on the console. Locks on the ring file and the UDP port,
+# inherited by QEMU and so held until it exits, refuse a second appliance on
+# either. The ring is sized every time (QEMU refuses a backing file of another
+# size; the firmware lays the ring out afresh at boot) and removed when QEMU
+# exits.
+define BOOT
+exec 8<>$(RING) 9<>$(PORT_LOCK); \
+if ! flock -n 8; then \
+	echo "error: node $(NODE) is already running: its ring $(RING) is locked (held by pid $$(fuser $(RING) 2>/dev/null | tr -s ' ' | sed 's/^ //'))."; \
+	echo "Type 'shutdown' on its console, or start another node (NODE=2, or RING=... PORT_BASE=...)."; \
+	exit 1; fi; \
+if ! flock -n 9; then \
+	echo "error: UDP port $(PORT) is taken by another appliance (lock $(PORT_LOCK)); choose another NODE or PORT_BASE."; \
+	exit 1; fi; \
+truncate -s $(RING_SIZE) $(RING); \
+echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$(PORT) <-> 127.0.0.1:$(PEER_PORT), mtu $(MTU), ring $(RING)"; \
+echo "(type 'shutdown' to power off; Ctrl-C interrupts a command; Ctrl-A x kills QEMU)"; \
+qemu-system-x86_64 $(QEMU_ARGS); status=$$?; \
+rm -f $(RING); exit $$status
+endef
+
+## run: build the image and boot one appliance (NODE=2 in a second terminal
+## joins the same wire; MTU=9000 for jumbo frames and RoCE MTU 4096)
 run: image deps-qemu
-	@# Sized every time: QEMU refuses a backing file of another size, and the
-	@# firmware lays the ring out afresh at boot anyway.
-	@truncate -s $(RING_SIZE) $(RING)
-	@echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$$(($(PORT_BASE)+$(NODE))) <-> 127.0.0.1:$$(($(PORT_BASE)+$(PEER))), ring $(RING)"
-	@echo "(type 'shutdown' to power off; Ctrl-C kills QEMU)"
-	qemu-system-x86_64 $(QEMU_ARGS)
+	@$(BOOT)
+
+## boot: boot the image as it is, without building it (the tests use this)
+boot: deps-qemu
+	@$(BOOT)
+
+## install: the host tools as roce-<tool> in $(BINDIR) (default ~/.local/bin):
+## roce-ibv_devinfo, roce-rdma, roce-rc_pingpong, roce-send_bw, ... so that
+## rdma-core's, iproute2's and perftest's own ibv_devinfo, rdma, ib_send_bw
+## keep their names beside them. `make uninstall` removes them.
+BINDIR   ?= $(HOME)/.local/bin
+TOOLS    := $(basename $(notdir $(wildcard rdma/host/verbs/src/bin/*.rs)))
+install:
+	cargo build --release -q -p verbs --bins
+	@mkdir -p $(BINDIR)
+	@for t in $(TOOLS); do install -m 755 target/release/$$t $(BINDIR)/roce-$$t; done
+	@echo "installed $(words $(TOOLS)) tools as $(BINDIR)/roce-<tool>: $(addprefix roce-,$(TOOLS))"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "note: $(BINDIR) is not on PATH";; esac
+
+uninstall:
+	@for t in $(TOOLS); do rm -f $(BINDIR)/roce-$$t; done
 
 ## test: host unit tests, the QEMU integration tests, and a short interop run
 ## against Linux rdma_rxe (one pingpong each way; builds the Linux peer once)

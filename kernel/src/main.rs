@@ -91,7 +91,9 @@ fn banner(info: &BootInfo, devices: &[kbase::pci::Function]) {
         time::tsc_hz() / 1_000_000_000,
         time::tsc_hz() / 1_000_000 % 1000
     );
-    println!("pci: {} functions", devices.len());
+    // Bridges (class 06) are left out of the banner; `lspci` lists them.
+    let bridges = devices.iter().filter(|f| f.class == 0x06).count();
+    println!("pci: {} functions (and {bridges} bridges: `lspci` lists all)", devices.len() - bridges);
     for f in devices.iter().filter(|f| f.class != 0x06) {
         println!("  {}", kbase::pci::LspciLine(f));
     }

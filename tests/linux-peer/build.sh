@@ -64,6 +64,7 @@ RFS=$OUT/rootfs
 in_root() { $SUDO chroot "$RFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
 
 # 1. The Debian root, with the packages installed (a marker makes it resumable).
+say "[1/4] the Debian root in $RFS ..."
 if [[ $(cat "$RFS/.peer-packages-done" 2>/dev/null) != "${PACKAGES[*]}" ]]; then
     if [[ ! -e $RFS/.debootstrap-done ]]; then
         say "debootstrap $SUITE (minbase) into $RFS (about a minute) ..."
@@ -82,6 +83,7 @@ if [[ $(cat "$RFS/.peer-packages-done" 2>/dev/null) != "${PACKAGES[*]}" ]]; then
 fi
 
 # 2. The kernel: vmlinuz and the modules, extracted from the package.
+say "[2/4] extracting the kernel and its modules ($((SECONDS - started)) s so far) ..."
 KDEB=$(ls "$RFS"/var/cache/apt/archives/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | grep -v -- '-dbg_' | sort -V | tail -n 1)
 [[ -n $KDEB ]] || fail "no linux-image .deb in $RFS/var/cache/apt/archives"
 KDIR=$RFS/opt/peer-kernel
@@ -126,6 +128,7 @@ for m in virtio virtio_ring virtio_pci "${MODULES[@]}"; do
 done
 
 # 3. The initramfs tree (merged /usr, so no busybox applet shadows a real tool).
+say "[3/4] assembling the initramfs tree ($((SECONDS - started)) s so far) ..."
 STAGE=$OUT/stage
 rm -rf "$STAGE"
 mkdir -p "$STAGE"/{usr/bin,usr/sbin,usr/lib/x86_64-linux-gnu,usr/lib64,usr/lib/modules,etc,proc,sys,dev,tmp,run,root,var/tmp}
@@ -226,6 +229,7 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 
 # 4. The outputs, written under temporary names and renamed last.
+say "[4/4] writing the initramfs archive ($((SECONDS - started)) s so far) ..."
 (cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$OUT/initramfs.cpio.tmp" ||
     fail "cpio failed"
 cp "$KDIR/boot/vmlinuz-$KVER" "$OUT/vmlinuz.tmp"

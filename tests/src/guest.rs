@@ -108,6 +108,15 @@ impl Guest {
         Ok(self.console.text_between(running.from + body, end))
     }
 
+    /// Types Ctrl-C while a command runs; returns what it printed from then
+    /// until the next prompt.
+    pub(crate) fn interrupt(&mut self, timeout: Duration) -> Result<String, Error> {
+        let from = self.console.len();
+        self.send(b"\x03")?;
+        let end = self.wait_prompt(from, timeout)?;
+        Ok(self.console.text_between(from, end))
+    }
+
     /// Waits for `needle` anywhere in the console from its start.
     pub(crate) fn wait_for_text(&self, needle: &str, timeout: Duration) -> Result<usize, Error> {
         self.console

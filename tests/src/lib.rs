@@ -14,6 +14,7 @@ mod console;
 mod guest;
 mod image;
 mod linux;
+mod make_run;
 pub mod pcap;
 mod qemu;
 pub mod rc;
@@ -28,6 +29,7 @@ pub use linux::{
     LinuxPeer, MGMT_GUEST_IP, MGMT_GUEST_PORT, MGMT_HOST_IP, PEER_PROMPT, PEER_READY, PeerOptions, free_tcp_port,
     peer_dir,
 };
+pub use make_run::MakeRun;
 pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options};
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.

@@ -188,6 +188,12 @@ impl Appliance {
         self.guest.finish_cmd(running, self.opts.cmd_timeout)
     }
 
+    /// Types Ctrl-C, which stops the running command; returns what was
+    /// printed from then until the next prompt.
+    pub fn interrupt(&mut self) -> Result<String, Error> {
+        self.guest.interrupt(self.opts.cmd_timeout)
+    }
+
     /// Waits for `needle` anywhere in the console from its start.
     pub fn wait_for_text(&self, needle: &str, timeout: Duration) -> Result<(), Error> {
         self.guest.wait_for_text(needle, timeout).map(|_| ())
@@ -236,7 +242,8 @@ fn setpriv() -> Option<&'static str> {
     found.then_some("setpriv")
 }
 
-/// The QEMU command line for `opts`; the same one `make run` uses.
+/// The QEMU command line for `opts`: `make run`'s, with the console on pipes
+/// (`make run` gives QEMU the terminal, `signal=off` and `mux=on`).
 pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
     let mut cmd = match setpriv() {
         Some(sp) => {

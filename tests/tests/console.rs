@@ -15,6 +15,15 @@ fn help_lists_every_command() {
     for c in ["help", "version", "uptime", "mem", "lspci", "log", "md", "cost", "sleep", "shutdown", "fault"] {
         assert!(out.lines().any(|l| l.trim_start().starts_with(c)), "no {c} in:\n{out}");
     }
+    // The descriptions start in one column.
+    let columns: Vec<usize> = out
+        .lines()
+        .map(|l| {
+            let name_end = 2 + l[2..].find(' ').unwrap_or(0);
+            name_end + l[name_end..].len() - l[name_end..].trim_start().len()
+        })
+        .collect();
+    assert!(columns.windows(2).all(|w| w[0] == w[1]), "{out}");
     let one = a.cmd("help log").unwrap();
     assert!(one.starts_with("usage: log level"), "{one}");
 }

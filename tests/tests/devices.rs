@@ -167,6 +167,7 @@ impl Pingpong {
         assert!(server_ok && client_ok, "{both}");
         for out in [&server, &client] {
             assert!(out.contains(&format!("{iters} iters in ")), "{both}");
+            assert!(!out.contains("invalid data in page"), "{both}");
             assert!(out.contains(&format!("{} bytes in ", 4096 * u64::from(iters) * 2)), "{both}");
         }
         println!("{what}: {}", server.lines().find(|l| l.contains(" iters in ")).unwrap_or(""));

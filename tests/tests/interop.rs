@@ -195,8 +195,8 @@ fn appliance_and_linux(capture: Option<&std::path::Path>) -> (tests::Appliance, 
 }
 
 /// Linux `ibv_rc_pingpong` against the appliance's, both ways, at several
-/// sizes. Linux runs without `-c`, so both buffers hold rdma-core's 0x7b fill,
-/// which the appliance checks byte for byte on every receive.
+/// sizes, `-c` on both sides: both check the data (the appliance every byte
+/// of every receive, Linux the mark of each page after the run).
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]
 fn appliance_linux_rc_pingpong_both_directions() {
@@ -207,7 +207,7 @@ fn appliance_linux_rc_pingpong_both_directions() {
     let (mut app, mut linux) = appliance_and_linux(Some(&capture));
     const ITERS: u32 = 100;
     for size in [4u32, 4096, 65536] {
-        let opts = format!("-g 1 -n {ITERS} -s {size}");
+        let opts = format!("-c -g 1 -n {ITERS} -s {size}");
         // Linux serves, the appliance connects.
         linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
@@ -215,7 +215,7 @@ fn appliance_linux_rc_pingpong_both_directions() {
         let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
         for (side, out) in [("appliance client", &client), ("Linux server", &server)] {
             assert!(
-                out.contains(&format!("{ITERS} iters in")),
+                out.contains(&format!("{ITERS} iters in")) && !out.contains("invalid data"),
                 "{size} B, {side}:\n{out}\nother side:\n{client}\n{server}"
             );
         }
@@ -231,7 +231,10 @@ fn appliance_linux_rc_pingpong_both_directions() {
         let server = app.finish_cmd(running).unwrap();
         assert_eq!(status, 0, "{size} B, Linux client failed:\n{client}\nappliance server:\n{server}");
         for (side, out) in [("Linux client", &client), ("appliance server", &server)] {
-            assert!(out.contains(&format!("{ITERS} iters in")), "{size} B, {side}:\n{out}");
+            assert!(
+                out.contains(&format!("{ITERS} iters in")) && !out.contains("invalid data"),
+                "{size} B, {side}:\n{out}"
+            );
         }
         eprintln!(
             "{size:>6} B appliance server / Linux client: appliance {:.1} usec/iter, Linux {:.1} usec/iter",
@@ -343,7 +346,7 @@ fn appliance_linux_pingpong_over_ipv6_both_directions() {
         ("ibv_ud_pingpong", 0, linux_ll, 1024),
     ] {
         let (app_opts, linux_opts) =
-            (format!("-g {ours} -n {ITERS} -s {size}"), format!("-g {theirs} -n {ITERS} -s {size}"));
+            (format!("-c -g {ours} -n {ITERS} -s {size}"), format!("-c -g {theirs} -n {ITERS} -s {size}"));
         // Linux serves, the appliance connects.
         linux.cmd(&format!("{tool} -d rxe0 {linux_opts} > /tmp/pp.log 2>&1 &")).unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
@@ -399,7 +402,7 @@ fn appliance_linux_uc_and_ud_pingpong_both_directions() {
     }
     let (mut app, mut linux) = appliance_and_linux(None);
     // ud_pingpong's messages fit one MTU (1024 on this 1500-byte link).
-    for (tool, opts) in [("ibv_uc_pingpong", "-g 1 -n 50 -s 4096"), ("ibv_ud_pingpong", "-g 1 -n 50 -s 1024")] {
+    for (tool, opts) in [("ibv_uc_pingpong", "-c -g 1 -n 50 -s 4096"), ("ibv_ud_pingpong", "-c -g 1 -n 50 -s 1024")] {
         linux.cmd(&format!("{tool} -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
         let client = app.cmd(&format!("{tool} {opts} 10.0.0.3")).unwrap();
@@ -466,7 +469,7 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
     .unwrap();
     linux.wait_ready().unwrap();
     assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    let opts = "-g 1 -n 100 -s 4096";
+    let opts = "-c -g 1 -n 100 -s 4096";
     linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
     linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
     let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
@@ -515,7 +518,7 @@ fn appliance_linux_rc_pingpong_mtu_4096() {
     assert!(app.cmd("ibv_devinfo").unwrap().contains("active_mtu:\t\t4096 (5)"));
     assert!(linux.cmd("ibv_devinfo -d rxe0").unwrap().contains("active_mtu:\t\t4096 (5)"));
     for size in [4u32, 4096, 65536] {
-        let opts = format!("-g 1 -m 4096 -n 50 -s {size}");
+        let opts = format!("-c -g 1 -m 4096 -n 50 -s {size}");
         linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
         let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
@@ -532,5 +535,89 @@ fn appliance_linux_rc_pingpong_mtu_4096() {
             usec_per_iter(&server).unwrap_or(f64::NAN),
             usec_per_iter(&client).unwrap_or(f64::NAN)
         );
+    }
+}
+
+/// `-c` on both sides, as rdma-core has it (the client marks each page's
+/// first byte, the server checks them after the run), between Linux's
+/// `ibv_rc_pingpong -c` and ours, both ways: the console's pingpong and the
+/// host tool `rc_pingpong` over the appliance's ring. First a client without
+/// `-c` against Linux's `-c` server, to see that Linux's check is on.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn rc_pingpong_c_checks_across_linux_both_ways() {
+    if !LinuxPeer::available_or_skip("rc_pingpong_c_checks_across_linux_both_ways") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let gp = free_tcp_port();
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
+    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let shm = tests::Ivshmem::temp("pp-chk", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    const RUN: Duration = Duration::from_secs(120);
+    let opts = "-g 1 -n 20 -s 8192";
+    let done = |out: &str| out.contains("20 iters in ");
+    let linux_server = |linux: &mut LinuxPeer, chk: &str| {
+        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {chk} {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    };
+
+    // Linux's check is live: a client that does not mark fails it on every page.
+    linux_server(&mut linux, "-c");
+    let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
+    let server = linux.cmd_timeout("wait; cat /tmp/pp.log", RUN).unwrap();
+    assert!(done(&client), "{client}");
+    assert!(server.contains("invalid data in page 0\ninvalid data in page 1"), "{server}");
+
+    // The console's pingpong, client and server.
+    linux_server(&mut linux, "-c");
+    let client = app.cmd(&format!("ibv_rc_pingpong -c {opts} 10.0.0.3")).unwrap();
+    let server = linux.cmd_timeout("wait; cat /tmp/pp.log", RUN).unwrap();
+    for out in [&client, &server] {
+        assert!(done(out) && !out.contains("invalid data"), "appliance client:\n{client}\nLinux server:\n{server}");
+    }
+    let running = app.start_cmd(&format!("ibv_rc_pingpong -c {opts}"), "local address:").unwrap();
+    let (status, client) = linux.status(&format!("ibv_rc_pingpong -d rxe0 -c {opts} 10.0.0.1"), RUN).unwrap();
+    let server = app.finish_cmd(running).unwrap();
+    assert_eq!(status, 0, "{client}");
+    for out in [&client, &server] {
+        assert!(done(out) && !out.contains("invalid data"), "Linux client:\n{client}\nappliance server:\n{server}");
+    }
+
+    // The host tool: to Linux's server through hostfwd, and serving on gp
+    // for Linux's client through guestfwd.
+    linux_server(&mut linux, "-c");
+    let hp = linux.host_port();
+    let tool_opts = format!("-d rxe0 -c {opts} -p");
+    let (ok, ours) = tests::tool::finish(
+        tests::tool::spawn("rc_pingpong", &shm.path, &format!("{tool_opts} {hp} 127.0.0.1")).unwrap(),
+        RUN,
+    )
+    .unwrap();
+    let theirs = linux.cmd_timeout("wait; cat /tmp/pp.log", RUN).unwrap();
+    for out in [&ours, &theirs] {
+        assert!(ok && done(out) && !out.contains("invalid data"), "host client:\n{ours}\nLinux server:\n{theirs}");
+    }
+    let server = tests::tool::Watched::spawn("rc_pingpong", &shm.path, &format!("{tool_opts} {gp}")).unwrap();
+    // It listens right after printing its address.
+    assert!(server.wait_line("local address:", RUN).is_some(), "{}", server.text());
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, theirs) =
+        linux.status(&format!("ibv_rc_pingpong -d rxe0 -c {opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+    let (ok, ours) = server.finish(RUN).unwrap();
+    assert_eq!(status, 0, "Linux client:\n{theirs}\nhost server:\n{ours}");
+    for out in [&ours, &theirs] {
+        assert!(ok && done(out) && !out.contains("invalid data"), "Linux client:\n{theirs}\nhost server:\n{ours}");
     }
 }

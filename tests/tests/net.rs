@@ -44,7 +44,7 @@ fn two_appliances_ping_each_other() {
 fn ipv6_addresses_ping_and_neighbours() {
     let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
     let out = a.cmd("ip -6 addr").unwrap();
-    assert!(out.contains("2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP"), "{out}");
+    assert!(out.contains("2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP"), "{out}");
     assert!(out.contains("    inet6 fe80::5054:ff:fe00:1/64 scope link"), "{out}");
     assert!(!out.contains("link/ether") && !out.contains("inet "), "only IPv6 lines:\n{out}");
     let out = a.cmd("ip -4 addr").unwrap();
@@ -63,7 +63,7 @@ fn ipv6_addresses_ping_and_neighbours() {
     a.cmd("ip -6 addr add 2001:db8::1/64 dev eth0").unwrap();
     b.cmd("ip addr add 2001:db8::2/64 dev eth0").unwrap();
     let out = a.cmd("ip -6 addr show dev eth0").unwrap();
-    assert!(out.contains("inet6 2001:db8::1/64 scope global permanent"), "{out}");
+    assert!(out.contains("inet6 2001:db8::1/64 scope global \n"), "{out}");
     let out = b.cmd("ping 2001:db8::1 -c 2 -i 100 -s 1000").unwrap();
     assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
     assert!(out.contains("1008 bytes from 2001:db8::1: icmp_seq=2"), "{out}");
@@ -82,7 +82,7 @@ fn ipv6_addresses_ping_and_neighbours() {
 fn ip_addr_shows_and_del_makes_ping_fail() {
     let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");
     let out = b.cmd("ip addr show").unwrap();
-    assert!(out.contains("2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP"), "{out}");
+    assert!(out.contains("2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP"), "{out}");
     assert!(out.contains("link/ether 52:54:00:00:00:02 brd ff:ff:ff:ff:ff:ff"), "{out}");
     assert!(out.contains("inet 10.0.0.2/24 scope global eth0"), "{out}");
     assert!(out.contains("inet6 fe80::5054:ff:fe00:2/64 scope link"), "{out}");
@@ -111,7 +111,7 @@ fn link_down_and_up_emit_events_in_order_and_stop_traffic() {
     let down = b.cmd("ip link set eth0 down").unwrap();
     let lines: Vec<&str> = down.lines().map(|l| l.split("appliance::net: ").nth(1).unwrap_or(l)).collect();
     assert_eq!(lines, ["eth0: NETDEV_DOWN", "eth0: inet6addr NETDEV_DOWN fe80::5054:ff:fe00:2/64"], "{down}");
-    assert!(b.cmd("ip link show").unwrap().contains("<BROADCAST,MULTICAST> mtu 1500 state DOWN"));
+    assert!(b.cmd("ip link show").unwrap().contains("<BROADCAST,MULTICAST> mtu 1500 qdisc noqueue state DOWN"));
     let out = a.cmd("ping 10.0.0.2 -c 1").unwrap();
     assert!(out.contains("1 packets transmitted, 0 received"), "{out}");
     let up = b.cmd("ip link set eth0 up").unwrap();
@@ -209,9 +209,10 @@ fn rdma_link_follows_the_netdev() {
     }
     // Refusals are one clear line each.
     for (line, error) in [
-        ("rdma link add rxe1 type rxe netdev eth0", "error: rdma: rxe0 is already configured on eth0"),
+        // What Linux's iproute2 prints for these two (netlink's errno).
+        ("rdma link add rxe1 type rxe netdev eth0", "error: File exists"),
         ("rdma link add rxe1 type foo netdev eth0", "error: rdma: unknown link type \"foo\""),
-        ("rdma link add rxe1 type rxe netdev eth7", "error: rdma: no such netdev: eth7"),
+        ("rdma link add rxe1 type rxe netdev eth7", "error: No such device"),
         ("rdma frobnicate", "error: rdma: command \"frobnicate\" is unknown"),
     ] {
         let out = a.cmd(line).unwrap();
@@ -328,13 +329,13 @@ fn link_status_follows_the_device() {
     set_link(&mut monitor, "off");
     a.wait_for_text("eth0: NETDEV_CHANGE", Duration::from_secs(30)).unwrap();
     let link = a.cmd("ip link show").unwrap();
-    assert!(link.contains("<NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 state DOWN"), "{link}");
+    assert!(link.contains("<NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state DOWN"), "{link}");
     assert!(a.cmd("rdma link show").unwrap().contains("state DOWN"), "port follows the carrier");
     set_link(&mut monitor, "on");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let link = a.cmd("ip link show").unwrap();
-        if link.contains("<BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP") {
+        if link.contains("<BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP") {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "carrier never came back:\n{link}");

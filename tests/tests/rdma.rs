@@ -25,11 +25,35 @@ fn pingpong(a: &mut Appliance, b: &mut Appliance, args: &str) -> (String, String
     pingpong_of("ibv_rc_pingpong", a, b, args)
 }
 
-/// Runs `tool` (one of the three pingpongs): the server on `a`, the client on `b`.
+/// Runs `tool` (one of the three pingpongs) with `-c`, data checked: the
+/// server on `a`, the client on `b`.
 fn pingpong_of(tool: &str, a: &mut Appliance, b: &mut Appliance, args: &str) -> (String, String) {
-    let server = a.start_cmd(&format!("{tool} {args}"), "local address:").unwrap();
-    let client = b.cmd(&format!("{tool} {args} 10.0.0.1")).unwrap();
-    (a.finish_cmd(server).unwrap(), client)
+    let server = a.start_cmd(&format!("{tool} -c {args}"), "local address:").unwrap();
+    let client = b.cmd(&format!("{tool} -c {args} 10.0.0.1")).unwrap();
+    let server = a.finish_cmd(server).unwrap();
+    checked(&server);
+    checked(&client);
+    (server, client)
+}
+
+/// Fails if a pingpong's `-c` check found a page that differs.
+fn checked(out: &str) {
+    assert!(!out.contains("invalid data in page"), "{out}");
+}
+
+/// `-c` as rdma-core has it: the client marks page starts, so a server
+/// checking against a client that does not mark reports every page, and the
+/// check is off without `-c`.
+#[test]
+fn rc_pingpong_checks_only_with_c_as_rdma_core() {
+    let (mut a, mut b) = pair(None);
+    let server = a.start_cmd("ibv_rc_pingpong -c -s 8192 -n 5", "local address:").unwrap();
+    let client = b.cmd("ibv_rc_pingpong -s 8192 -n 5 10.0.0.1").unwrap();
+    let server = a.finish_cmd(server).unwrap();
+    assert!(server.ends_with("usec/iter\ninvalid data in page 0\ninvalid data in page 1\n"), "{server}");
+    checked(&client);
+    let (server, client) = pingpong(&mut a, &mut b, "-s 8192 -n 5");
+    assert!(iters_line(&server).starts_with("5 iters in ") && iters_line(&client).starts_with("5 iters in "));
 }
 
 fn iters_line(out: &str) -> &str {
@@ -57,6 +81,27 @@ fn rc_pingpong_between_appliances_at_several_sizes() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{stats}"));
     assert!(sent > 60, "{stats}");
+}
+
+/// Ctrl-C ends a pingpong on the console, a waiting server and a running
+/// client, and the next pingpong runs as usual (port 18515 and the QPs freed).
+#[test]
+fn ctrl_c_interrupts_a_pingpong() {
+    let (mut a, mut b) = pair(None);
+    // Interrupted, a command ends without finishing its report.
+    let _waiting = a.start_cmd("ibv_rc_pingpong", "local address:").unwrap();
+    let out = a.interrupt().unwrap();
+    assert!(out.ends_with("^C\n") && !out.contains(" iters in "), "{out}");
+    let _server = a.start_cmd("ibv_rc_pingpong -n 1000000", "local address:").unwrap();
+    let _client = b.start_cmd("ibv_rc_pingpong -n 1000000 10.0.0.1", "remote address:").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for x in [&mut b, &mut a] {
+        let out = x.interrupt().unwrap();
+        assert!(out.ends_with("^C\n") && !out.contains(" iters in "), "{out}");
+    }
+    let (server, client) = pingpong(&mut a, &mut b, "-n 20");
+    assert!(iters_line(&server).starts_with("20 iters in "), "{server}");
+    assert!(iters_line(&client).starts_with("20 iters in "), "{client}");
 }
 
 #[test]
@@ -206,15 +251,19 @@ fn two_nics_carry_two_rdma_devices() {
     assert!(!gids.lines().any(|l| l.starts_with("rxe1") && l.contains("10.0.0.1")), "{gids}");
 
     // rxe1 to c, then rxe0 to b: a is the server, the peers check the data too.
-    let server = a.start_cmd("ibv_rc_pingpong -d rxe1 -n 200 -s 4096", "local address:").unwrap();
-    let client = c.cmd("ibv_rc_pingpong -n 200 -s 4096 10.0.1.1").unwrap();
+    let server = a.start_cmd("ibv_rc_pingpong -c -d rxe1 -n 200 -s 4096", "local address:").unwrap();
+    let client = c.cmd("ibv_rc_pingpong -c -n 200 -s 4096 10.0.1.1").unwrap();
     let served = a.finish_cmd(server).unwrap();
+    checked(&served);
+    checked(&client);
     assert!(iters_line(&served).starts_with("200 iters"), "{served}");
     assert!(iters_line(&client).starts_with("200 iters"), "{client}");
     let rc_pingpong_with_b = |a: &mut Appliance, b: &mut Appliance| {
-        let server = a.start_cmd("ibv_rc_pingpong -d rxe0 -n 200 -s 4096", "local address:").unwrap();
-        let client = b.cmd("ibv_rc_pingpong -n 200 -s 4096 10.0.0.1").unwrap();
+        let server = a.start_cmd("ibv_rc_pingpong -c -d rxe0 -n 200 -s 4096", "local address:").unwrap();
+        let client = b.cmd("ibv_rc_pingpong -c -n 200 -s 4096 10.0.0.1").unwrap();
         let served = a.finish_cmd(server).unwrap();
+        checked(&served);
+        checked(&client);
         assert!(iters_line(&served).starts_with("200 iters"), "{served}");
         assert!(iters_line(&client).starts_with("200 iters"), "{client}");
     };

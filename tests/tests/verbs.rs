@@ -273,7 +273,7 @@ fn rc_pingpong_tool(
     let tool = tests::verbs_tool("rc_pingpong");
     let split = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = args.split_whitespace().map(String::from).collect();
-        v.extend(["-p".into(), port.to_string(), "-g".into(), "1".into(), "-d".into(), "rxe0".into()]);
+        v.extend(["-c".into(), "-p".into(), port.to_string(), "-g".into(), "1".into(), "-d".into(), "rxe0".into()]);
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
@@ -316,6 +316,7 @@ fn the_rc_pingpong_tool_runs_between_two_appliances_both_ways() {
             for (side, out) in [("server", &srv), ("client", &cli)] {
                 assert!(out.contains(&format!("{iters} iters in")), "{size} B, {side}:\n{out}\nother:\n{srv}\n{cli}");
                 assert!(out.contains("remote address:"), "{size} B, {side}:\n{out}");
+                assert!(!out.contains("invalid data in page"), "{size} B, {side}:\n{out}");
             }
             println!("{size} B: {}", cli.lines().find(|l| l.contains("usec/iter")).unwrap_or(""));
         }

@@ -14,23 +14,32 @@ use vocab::time::Duration;
 
 use crate::addr::{IpFamily, is_link_local};
 use crate::neigh::{Family, NeighTable};
-use crate::netdev::{Inet6Origin, Netdev};
+use crate::netdev::Netdev;
 use crate::steer::LinkStats;
 
-/// `ip link show` (and `ip -s link` when `stats`) for one device:
+/// `ip link show` (and `ip -s link` when `stats`) for one device, in
+/// iproute2 6.1's shape:
 ///
 /// ```text
-/// 2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP
+/// 2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default qlen 1000
 ///     link/ether 52:54:00:00:00:01 brd ff:ff:ff:ff:ff:ff
 /// ```
+///
+/// The device has no queueing discipline (frames go straight to the NIC's
+/// ring: Linux's `noqueue`), the default link mode and group, and Linux's
+/// default transmit queue length for an Ethernet device, 1000.
 pub struct LinkShow<'a> {
     pub dev: &'a Netdev,
     pub stats: bool,
 }
 
+/// Linux's `DEFAULT_TX_QUEUE_LEN`, what `ether_setup` gives a device.
+const TX_QUEUE_LEN: u32 = 1000;
+
 impl fmt::Display for LinkShow<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        link_header(f, self.dev)?;
+        link_line(f, self.dev, true)?;
+        link_ether(f, self.dev)?;
         if self.stats {
             StatsLines(self.dev.stats()).fmt(f)?;
         }
@@ -38,21 +47,22 @@ impl fmt::Display for LinkShow<'_> {
     }
 }
 
-fn link_header(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
-    link_line(f, d)?;
+fn link_ether(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
     writeln!(f, "    link/ether {} brd ff:ff:ff:ff:ff:ff", d.mac())
 }
 
-/// The first line of a device's listing.
-fn link_line(f: &mut fmt::Formatter<'_>, d: &Netdev) -> fmt::Result {
+/// The first line of a device's listing; `ip link` adds the link mode,
+/// `ip addr` does not.
+fn link_line(f: &mut fmt::Formatter<'_>, d: &Netdev, mode: bool) -> fmt::Result {
     // iproute2 prints NO-CARRIER first when up without a link.
     let no_carrier = if d.is_up() && !d.has_carrier() { "NO-CARRIER," } else { "" };
     let up = if d.is_up() { ",UP" } else { "" };
     let lower_up = if d.is_running() { ",LOWER_UP" } else { "" };
     let state = if d.is_running() { "UP" } else { "DOWN" };
+    let mode = if mode { "mode DEFAULT " } else { "" };
     writeln!(
         f,
-        "{}: {}: <{no_carrier}BROADCAST,MULTICAST{up}{lower_up}> mtu {} state {state}",
+        "{}: {}: <{no_carrier}BROADCAST,MULTICAST{up}{lower_up}> mtu {} qdisc noqueue state {state} {mode}group default qlen {TX_QUEUE_LEN}",
         d.ifindex(),
         d.name(),
         d.mtu()
@@ -105,14 +115,21 @@ fn table(f: &mut fmt::Formatter<'_>, label: &str, heads: &[&str], values: &[u64]
     writeln!(f, "    {:w$}{vals}", "", w = label.len())
 }
 
-/// `ip addr show` for one device: the link lines, then each address.
+/// `ip addr show` for one device: the link lines, then each address with
+/// its lifetimes (static: forever), in iproute2 6.1's shape:
 ///
 /// ```text
 ///     inet 10.0.0.1/24 scope global eth0
+///        valid_lft forever preferred_lft forever
 ///     inet6 fe80::5054:ff:fe00:1/64 scope link
+///        valid_lft forever preferred_lft forever
 /// ```
 /// An IPv4 address on the same subnet as an earlier one is marked `secondary`,
-/// as Linux marks it; IPv6 addresses list wider scopes first, as Linux keeps them.
+/// as Linux marks it; IPv6 addresses list wider scopes first, as Linux keeps
+/// them. iproute2 ends each address's flags with a space and then prints the
+/// label, which only IPv4 addresses have: an IPv6 line ends in a space.
+/// Every address here is permanent (Linux's `IFA_F_PERMANENT`), which
+/// iproute2 shows by not printing `dynamic`.
 ///
 /// Restricted to one family (`ip -4 addr`, `ip -6 addr`), a device without an
 /// address of that family prints nothing, and the `link/ether` line is left
@@ -122,14 +139,19 @@ pub struct AddrShow<'a> {
     pub family: Option<IpFamily>,
 }
 
+const LIFETIMES: &str = "       valid_lft forever preferred_lft forever";
+
 impl fmt::Display for AddrShow<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.dev;
         let v4 = IpFamily::V4.shown_by(self.family);
         let v6 = IpFamily::V6.shown_by(self.family);
         match self.family {
-            None => link_header(f, d)?,
-            Some(_) if (v4 && !d.ipv4().is_empty()) || (v6 && !d.ipv6().is_empty()) => link_line(f, d)?,
+            None => {
+                link_line(f, d, false)?;
+                link_ether(f, d)?;
+            }
+            Some(_) if (v4 && !d.ipv4().is_empty()) || (v6 && !d.ipv6().is_empty()) => link_line(f, d, false)?,
             Some(_) => return Ok(()),
         }
         for (i, c) in d.ipv4().iter().enumerate().filter(|_| v4) {
@@ -137,13 +159,13 @@ impl fmt::Display for AddrShow<'_> {
                 d.ipv4()[..i].iter().any(|p| p.prefix_len() == c.prefix_len() && p.contains_addr(&c.address()));
             let sec = if secondary { "secondary " } else { "" };
             writeln!(f, "    inet {c} scope {} {sec}{}", scope4(c.address()), d.name())?;
+            writeln!(f, "{LIFETIMES}")?;
         }
         let mut v6: alloc::vec::Vec<_> = d.ipv6().iter().filter(|_| v6).collect();
         v6.sort_by_key(|a| scope6_rank(a.cidr.address()));
         for a in v6 {
-            // The kernel's own link-local prints bare; iproute2 marks user-added ones permanent.
-            let perm = if a.origin == Inet6Origin::Static { " permanent" } else { "" };
-            writeln!(f, "    inet6 {} scope {}{perm}", a.cidr, scope6(a.cidr.address()))?;
+            writeln!(f, "    inet6 {} scope {} ", a.cidr, scope6(a.cidr.address()))?;
+            writeln!(f, "{LIFETIMES}")?;
         }
         Ok(())
     }
@@ -414,15 +436,17 @@ mod tests {
         let show = |n: &Netdevs| LinkShow { dev: n.get("eth0").unwrap(), stats: false }.to_string();
         assert_eq!(
             show(&n),
-            "2: eth0: <BROADCAST,MULTICAST> mtu 1500 state DOWN\n    link/ether 52:54:00:00:00:01 brd ff:ff:ff:ff:ff:ff\n"
+            "2: eth0: <BROADCAST,MULTICAST> mtu 1500 qdisc noqueue state DOWN mode DEFAULT group default qlen 1000\n    link/ether 52:54:00:00:00:01 brd ff:ff:ff:ff:ff:ff\n"
         );
         n.set_up("eth0", true).unwrap();
         assert_eq!(
             show(&n),
-            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n    link/ether 52:54:00:00:00:01 brd ff:ff:ff:ff:ff:ff\n"
+            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default qlen 1000\n    link/ether 52:54:00:00:00:01 brd ff:ff:ff:ff:ff:ff\n"
         );
         n.set_carrier("eth0", false).unwrap();
-        assert!(show(&n).starts_with("2: eth0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 state DOWN\n"));
+        assert!(
+            show(&n).starts_with("2: eth0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state DOWN mode")
+        );
     }
 
     #[test]
@@ -459,13 +483,18 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP",
+                "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP group default qlen 1000",
                 "    link/ether 52:54:00:00:00:01 brd ff:ff:ff:ff:ff:ff",
                 "    inet 10.0.0.1/24 scope global eth0",
+                LIFETIMES,
                 "    inet 10.0.0.5/24 scope global secondary eth0",
+                LIFETIMES,
                 "    inet 192.168.1.1/16 scope global eth0",
-                "    inet6 2001:db8::1/64 scope global permanent",
-                "    inet6 fe80::5054:ff:fe00:1/64 scope link",
+                LIFETIMES,
+                "    inet6 2001:db8::1/64 scope global ",
+                LIFETIMES,
+                "    inet6 fe80::5054:ff:fe00:1/64 scope link ",
+                LIFETIMES,
             ]
         );
     }
@@ -479,14 +508,17 @@ mod tests {
         let dev = n.get("eth0").unwrap();
         assert_eq!(
             AddrShow { dev, family: Some(IpFamily::V6) }.to_string(),
-            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n\
-             \x20   inet6 2001:db8::1/64 scope global permanent\n\
-             \x20   inet6 fe80::5054:ff:fe00:1/64 scope link\n"
+            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP group default qlen 1000\n\
+             \x20   inet6 2001:db8::1/64 scope global \n\
+             \x20      valid_lft forever preferred_lft forever\n\
+             \x20   inet6 fe80::5054:ff:fe00:1/64 scope link \n\
+             \x20      valid_lft forever preferred_lft forever\n"
         );
         assert_eq!(
             AddrShow { dev, family: Some(IpFamily::V4) }.to_string(),
-            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n\
-             \x20   inet 10.0.0.1/24 scope global eth0\n"
+            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP group default qlen 1000\n\
+             \x20   inet 10.0.0.1/24 scope global eth0\n\
+             \x20      valid_lft forever preferred_lft forever\n"
         );
         n.del_ipv4("eth0", Ipv4Addr::new(10, 0, 0, 1), None).unwrap();
         assert_eq!(AddrShow { dev: n.get("eth0").unwrap(), family: Some(IpFamily::V4) }.to_string(), "");

@@ -28,6 +28,15 @@ impl Jobs {
         busy
     }
 
+    /// Ctrl-C: ends every running job as its tool ends on SIGINT (ping
+    /// prints its statistics; a pingpong's QP lingers for the peer's last
+    /// retransmissions); each releases the prompt.
+    pub fn interrupt(&mut self, net: &mut Net, now: Instant) {
+        ping::interrupt(&mut self.ping, net, now);
+        pingpong::interrupt(&mut self.pingpong, net, now);
+        self.netbench.interrupt();
+    }
+
     /// When a job next needs a pass by itself.
     pub fn deadline(&self) -> Option<Instant> {
         let ping = self.ping.as_ref().map(|p| p.deadline());

@@ -54,6 +54,11 @@ impl Sender {
         self.tx.is_some()
     }
 
+    /// Ctrl-C: stops sending, without a report.
+    pub fn interrupt(&mut self) {
+        finish(self, "");
+    }
+
     /// Starts sending `frame_len`-byte frames to `dst` on `link` for `duration`.
     #[allow(clippy::too_many_arguments)]
     pub fn start(

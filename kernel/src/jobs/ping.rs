@@ -24,7 +24,7 @@ use smoltcp::wire::{
 
 /// How long to wait for the last reply after the last request.
 const LINGER: Duration = Duration::from_secs(2);
-/// Requests sent when `-c` is not given (the console cannot interrupt a run).
+/// Requests sent when `-c` is not given.
 pub const DEFAULT_COUNT: u32 = 4;
 
 pub struct PingJob {
@@ -129,15 +129,27 @@ pub fn poll(slot: &mut Option<PingJob>, net: &mut Net, now: Instant) -> bool {
     let done = job.stats.transmitted == u64::from(job.count)
         && (job.stats.received == u64::from(job.count) || now >= job.give_up);
     if done {
-        job.stats.elapsed = Some(now.saturating_since(job.started));
-        print!("\n{}", job.stats);
-        job.ready.set(true);
-        let handle = job.socket;
-        link.sockets.remove(handle);
-        *slot = None;
+        println!();
+        end(slot, net, now);
         busy = true;
     }
     busy
+}
+
+/// Ctrl-C: the statistics so far, as iputils prints them on SIGINT.
+pub fn interrupt(slot: &mut Option<PingJob>, net: &mut Net, now: Instant) {
+    end(slot, net, now);
+}
+
+/// Prints the statistics, closes the socket and releases the prompt.
+fn end(slot: &mut Option<PingJob>, net: &mut Net, now: Instant) {
+    let Some(mut job) = slot.take() else { return };
+    job.stats.elapsed = Some(now.saturating_since(job.started));
+    print!("{}", job.stats);
+    job.ready.set(true);
+    if let Some(link) = net.links.get_mut(job.link) {
+        link.sockets.remove(job.socket);
+    }
 }
 
 /// An echo reply as the raw socket hands it over, IP header first: (source,

@@ -51,19 +51,19 @@ pub static COMMANDS: &[Command] = &[
     },
     Command {
         name: "ibv_rc_pingpong",
-        usage: "ibv_rc_pingpong [-p port] [-d dev] [-i port] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        usage: "ibv_rc_pingpong [-p port] [-d dev] [-i port] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [-c] [server]",
         help: "RC SEND ping-pong with another appliance or Linux's ibv_rc_pingpong",
         run: super::net::rc_pingpong,
     },
     Command {
         name: "ibv_uc_pingpong",
-        usage: "ibv_uc_pingpong [-p port] [-d dev] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        usage: "ibv_uc_pingpong [-p port] [-d dev] [-s size] [-m mtu] [-r rx_depth] [-n iters] [-g gid_idx] [-c] [server]",
         help: "UC SEND ping-pong (rdma-core's ibv_uc_pingpong)",
         run: super::net::uc_pingpong,
     },
     Command {
         name: "ibv_ud_pingpong",
-        usage: "ibv_ud_pingpong [-p port] [-d dev] [-s size] [-r rx_depth] [-n iters] [-g gid_idx] [server]",
+        usage: "ibv_ud_pingpong [-p port] [-d dev] [-s size] [-r rx_depth] [-n iters] [-g gid_idx] [-c] [server]",
         help: "UD SEND ping-pong (rdma-core's ibv_ud_pingpong)",
         run: super::net::ud_pingpong,
     },
@@ -114,8 +114,10 @@ fn no_args(args: &[&str]) -> CommandResult {
 fn help(_: &mut Context, args: &[&str]) -> CommandResult {
     match args {
         [] => {
+            // One column for the names, as wide as the longest.
+            let width = super::table::all().iter().map(|c| c.name.len()).max().unwrap_or(0);
             for c in super::table::all() {
-                println!("  {:<10} {}", c.name, c.help);
+                println!("  {:<width$}  {}", c.name, c.help);
             }
             Ok(())
         }
@@ -257,7 +259,7 @@ fn sleep(ctx: &mut Context, args: &[&str]) -> CommandResult {
         .ok_or_else(|| CommandError::Invalid(format!("'{ms}' is not a number of milliseconds up to 600000")))?;
     let ready = ctx.ready.clone();
     ready.set(false);
-    ctx.timers.arm(time::now() + time::Duration::from_millis(ms), Box::new(move || ready.set(true)));
+    *ctx.sleep = Some(ctx.timers.arm(time::now() + time::Duration::from_millis(ms), Box::new(move || ready.set(true))));
     Ok(())
 }
 

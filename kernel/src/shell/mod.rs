@@ -14,7 +14,15 @@ use alloc::rc::Rc;
 pub use builtin::{Size as builtin_size, version_line};
 use core::cell::Cell;
 use kbase::line::{Action, LINE_MAX, LineEditor};
+use kbase::timer::TimerId;
 pub use table::{CommandError, Context};
+
+/// Ctrl-C: abandons the line being typed, or interrupts the running command.
+const CTRL_C: u8 = 0x03;
+
+/// Bytes typed while a command runs, kept for the prompt that follows it (a
+/// terminal's type-ahead); beyond this they wait in the UART.
+const TYPE_AHEAD: usize = 256;
 
 /// The prompt; it ends in `> `, which tools wait for.
 pub const PROMPT: &str = "roce> ";
@@ -24,11 +32,21 @@ pub struct Shell {
     /// Cleared while a command (like `sleep`) finishes later; the prompt waits.
     ready: Rc<Cell<bool>>,
     prompt_due: bool,
+    /// The timer a running `sleep` waits on, so Ctrl-C can disarm it.
+    sleep: Option<TimerId>,
+    /// What was typed while a command ran; Ctrl-C discards it, as a tty does.
+    type_ahead: heapless::Deque<u8, TYPE_AHEAD>,
 }
 
 impl Shell {
     pub fn new() -> Self {
-        Self { editor: LineEditor::new(), ready: Rc::new(Cell::new(true)), prompt_due: true }
+        Self {
+            editor: LineEditor::new(),
+            ready: Rc::new(Cell::new(true)),
+            prompt_due: true,
+            sleep: None,
+            type_ahead: heapless::Deque::new(),
+        }
     }
 
     fn execute(&mut self, line: &str, timers: &mut Timers, net: Option<&mut Net>, jobs: &mut Jobs) {
@@ -38,7 +56,7 @@ impl Shell {
             crate::println!("error: unknown command '{name}' (try 'help')");
             return;
         };
-        let mut ctx = Context { timers, ready: &self.ready, net, jobs };
+        let mut ctx = Context { timers, ready: &self.ready, net, jobs, sleep: &mut self.sleep };
         match (cmd.run)(&mut ctx, args) {
             Ok(()) => {}
             Err(CommandError::Usage) => crate::println!("error: usage: {}", cmd.usage),
@@ -50,15 +68,15 @@ impl Shell {
 impl Shell {
     /// Reads what was typed and runs a finished line against the network
     /// its owner lends for the pass; returns whether there was input.
-    pub fn poll(&mut self, _now: Instant, timers: &mut Timers, mut net: Option<&mut Net>, jobs: &mut Jobs) -> bool {
+    pub fn poll(&mut self, now: Instant, timers: &mut Timers, mut net: Option<&mut Net>, jobs: &mut Jobs) -> bool {
         if !self.ready.get() {
-            return false; // input waits in the UART (and QEMU) until the command is done
+            return self.watch_for_interrupt(now, timers, net, jobs);
         }
         if core::mem::take(&mut self.prompt_due) {
             crate::print!("{PROMPT}");
         }
         let mut busy = false;
-        while let Some(byte) = crate::console::read_byte() {
+        while let Some(byte) = self.type_ahead.pop_front().or_else(crate::console::read_byte) {
             busy = true;
             match self.editor.feed(byte) {
                 Action::None => {}
@@ -89,6 +107,39 @@ impl Shell {
                 // Finish this line before reading the next: the prompt comes first.
                 break;
             }
+        }
+        busy
+    }
+
+    /// While a command runs: keeps what is typed for later, and on Ctrl-C
+    /// stops the command (its jobs end as their tools do on SIGINT) and
+    /// discards the type-ahead.
+    fn watch_for_interrupt(
+        &mut self,
+        now: Instant,
+        timers: &mut Timers,
+        net: Option<&mut Net>,
+        jobs: &mut Jobs,
+    ) -> bool {
+        let mut busy = false;
+        while !self.type_ahead.is_full() {
+            let Some(byte) = crate::console::read_byte() else { break };
+            busy = true;
+            if byte != CTRL_C {
+                let _ = self.type_ahead.push_back(byte);
+                continue;
+            }
+            self.type_ahead.clear();
+            crate::println!("^C");
+            if let Some(id) = self.sleep.take() {
+                timers.cancel(id);
+            }
+            if let Some(net) = net {
+                jobs.interrupt(net, now);
+            }
+            self.ready.set(true);
+            self.prompt_due = true;
+            break;
         }
         busy
     }

@@ -180,7 +180,14 @@ pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
             println!();
         }
         net.rdma.process_events();
-        result.map_err(fail)
+        match result {
+            // A refused `rdma link` request: iproute2's own line.
+            Err(e @ rdma::core::Error::Netlink(_)) => {
+                println!("error: {e}");
+                Ok(())
+            }
+            r => r.map_err(fail),
+        }
     })
 }
 
@@ -214,6 +221,7 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
         gid_index: 1,
         qp_type,
         dev: None,
+        chk: false,
     };
     let mut rest = args;
     while let Some((&word, tail)) = rest.split_first() {
@@ -258,7 +266,8 @@ fn pingpong(ctx: &mut Context, args: &[&str], qp_type: rdma::rxe::qp_state::QpTy
                 let index = with_net(ctx, |net, _| Ok(net.rdma.core.device_by_name(dev).map(|d| d.index())))?;
                 a.dev = Some(index.ok_or_else(|| fail(format!("IB device {dev} not found")))?);
             }
-            "-c" | "-e" => {} // we always check the data; completions are polled
+            "-c" => a.chk = true,
+            "-e" => {} // completions are polled
             w if w.starts_with('-') => return Err(CommandError::Usage),
             server => {
                 a.server = Some(server.parse().map_err(|_| fail(format!("'{server}' is not an IPv4 address")))?);

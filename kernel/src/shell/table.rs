@@ -14,6 +14,8 @@ pub struct Context<'a> {
     pub net: Option<&'a mut crate::net::Net>,
     /// Where a command leaves a job that outlives it (ping, pingpong, netbench).
     pub jobs: &'a mut crate::jobs::Jobs,
+    /// The timer a `sleep` holds the prompt with (Ctrl-C disarms it).
+    pub sleep: &'a mut Option<kbase::timer::TimerId>,
 }
 
 /// Why a command failed; printed as one `error: ` line.

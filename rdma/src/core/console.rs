@@ -25,7 +25,7 @@ use verbs_ring::show::{self as tools, DeviceView, PortView};
 use verbs_ring::wire::name_field;
 
 use super::device::Device;
-use super::error::Error;
+use super::error::{Error, errno};
 use super::netdev::NetdevProvider;
 use super::nldev::NldevMsg;
 use super::rdma_core::RdmaCore;
@@ -183,15 +183,26 @@ fn rdma_link(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: 
             let mut msg = NldevMsg::new_link(name, "", "");
             msg.attrs.link_type = link_type.map(String::from);
             msg.attrs.ndev_name = netdev.map(String::from);
-            core.nldev(net, &msg)?;
+            core.nldev(net, &msg).map_err(as_netlink)?;
             Ok(())
         }
         Some((cmd, rest)) if matches(cmd, "delete") => match rest {
-            [name] => core.link_del(net, name),
+            [name] => core.link_del(net, name).map_err(as_netlink),
             [] => Err(Error::BadArgument(String::from("usage: rdma link delete NAME"))),
             [_, more, ..] => extra(&[more]),
         },
         Some((cmd, _)) => Err(unknown(cmd)),
+    }
+}
+
+/// A refusal Linux's iproute2 reports as bare `error: <strerror>` (a name
+/// or netdev that exists already, one that does not): the errno only, so the
+/// console prints what Linux prints. Other refusals keep their reason, where
+/// Linux would print `Invalid argument`.
+fn as_netlink(e: Error) -> Error {
+    match e.errno() {
+        errno::EEXIST | errno::ENODEV => Error::Netlink(e.errno()),
+        _ => e,
     }
 }
 
@@ -333,7 +344,7 @@ mod tests {
         let net = vec![eth0()];
         let mut core = rxe_core();
         let err = |core: &mut RdmaCore, l: &str| sh(core, &net, l).err().map(|e| alloc::format!("{e}"));
-        assert_eq!(err(&mut core, "rdma link add rxe0 type rxe netdev eth7").as_deref(), Some("no such netdev: eth7"));
+        assert_eq!(err(&mut core, "rdma link add rxe0 type rxe netdev eth7").as_deref(), Some("No such device"));
         assert_eq!(
             err(&mut core, "rdma link add rxe0 type foo netdev eth0").as_deref(),
             Some("unknown link type \"foo\"")
@@ -343,7 +354,7 @@ mod tests {
             err(&mut core, "rdma link add rxe0 type rxe netdev").as_deref(),
             Some("bad argument: \"netdev\" needs a value")
         );
-        assert_eq!(err(&mut core, "rdma link delete rxe9").as_deref(), Some("no such RDMA device: rxe9"));
+        assert_eq!(err(&mut core, "rdma link delete rxe9").as_deref(), Some("No such device"));
         assert_eq!(err(&mut core, "rdma bogus").as_deref(), Some("command \"bogus\" is unknown"));
         assert_eq!(err(&mut core, "ibv_devinfo").as_deref(), Some("no such RDMA device: no IB devices found"));
         // Every device must fit the ring's name fields, or host tools could not name it.

@@ -101,6 +101,9 @@ pub enum Error {
     // ---- the console ----
     /// Writing console output failed.
     Output,
+    /// A `rdma link` request the core refused, as netlink carries it back:
+    /// the errno only (iproute2 prints `error: <strerror>`).
+    Netlink(i32),
 }
 
 impl Error {
@@ -138,6 +141,7 @@ impl Error {
             Error::NotSupported(_) => EOPNOTSUPP,
             Error::QueueFull => ENOBUFS,
             Error::Output => EIO,
+            Error::Netlink(e) => *e,
         }
     }
 }
@@ -194,6 +198,7 @@ impl fmt::Display for Error {
             Error::NotSupported(op) => write!(f, "operation not supported: {op}"),
             Error::QueueFull => f.write_str("netdev event queue is full"),
             Error::Output => f.write_str("console output failed"),
+            Error::Netlink(e) => f.write_str(verbs_ring::show::words::strerror(*e)),
         }
     }
 }

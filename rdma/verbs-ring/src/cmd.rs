@@ -753,6 +753,8 @@ wire_struct! {
         pub counts: [u32; 6],
         /// Contexts owning at least one object on the device.
         pub contexts: u32,
+        /// RDMA CM ids in the whole appliance: the dispatcher binds them to
+        /// no device (0 from a firmware that does not count them).
         pub reserved: u32,
     }
 }

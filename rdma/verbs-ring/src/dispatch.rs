@@ -659,14 +659,14 @@ impl Dispatcher {
                 let mut counts = [0u32; 6];
                 let mut owners = alloc::collections::BTreeSet::new();
                 for o in self.objs.values().filter(|o| o.dev == r.dev_index) {
-                    // CM ids have no device here (and no place in the
-                    // response): they are never counted.
+                    // CM ids have no device here: counted apart, below.
                     if let Some(c) = counts.get_mut(o.kind.index()) {
                         *c += 1;
                     }
                     owners.insert(o.ctx);
                 }
-                reply(out, ResourceCounts { counts, contexts: owners.len() as u32, reserved: 0 })
+                let cm_ids = self.count(None, ObjKind::CmId) as u32;
+                reply(out, ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids })
             }
             nr::LINK_ADD => {
                 let r: LinkAddReq = decode(req)?;

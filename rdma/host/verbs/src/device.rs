@@ -141,6 +141,12 @@ impl Device {
         Ok(ResourceCounts { qp, ah, srq, mr, cq, pd, ctx: r.contexts })
     }
 
+    /// The QUERY_RESOURCES answer as the ring carries it (what
+    /// `verbs_ring::show::rdma_res` prints).
+    pub fn resource_counts(&self) -> Result<cmd::ResourceCounts> {
+        self.ctx.inner.call(nr::QUERY_RESOURCES, &self.dev_req())
+    }
+
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<Pd<'_>> {
         let r: cmd::HandleResp = self.ctx.inner.call(nr::ALLOC_PD, &self.dev_req())?;

@@ -8,8 +8,10 @@
 //! - [`devinfo`]: rdma-core's `ibv_devinfo` (`-v`, `-l`);
 //! - [`devices`]: rdma-core's `ibv_devices`;
 //! - [`gids`]: the `show_gids` script (mlnx-tools);
-//! - [`rdma_link`], [`rdma_dev`], [`rdma_stat`]: iproute2's `rdma link
-//!   show`, `rdma dev show` and `rdma statistic show` lines;
+//! - [`rdma_link`], [`rdma_dev`], [`rdma_res`], [`rdma_stat`]: iproute2's
+//!   `rdma link show`, `rdma dev show`, `rdma resource show` and `rdma
+//!   statistic show` lines;
+//! - [`pingpong`]: the pingpongs' `-c` check and its line;
 //! - [`words`]: the spellings more than one of them uses (GUIDs, GIDs, names).
 //!
 //! Every formatter writes to a [`core::fmt::Write`] and reads values a peer
@@ -23,8 +25,10 @@ use crate::cmd::{DeviceAttr, GidEntry, LinkInfo, PortAttr};
 pub mod devices;
 pub mod devinfo;
 pub mod gids;
+pub mod pingpong;
 pub mod rdma_dev;
 pub mod rdma_link;
+pub mod rdma_res;
 pub mod rdma_stat;
 pub mod words;
 

@@ -114,3 +114,34 @@ mod tests {
         assert_eq!(v, [0, 1, 10, 100, 11, 2]);
     }
 }
+
+/// glibc's `strerror` text for the Linux errnos the RDMA paths return, as
+/// iproute2's `rdma` prints a refused netlink request (`error: File exists`).
+pub fn strerror(errno: i32) -> &'static str {
+    match errno {
+        1 => "Operation not permitted",
+        2 => "No such file or directory",
+        5 => "Input/output error",
+        12 => "Cannot allocate memory",
+        16 => "Device or resource busy",
+        17 => "File exists",
+        19 => "No such device",
+        22 => "Invalid argument",
+        23 => "Too many open files in system",
+        28 => "No space left on device",
+        36 => "File name too long",
+        95 => "Operation not supported",
+        105 => "No buffer space available",
+        _ => "Unknown error",
+    }
+}
+
+#[cfg(test)]
+mod strerror_tests {
+    #[test]
+    fn glibc_texts() {
+        assert_eq!(super::strerror(17), "File exists");
+        assert_eq!(super::strerror(19), "No such device");
+        assert_eq!(super::strerror(-1), "Unknown error");
+    }
+}

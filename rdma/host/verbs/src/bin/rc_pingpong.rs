@@ -3,8 +3,12 @@
 //! `"%04x:%06x:%06x:%s"` (LID, QPN, PSN, GID as 32 hex digits, NUL
 //! terminated); the client sends first, the server answers after moving
 //! its QP to RTS, and the client confirms with `"done"`. Without a server
-//! name it is the server. Every message is checked (`-c` is the default;
-//! `--no-chk` for a peer that is not this tool).
+//! name it is the server. The buffer holds rdma-core's 0x7b fill and serves
+//! both sends and receives, as rdma-core's does. `-c` is rdma-core's check
+//! (`verbs_ring::show::pingpong`): the client marks its message, and each
+//! side checks every message it receives against the marked fill, printing
+//! rdma-core's `invalid data in page N` lines after the results (and, unlike
+//! rdma-core, exiting 1 then). Without `-c` nothing is checked.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -13,6 +17,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use verbs::cli::{RingArgs, fail};
 use verbs::{AccessFlags, Device, Error, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp, names};
+use verbs_ring::show::pingpong;
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -54,12 +59,9 @@ struct Cli {
     /// local port GID index
     #[arg(short = 'g', long = "gid-idx")]
     gid_idx: Option<u8>,
-    /// validate received buffer (on by default)
+    /// validate received buffer
     #[arg(short = 'c', long = "chk")]
     chk: bool,
-    /// do not validate (for a peer that is not this tool, e.g. Linux's ibv_rc_pingpong)
-    #[arg(long = "no-chk", conflicts_with = "chk")]
-    no_chk: bool,
     /// server to connect to (else: be the server)
     servername: Option<String>,
 }
@@ -111,11 +113,6 @@ impl Dest {
     }
 }
 
-/// The byte a message `seq` from `side` carries at `i` (checked on receipt).
-fn pattern(side: u8, seq: u32, i: usize) -> u8 {
-    (i as u32).wrapping_add(seq.wrapping_mul(31)) as u8 ^ side
-}
-
 fn die(msg: &str) -> ! {
     eprintln!("{msg}");
     verbs::cli::exit(1)
@@ -123,7 +120,7 @@ fn die(msg: &str) -> ! {
 
 fn main() {
     let cli = Cli::parse();
-    let _ = (cli.events, cli.chk);
+    let _ = cli.events;
     let Some(mtu) = names::mtu_enum(cli.mtu) else { die("Invalid MTU (256, 512, 1024, 2048 or 4096)") };
     if cli.size == 0 || cli.size > u32::MAX as usize || cli.iters == 0 || cli.rx_depth == 0 {
         die("size, iters and rx-depth must be positive");
@@ -138,6 +135,7 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let port_attr = dev.query_port(cli.ib_port)?;
     let pd = dev.alloc_pd()?;
     let mr = pd.reg_mr(cli.size, AccessFlags::LOCAL_WRITE)?;
+    mr.write(0, &vec![pingpong::FILL; cli.size])?;
     let rx_depth = cli.rx_depth;
     let cq = dev.create_cq(rx_depth + 1, 0)?;
     let attr = QpInitAttr {
@@ -200,12 +198,10 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     rem.print("remote");
 
     let client = cli.servername.is_some();
-    let (my_side, peer_side) = if client { (0x00, 0x5a) } else { (0x5a, 0x00) };
     let (mut scnt, mut rcnt) = (0u32, 0u32);
     let mut pending = RECV_WRID;
-    let send = |seq: u32| -> verbs::Result<()> {
-        let msg: Vec<u8> = (0..cli.size).map(|i| pattern(my_side, seq, i)).collect();
-        mr.write(0, &msg)?;
+    // Sends carry what the buffer holds: the fill, then what was received.
+    let send = || -> verbs::Result<()> {
         qp.post_send(&[SendWr {
             wr_id: SEND_WRID,
             op: WrOp::Send,
@@ -216,10 +212,16 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     };
     let start = Instant::now();
     if client {
-        send(0)?;
+        if cli.chk {
+            let mut msg = vec![pingpong::FILL; cli.size];
+            pingpong::mark(&mut msg);
+            mr.write(0, &msg)?;
+        }
+        send()?;
         pending |= SEND_WRID;
     }
     let mut buf = vec![0u8; cli.size];
+    let mut bad_pages = std::collections::BTreeSet::new();
     let mut last_progress = Instant::now();
     while rcnt < cli.iters || scnt < cli.iters {
         let wc = cq.wait(STALL).map_err(|e| match e {
@@ -234,11 +236,9 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
         match wc.wr_id {
             SEND_WRID => scnt += 1,
             RECV_WRID => {
-                if !cli.no_chk {
+                if cli.chk {
                     mr.read(0, &mut buf)?;
-                    if let Some(i) = (0..cli.size).find(|&i| buf[i] != pattern(peer_side, rcnt, i)) {
-                        die(&format!("data check failed: message {rcnt}, byte {i}"));
-                    }
+                    bad_pages.extend(pingpong::bad_pages(&buf));
                 }
                 rcnt += 1;
                 routs -= 1;
@@ -253,7 +253,7 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
         }
         pending &= !wc.wr_id;
         if scnt < cli.iters && pending == 0 {
-            send(scnt)?;
+            send()?;
             pending = RECV_WRID | SEND_WRID;
         }
         if last_progress.elapsed() > Duration::from_secs(1) {
@@ -268,6 +268,12 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let bytes = cli.size as u64 * u64::from(cli.iters) * 2;
     println!("{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec", bytes as f64 * 8.0 / secs / 1e6);
     println!("{} iters in {secs:.2} seconds = {:.2} usec/iter", cli.iters, secs * 1e6 / f64::from(cli.iters));
+    for &page in &bad_pages {
+        println!("{}", pingpong::InvalidPage(page));
+    }
+    if !bad_pages.is_empty() {
+        verbs::cli::exit(1);
+    }
     Ok(())
 }
 

@@ -124,13 +124,23 @@ fn link(ctx: &Context, cmd: &str, rest: &[String]) -> verbs::Result<()> {
             }
         }
         let (Some(name), Some(ty), Some(netdev)) = (name, ty, netdev) else { usage() };
-        ctx.link_add(name, ty, netdev).map(|_| ())
+        ctx.link_add(name, ty, netdev).map(|_| ()).map_err(refused)
     } else if is(cmd, "delete") || cmd == "del" {
         let Some(name) = rest.first() else { usage() };
-        ctx.link_del(name)
+        ctx.link_del(name).map_err(refused)
     } else {
         usage()
     }
+}
+
+/// A `rdma link` request the firmware refused: iproute2's line for the
+/// errno netlink would have carried (`error: File exists`), and exit 1.
+fn refused(e: verbs::Error) -> verbs::Error {
+    if let Some(status) = e.status() {
+        eprintln!("error: {}", show::words::strerror(i32::from(status.0)));
+        verbs::cli::exit(1)
+    }
+    e
 }
 
 fn dev_show(ctx: &Context, filter: Option<&String>) -> verbs::Result<()> {
@@ -155,19 +165,10 @@ fn resource_show(ctx: &Context, filter: Option<&String>) -> verbs::Result<()> {
         None => ctx.devices()?,
     };
     for d in devs {
-        let r = d.resources()?;
-        println!(
-            "{}: {}: pd {} cq {} qp {} cm_id 0 mr {} ctx {} srq {} ah {}",
-            d.index(),
-            d.name(),
-            r.pd,
-            r.cq,
-            r.qp,
-            r.mr,
-            r.ctx,
-            r.srq,
-            r.ah
-        );
+        let r = d.resource_counts()?;
+        let mut line = String::new();
+        let _ = show::rdma_res::write(&mut line, d.index(), d.name(), &r);
+        print!("{line}");
     }
     Ok(())
 }

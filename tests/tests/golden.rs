@@ -1,0 +1,161 @@
+//! The appliance's tool output against Linux's for the same state: the
+//! fixtures in `tests/fixtures/linux/` are what a Linux 6.1 rdma_rxe peer
+//! (rdma-core 44, iproute2 6.1) printed with eth0 52:54:00:00:01:03 at
+//! 10.0.0.3/24 and rxe0 on it (`tests/tests/golden_capture.rs` regenerates
+//! them). An appliance with the same MAC and address prints each command on
+//! its console and, for the RDMA tools, from the host tools over its ring;
+//! every output must equal Linux's byte for byte once the values that must
+//! differ are masked (see [`mask`]).
+
+#![deny(unsafe_code)]
+
+use std::time::Duration;
+use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/linux/{name}.txt"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Masks what must differ between two machines in the same state: the
+/// interface index (Linux has `lo` first), the queueing discipline and
+/// queue length (the appliance has neither), object numbers, process ids and
+/// names, and counts of objects.
+fn mask(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut words: Vec<String> = Vec::new();
+        let mut it = line.split(' ').peekable();
+        let mut first = true;
+        while let Some(w) = it.next() {
+            let w = if first && w.ends_with(':') && w[..w.len() - 1].parse::<u32>().is_ok() {
+                "N:".to_string()
+            } else {
+                w.to_string()
+            };
+            first = false;
+            let masked_value = matches!(
+                w.as_str(),
+                "qdisc"
+                    | "qlen"
+                    | "pid"
+                    | "comm"
+                    | "lqpn"
+                    | "rqpn"
+                    | "cqn"
+                    | "mrn"
+                    | "pdn"
+                    | "ctxn"
+                    | "cm-idn"
+                    | "rkey"
+                    | "lkey"
+                    | "local_dma_lkey"
+                    | "users"
+                    | "sq-psn"
+                    | "rq-psn"
+                    | "cqe"
+                    | "mrlen"
+                    | "src-addr"
+                    | "pd"
+                    | "cq"
+                    | "qp"
+                    | "cm_id"
+                    | "mr"
+                    | "ctx"
+                    | "srq"
+            );
+            words.push(w);
+            if masked_value && it.peek().is_some() {
+                it.next();
+                words.push("*".into());
+            }
+        }
+        out.push_str(&words.join(" "));
+        out.push('\n');
+    }
+    out
+}
+
+/// Fails with both texts and the first differing line.
+fn same(what: &str, ours: &str, linux: &str) {
+    let (a, b) = (mask(ours), mask(linux));
+    if a != b {
+        let line =
+            a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(a.lines().count().min(b.lines().count()));
+        panic!(
+            "{what}: differs from Linux at line {}:\n  ours:  {:?}\n  Linux: {:?}\n--- ours (masked)\n{a}--- Linux (masked)\n{b}",
+            line + 1,
+            a.lines().nth(line).unwrap_or("<end>"),
+            b.lines().nth(line).unwrap_or("<end>"),
+        );
+    }
+}
+
+fn boot(tag: &str) -> (Appliance, Ivshmem) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let shm = Ivshmem::temp(tag, 64 << 20);
+    let mut a = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:01:03", p1, p2)),
+        append: "ip=10.0.0.3/24 log=warn".into(),
+        ivshmem: Some(shm.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    assert_eq!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), "");
+    (a, shm)
+}
+
+/// A host tool's output (stdout, then stderr) and whether it succeeded.
+fn host(shm: &Ivshmem, tool: &str, args: &str) -> (bool, String) {
+    tests::tool::finish(tests::tool::spawn(tool, &shm.path, args).unwrap(), WAIT).unwrap()
+}
+
+#[test]
+fn console_and_host_tools_print_what_linux_prints() {
+    let (mut a, shm) = boot("golden-tools");
+    // (fixture, console command, host tool and its arguments)
+    let cases: &[(&str, &str, Option<(&str, &str)>)] = &[
+        ("rdma-link", "rdma link", Some(("rdma", "link"))),
+        ("rdma-link-show-rxe0-1", "rdma link show rxe0/1", Some(("rdma", "link show rxe0/1"))),
+        ("rdma-dev", "rdma dev", Some(("rdma", "dev"))),
+        ("ibv_devices", "ibv_devices", Some(("ibv_devices", ""))),
+        ("ibv_devinfo", "ibv_devinfo", Some(("ibv_devinfo", ""))),
+        ("ibv_devinfo-v", "ibv_devinfo -v", Some(("ibv_devinfo", "-v"))),
+        ("ip-link-eth0", "ip link show dev eth0", None),
+        ("ip-addr-eth0", "ip addr show dev eth0", None),
+        ("ip-4-addr-eth0", "ip -4 addr show dev eth0", None),
+    ];
+    for &(name, console, tool) in cases {
+        let linux = fixture(name);
+        same(&format!("console `{console}`"), &a.cmd(console).unwrap(), &linux);
+        if let Some((tool, args)) = tool {
+            let (ok, out) = host(&shm, tool, args);
+            assert!(ok, "host `{tool} {args}` failed:\n{out}");
+            same(&format!("host `{tool} {args}`"), &out, &linux);
+        }
+    }
+}
+
+/// The host tool's `rdma resource show` summary, counts masked (Linux's
+/// include the kernel's own PD, CQ and QP1; the fixture was taken with an
+/// `ibv_rc_pingpong` and an `rping` server alive). The console has no
+/// `rdma resource` yet.
+#[test]
+fn rdma_resource_show_summary_has_linux_shape() {
+    let (_a, shm) = boot("golden-res");
+    let (ok, out) = host(&shm, "rdma", "resource show");
+    assert!(ok, "{out}");
+    same("host `rdma resource show`", &out, &fixture("rdma-resource"));
+}
+
+#[test]
+fn a_duplicate_rdma_link_add_fails_as_on_linux() {
+    let (mut a, shm) = boot("golden-dup");
+    let linux = fixture("rdma-link-add-dup");
+    same("console", &a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap(), &linux);
+    let (ok, out) = host(&shm, "rdma", "link add rxe0 type rxe netdev eth0");
+    assert!(!ok, "{out}");
+    same("host `rdma link add`", &out, &linux);
+}
