@@ -19,6 +19,7 @@ pub mod cq;
 pub mod device;
 pub mod event;
 pub mod mad_port;
+pub mod mcast;
 pub mod mem_ops;
 pub mod memory;
 pub mod mr;

@@ -15,6 +15,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
 use crate::wire::frame::{self, IpId, IpPath};
 use crate::wire::opcode_table::{Direction, QpTypes};
@@ -26,6 +27,7 @@ use super::cq::{Cq, CqHandle};
 use super::device::{Config, Device};
 use super::event::AsyncEvent;
 use super::mad_port::{self, MAD_SIZE, MadPort, ReceivedMad};
+use super::mcast::{self, Groups, McastError};
 use super::mem_ops;
 use super::memory::Memory;
 use super::mr::{self, AccessFlags, MAX_PAGE_SHIFT, MIN_PAGE_SHIFT, Mr, MrHandle, MrType};
@@ -132,6 +134,8 @@ pub struct RxeTransport<M> {
     mad: MadPort,
     /// Frames received since the batch began (see [`RxeTransport::end_batch`]).
     batch_frames: u32,
+    /// UD multicast groups and their QPs.
+    mcast: Groups,
 }
 
 impl<M: Memory> RxeTransport<M> {
@@ -157,6 +161,7 @@ impl<M: Memory> RxeTransport<M> {
             gsi: None,
             mad: MadPort::default(),
             batch_frames: 0,
+            mcast: Groups::default(),
         }
     }
 
@@ -552,8 +557,29 @@ impl<M: Memory> RxeTransport<M> {
         Ok(attr)
     }
 
+    /// `ibv_attach_mcast`: a UD QP joins the group of multicast GID `gid`.
+    pub fn attach_mcast(&mut self, qp: QpHandle, gid: &Gid) -> Result<()> {
+        let q = self.qps.get(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        if q.qp_type != QpType::Ud {
+            return Err(VerbsError::InvalidArgument("only UD QPs join multicast groups"));
+        }
+        self.mcast.attach(gid, qp).map_err(|e| match e {
+            McastError::NotMulticast => VerbsError::InvalidArgument("not a multicast GID"),
+            McastError::State => VerbsError::Busy("QP (already attached to the group)"),
+            McastError::Full => VerbsError::TooMany("multicast attachment"),
+        })
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&mut self, qp: QpHandle, gid: &Gid) -> Result<()> {
+        self.qps.get(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        self.mcast.detach(gid, qp).map_err(|_| VerbsError::InvalidArgument("QP not attached to the group"))
+    }
+
     pub fn destroy_qp(&mut self, qp: QpHandle) -> Result<()> {
         let q = self.qps.remove(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        // A destroyed QP leaves its groups (rxe detaches it too).
+        self.mcast.detach_all(qp);
         // Type 2B windows bound through this QP die with it (rxe holds the QP
         // until they are invalidated; a new QP reusing the number must not
         // inherit them).
@@ -779,6 +805,10 @@ impl<M: Memory> RxeTransport<M> {
             }
         };
         self.dev.stats.inc(crate::core::counters::RxeCounter::RcvdPkts);
+        if rx.repr.roce.bth.dest_qpn == mcast::MULTICAST_QPN {
+            self.receive_mcast(&rx, frame, now, sink);
+            return;
+        }
         if !self.is_local(&rx.repr.path.ip) {
             self.dev.stats.drop(DropReason::BadAddress);
             return;
@@ -849,6 +879,45 @@ impl<M: Memory> RxeTransport<M> {
         if qp.state != QpState::Err {
             requester::run(qp, dev, sink, now);
             completer::drain_done(qp, dev);
+        }
+    }
+
+    /// A frame to the multicast QPN: to every UD QP attached to the group its
+    /// IP destination names (`rxe_rcv_mcast_pkt`), each checking it as a UD
+    /// receive of its own (Q_Key, receive WQE); none attached: dropped, counted.
+    fn receive_mcast<S: FrameSink + ?Sized>(
+        &mut self,
+        rx: &frame::RxFrame<'_>,
+        frame: &[u8],
+        now: Instant,
+        sink: &mut S,
+    ) {
+        let gid = match rx.repr.path.ip {
+            IpPath::V4 { dst, .. } => Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)),
+            IpPath::V6 { dst, .. } => Gid(dst.0),
+        };
+        let bth = rx.repr.roce.bth;
+        if bth.pkey & 0x7FFF != 0x7FFF {
+            self.dev.stats.drop(DropReason::BadPkey);
+            return;
+        }
+        if !rx.info.qp_types.contains(QpTypes::UD) {
+            self.dev.stats.drop(DropReason::WrongQpType);
+            return;
+        }
+        let members = self.mcast.members(&gid);
+        if members.is_empty() {
+            self.dev.stats.drop(DropReason::McastNoQp);
+            return;
+        }
+        let Self { dev, qps, mcast, .. } = self;
+        for &h in mcast.members(&gid) {
+            let Some(qp) = qps.get_mut(h.0) else { continue };
+            if !qp.can_receive() {
+                dev.stats.drop(DropReason::QpState);
+                continue;
+            }
+            responder::on_request(qp, dev, rx, frame, sink, now);
         }
     }
 

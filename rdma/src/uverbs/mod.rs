@@ -480,6 +480,15 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         Ok((id, rkey))
     }
 
+    fn mcast(&mut self, qp: ObjId, gid: &[u8; 16], attach: bool) -> Result<(), Status> {
+        let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
+        let gid = crate::core::gid::Gid(*gid);
+        self.access.with_transport(dev, |t, _, _| {
+            let h = QpHandle::from_raw(objects::raw(qp));
+            if attach { t.attach_mcast(h, &gid) } else { t.detach_mcast(h, &gid) }.map_err(|e| verbs_status(&e))
+        })
+    }
+
     fn dealloc_mw(&mut self, mw: ObjId) -> Result<(), Status> {
         if self.gone_with_device(mw) {
             return Ok(());

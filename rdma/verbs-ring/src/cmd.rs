@@ -153,6 +153,10 @@ pub mod nr {
     pub const DEALLOC_MW: u16 = 15;
     pub const CREATE_CQ: u16 = 18;
     pub const DESTROY_CQ: u16 = 20;
+    /// `ibv_attach_mcast` (uverbs' number) (ABI 1.3).
+    pub const ATTACH_MCAST: u16 = 22;
+    /// `ibv_detach_mcast` (ABI 1.3).
+    pub const DETACH_MCAST: u16 = 23;
     pub const CREATE_QP: u16 = 24;
     pub const QUERY_QP: u16 = 25;
     pub const MODIFY_QP: u16 = 26;
@@ -465,6 +469,18 @@ wire_struct! {
         pub length: u64,
         pub page_size: u64,
         pub list_off: u64,
+    }
+}
+
+wire_struct! {
+    /// ATTACH_MCAST / DETACH_MCAST request: a UD QP and a multicast GID
+    /// (IPv4-mapped 224.0.0.0/4 or IPv6 ff00::/8). RoCE has no multicast
+    /// LIDs: `mlid` is ignored, as rxe ignores it.
+    pub struct McastReq, size 24 {
+        pub qp_handle: u32,
+        pub mlid: u16,
+        pub reserved: u16,
+        pub gid: [u8; 16],
     }
 }
 

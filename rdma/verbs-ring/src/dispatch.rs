@@ -258,6 +258,10 @@ pub trait VerbsProvider {
     fn dealloc_mw(&mut self, mw: ObjId) -> Result<(), Status> {
         Err(Status::EOPNOTSUPP)
     }
+    /// A UD QP joins (`attach`) or leaves a multicast group.
+    fn mcast(&mut self, qp: ObjId, gid: &[u8; 16], attach: bool) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
     fn create_cq(&mut self, cq: &CqSpec) -> Result<ObjId, Status> {
         Err(Status::EOPNOTSUPP)
     }
@@ -813,6 +817,12 @@ impl Dispatcher {
                 reply(out, AllocMwResp { mw_handle: h, rkey })
             }
             nr::DEALLOC_MW => self.destroy(p, ctx, req, ObjKind::Mw).map(|_| 0),
+            nr::ATTACH_MCAST | nr::DETACH_MCAST => {
+                let r: McastReq = decode(req)?;
+                let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
+                p.mcast(qp, &r.gid, nr == nr::ATTACH_MCAST)?;
+                Ok(0)
+            }
             nr::DESTROY_AH => self.destroy(p, ctx, req, ObjKind::Ah).map(|_| 0),
             nr::DESTROY_CQ => {
                 let events = self.destroy(p, ctx, req, ObjKind::Cq)?;

@@ -48,10 +48,12 @@ pub enum Cap {
     AllocMr,
     /// Memory windows (`alloc_mw`, `dealloc_mw`).
     AllocMw,
+    /// UD multicast (`attach_mcast`, `detach_mcast`).
+    Mcast,
 }
 
 impl Cap {
-    pub const ALL: [Cap; 25] = [
+    pub const ALL: [Cap; 26] = [
         Cap::QueryDevice,
         Cap::QueryPort,
         Cap::QueryGid,
@@ -77,6 +79,7 @@ impl Cap {
         Cap::Cm,
         Cap::AllocMr,
         Cap::AllocMw,
+        Cap::Mcast,
     ];
 
     /// The op's name (`struct ib_device_ops` member where there is one).
@@ -107,6 +110,7 @@ impl Cap {
             Cap::Cm => "rdma_cm",
             Cap::AllocMr => "alloc_mr",
             Cap::AllocMw => "alloc_mw",
+            Cap::Mcast => "attach_mcast",
         }
     }
 
@@ -163,7 +167,7 @@ const fn row(nr: u16, name: &'static str, req_size: usize, resp_size: usize, cap
 }
 
 /// Every command, sorted by number.
-pub const TABLE: [CmdSpec; 44] = [
+pub const TABLE: [CmdSpec; 46] = [
     row(nr::QUERY_DEVICE, "QUERY_DEVICE", DevReq::SIZE, DeviceAttr::SIZE, Some(Cap::QueryDevice)),
     row(nr::QUERY_PORT, "QUERY_PORT", PortReq::SIZE, PortAttr::SIZE, Some(Cap::QueryPort)),
     row(nr::ALLOC_PD, "ALLOC_PD", DevReq::SIZE, HandleResp::SIZE, Some(Cap::AllocPd)),
@@ -176,6 +180,8 @@ pub const TABLE: [CmdSpec; 44] = [
     row(nr::DEALLOC_MW, "DEALLOC_MW", HandleReq::SIZE, Empty::SIZE, Some(Cap::AllocMw)),
     row(nr::CREATE_CQ, "CREATE_CQ", CreateCqReq::SIZE, CreateCqResp::SIZE, Some(Cap::CreateCq)),
     row(nr::DESTROY_CQ, "DESTROY_CQ", HandleReq::SIZE, DestroyResp::SIZE, Some(Cap::DestroyCq)),
+    row(nr::ATTACH_MCAST, "ATTACH_MCAST", McastReq::SIZE, Empty::SIZE, Some(Cap::Mcast)),
+    row(nr::DETACH_MCAST, "DETACH_MCAST", McastReq::SIZE, Empty::SIZE, Some(Cap::Mcast)),
     row(nr::CREATE_QP, "CREATE_QP", CreateQpReq::SIZE, CreateQpResp::SIZE, Some(Cap::CreateQp)),
     row(nr::QUERY_QP, "QUERY_QP", QueryQpReq::SIZE, QueryQpResp::SIZE, Some(Cap::QueryQp)),
     row(nr::MODIFY_QP, "MODIFY_QP", ModifyQpReq::SIZE, Empty::SIZE, Some(Cap::ModifyQp)),

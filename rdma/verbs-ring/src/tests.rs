@@ -571,6 +571,12 @@ fn fast_register_and_window_commands() {
         Err(HostError::Status(Status::EINVAL))
     );
     assert_eq!(fw.dispatcher().count(None, ObjKind::Mw), 1);
+    // Multicast names a QP of the context: a PD handle is no QP.
+    let join = McastReq { qp_handle: pd.handle, mlid: 0, reserved: 0, gid: [0xff; 16] };
+    assert_eq!(
+        call::<_, Empty>(&mem, &mut fw, &mut host, nr::ATTACH_MCAST, join),
+        Err(HostError::Status(Status::ENOENT))
+    );
     // The PD is in use by both.
     let dealloc = HandleReq { handle: pd.handle, reserved: 0 };
     assert_eq!(

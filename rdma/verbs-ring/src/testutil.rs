@@ -171,6 +171,14 @@ impl VerbsProvider for FakeProvider {
         let id = self.create("alloc_mw", ObjKind::Mw, alloc::vec![(ObjKind::Pd, pd)])?;
         Ok((id, (id + 0x1_0000) << 8))
     }
+    fn mcast(&mut self, qp: ObjId, gid: &[u8; 16], attach: bool) -> Result<(), Status> {
+        self.check("mcast")?;
+        if !self.live.contains_key(&(ObjKind::Qp, qp)) {
+            return Err(Status::ENOENT);
+        }
+        self.log.push(format!("mcast {qp} {:02x} {attach}", gid[0]));
+        Ok(())
+    }
     fn dealloc_mw(&mut self, mw: ObjId) -> Result<(), Status> {
         self.destroy("dealloc_mw", ObjKind::Mw, mw)
     }

@@ -512,6 +512,21 @@ impl<'a> Qp<'a> {
         Ok(())
     }
 
+    /// `ibv_attach_mcast`: this UD QP receives what is sent to the multicast
+    /// GID `gid` (an IPv4-mapped 224.0.0.0/4 or an IPv6 ff00::/8 address; RoCE
+    /// has no multicast LIDs). Send to a group with an AH to `gid` and remote
+    /// QPN 0xFFFFFF.
+    pub fn attach_mcast(&self, gid: [u8; 16]) -> Result<()> {
+        let req = cmd::McastReq { qp_handle: self.handle, mlid: 0, reserved: 0, gid };
+        self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::ATTACH_MCAST, &req).map(|_| ())
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&self, gid: [u8; 16]) -> Result<()> {
+        let req = cmd::McastReq { qp_handle: self.handle, mlid: 0, reserved: 0, gid };
+        self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::DETACH_MCAST, &req).map(|_| ())
+    }
+
     /// `ibv_query_qp`.
     pub fn query(&self, mask: u32) -> Result<cmd::QueryQpResp> {
         let req = cmd::QueryQpReq { qp_handle: self.handle, attr_mask: mask };
