@@ -106,8 +106,9 @@ fn full(what: &'static str) -> impl Fn(PoolFull) -> VerbsError {
 /// Pool limits (rxe's, scaled to an appliance).
 const MAX_PD: u32 = 1 << 16;
 const MAX_MR: u32 = 1 << 16;
-/// Windows' indices start at `mw::INDEX_BASE`, above every MR's.
-const MAX_MW: u32 = 1 << 16;
+/// Windows' indices start at `mw::INDEX_BASE`, above every MR's; as many as
+/// rxe advertises (`max_mw`), which still fit the 24-bit index.
+pub const MAX_MW: u32 = (1 << 20) - ((1 << 19) + 1);
 /// Longest page list a fast-register MR may have (`max_fast_reg_page_list_len`).
 pub const MAX_FAST_REG_PAGES: u32 = 512;
 const MAX_CQ: u32 = 1 << 14;
