@@ -721,3 +721,74 @@ fn fast_registration_windows_atomic_write_and_flush_through_the_library() {
     let c = qa_cq.wait(PATIENCE).unwrap();
     assert_eq!((c.wr_id, c.status.as_str()), (11, "remote access error"));
 }
+
+/// UD multicast through the ring: two QPs of b attached to a group both get a
+/// send to it (an AH to the group's GID needs no neighbour resolution); once
+/// detached, a send to the group reaches nobody.
+#[test]
+fn ud_multicast_through_the_library() {
+    use verbs::{UdDest, qp_type};
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::ALL_REMOTE).unwrap(), pb.reg_mr(4096, AccessFlags::ALL_REMOTE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(16, 1).unwrap(), db.create_cq(16, 2).unwrap());
+    let attr = QpInitAttr {
+        qp_type: qp_type::UD,
+        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qbs =
+        [Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap(), Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap()];
+    for q in std::iter::once(&qa).chain(&qbs) {
+        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+        q.modify(&verbs::QpAttr { qp_state: verbs::qp_state::RTR, ..Default::default() }, verbs::qp_attr_mask::STATE)
+            .unwrap();
+        q.to_rts(0, 0).unwrap();
+    }
+    let group = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1];
+    for (i, q) in qbs.iter().enumerate() {
+        q.attach_mcast(group).unwrap();
+        q.post_recv(&[(i as u64, &[mb.sge(i * 1024, 1024).unwrap()][..])]).unwrap();
+    }
+    assert!(qbs[0].attach_mcast([10; 16]).is_err(), "not a multicast GID");
+    let ah = pa
+        .create_ah(&verbs::AhAttr {
+            dgid: group,
+            sgid_index: 1,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    ma.write(0, b"hello, group").unwrap();
+    let send = |wr_id| {
+        let ud = UdDest { ah: &ah, remote_qpn: 0xFF_FFFF, remote_qkey: 0 };
+        let wr = SendWr {
+            wr_id,
+            op: WrOp::Send,
+            sg_list: &[ma.sge(0, 12).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: Some(ud),
+        };
+        qa.post_send(&[wr]).unwrap();
+        assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    };
+    send(10);
+    let mut got: Vec<u64> = (0..2).map(|_| qb_cq.wait(PATIENCE).unwrap()).map(|c| c.wr_id).collect();
+    got.sort();
+    assert_eq!(got, [0, 1]);
+    for i in 0..2 {
+        assert_eq!(mb.to_vec(i * 1024 + 40, 12).unwrap(), b"hello, group", "the GRH first, then the data");
+    }
+    for (i, q) in qbs.iter().enumerate() {
+        q.detach_mcast(group).unwrap();
+        q.post_recv(&[(2 + i as u64, &[mb.sge(i * 1024, 1024).unwrap()][..])]).unwrap();
+    }
+    send(11);
+    assert!(qb_cq.wait(Duration::from_millis(300)).is_err(), "a detached group reaches nobody");
+}
