@@ -371,3 +371,16 @@ fn a_lost_flush_ack_is_answered_again_not_executed_again() {
     assert_eq!(*dropped.borrow(), 1);
     assert!(sim.nodes[1].stats().get(RxeCounter::DuplicateRequest) >= 1, "the retry was a duplicate");
 }
+
+#[test]
+fn send_with_invalidate_of_a_key_that_cannot_be_invalidated_fails_both_ends() {
+    // b's own registered MR is not a fast-register one: it cannot be invalidated.
+    let (mut sim, [a, b]) = setup();
+    let rsge = [sge(&b, 0x1000, 64)];
+    sim.nodes[1].post_recv(b.qp, &RecvWr { wr_id: 80, sg_list: &rsge }).expect("recv");
+    let s = SendWr::new(81, WrOpcode::SendWithInv, one(sge(&a, 0, 16))).with_imm(b.mr.raw());
+    assert_eq!(run_one(&mut sim, 0, &a, &s).status, WcStatus::RemInvReqErr);
+    let got = wait_cqes(&mut sim, 1, &b, 1);
+    assert_eq!((got[0].wr_id, got[0].status), (80, WcStatus::RemInvReqErr));
+    assert_eq!(sim.nodes[1].mr(b.mr).map(|m| m.valid), Some(true), "left as it was");
+}

@@ -307,6 +307,10 @@ fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdic
     if let Some(ieth) = ext.ieth {
         // The named rkey (a fast-register MR or a type 2B window of this QP)
         // is invalidated before the receive completes (IBA 9.4.1.3.1 / o10-37).
+        // When it cannot be, the receive completes with REM_INV_REQ_ERR and
+        // the QP errs, as rxe's class J handling does; rxe then stays silent
+        // and lets the requester time out, here it is also told with an
+        // invalid-request NAK, so it fails at once instead of after its retries.
         if mem_ops::invalidate(dev, qp.pd, qp.qpn, ieth.rkey).is_err() {
             finish_recv(qp, dev, recv_wc(qp, WcStatus::RemInvReqErr, WcOpcode::Recv, end));
             qp.resp.msg = InMessage::None;
