@@ -7,9 +7,9 @@ use rdma::wire::frame::{self, FrameRepr, IpPath, Path};
 use rdma::wire::opcode_table::{self, Header, TABLE};
 use rdma::wire::{
     AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr, BthPacket, BthRepr,
-    DethPacket, DethRepr, Ecn, EtherType, EthernetPacket, EthernetRepr, ExtHeaders, IethPacket, IethRepr, ImmDtPacket,
-    ImmDtRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, MacAddr, Opcode, Psn, RethPacket,
-    RethRepr, RoceRepr, Syndrome, UdpPacket, UdpRepr, icrc, roce,
+    DethPacket, DethRepr, Ecn, EtherType, EthernetPacket, EthernetRepr, ExtHeaders, FethRepr, IethPacket, IethRepr,
+    ImmDtPacket, ImmDtRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr, MacAddr, Opcode, Psn,
+    RethPacket, RethRepr, RoceRepr, Syndrome, UdpPacket, UdpRepr, icrc, roce,
 };
 
 const SENTINEL: u8 = 0xA5;
@@ -84,6 +84,8 @@ fn ext_headers() -> impl Strategy<Value = ExtHeaders> {
             atomic_ack_eth: Some(AtomicAckEthRepr { orig }),
             immdt: Some(ImmDtRepr { imm }),
             ieth: Some(IethRepr { rkey }),
+            // Only the fields' bits: emit drops the rest.
+            feth: Some(FethRepr { placement_type: (imm & 0x0F) as u8, selectivity_level: ((imm >> 4) & 3) as u8 }),
         },
     )
 }
@@ -111,6 +113,9 @@ fn restrict(mut ext: ExtHeaders, opcode: Opcode) -> ExtHeaders {
     }
     if !info.has(Header::Ieth) {
         ext.ieth = None;
+    }
+    if !info.has(Header::Feth) {
+        ext.feth = None;
     }
     ext
 }

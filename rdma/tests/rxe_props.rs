@@ -500,7 +500,7 @@ mod hostile {
     use rdma::wire::frame::{FrameRepr, IpPath, Path};
     use rdma::wire::opcode_table::{Header, TABLE};
     use rdma::wire::{
-        AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, ExtHeaders, IethRepr, ImmDtRepr,
+        AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, ExtHeaders, FethRepr, IethRepr, ImmDtRepr,
         Ipv4Address, Psn, RethRepr, RoceRepr, Syndrome,
     };
 
@@ -537,6 +537,7 @@ mod hostile {
                         Header::AtomicAckEth => ext.atomic_ack_eth = Some(AtomicAckEthRepr { orig: vals[2] }),
                         Header::ImmDt => ext.immdt = Some(ImmDtRepr { imm: vals[3] as u32 }),
                         Header::Ieth => ext.ieth = Some(IethRepr { rkey: vals[1] as u32 }),
+                        Header::Feth => ext.feth = Some(FethRepr { placement_type: syn & 0x0F, selectivity_level: (syn >> 4) & 3 }),
                     }
                 }
                 let payload = vec![0x5Au8; if info.payload { len } else { 0 }];

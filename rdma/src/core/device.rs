@@ -265,6 +265,12 @@ impl DeviceCapFlags {
     pub const MEM_WINDOW: u64 = 1 << 17;
     pub const MEM_MGT_EXTENSIONS: u64 = 1 << 21;
     pub const MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
+    /// IBA 1.5 FLUSH with global visibility placement.
+    pub const FLUSH_GLOBAL: u64 = 1 << 38;
+    /// IBA 1.5 FLUSH with persistence placement (not offered: no pmem).
+    pub const FLUSH_PERSISTENT: u64 = 1 << 39;
+    /// IBA 1.5 ATOMIC WRITE.
+    pub const ATOMIC_WRITE: u64 = 1 << 40;
 }
 
 /// Device attributes (`struct ib_device_attr`), queried once at registration.
@@ -521,9 +527,12 @@ mod tests {
         }
     }
 
+    /// The low word is Linux 6.1's; the high word has the IBA 1.5 bits Linux
+    /// 6.2 added, but for FLUSH_PERSISTENT (no persistent memory here).
     #[test]
-    fn rxe_cap_flags_match_linux_6_1() {
+    fn rxe_cap_flags_match_linux_6_1_plus_iba_1_5() {
         let attr = rxe_params::device_attr(crate::core::netdev::MacAddr::default());
-        assert_eq!(attr.device_cap_flags.0, 0x0122_3c76);
+        assert_eq!(attr.device_cap_flags.0 as u32, 0x0122_3c76);
+        assert_eq!(attr.device_cap_flags.0 >> 32, (DeviceCapFlags::FLUSH_GLOBAL | DeviceCapFlags::ATOMIC_WRITE) >> 32);
     }
 }

@@ -60,7 +60,11 @@ pub fn device_attr(mac: MacAddr) -> DeviceAttr {
                 | DeviceCapFlags::SRQ_RESIZE
                 | DeviceCapFlags::MEM_MGT_EXTENSIONS
                 | DeviceCapFlags::MEM_WINDOW
-                | DeviceCapFlags::MEM_WINDOW_TYPE_2B,
+                | DeviceCapFlags::MEM_WINDOW_TYPE_2B
+                // Linux rxe (6.2+) also sets FLUSH_PERSISTENT; there is no
+                // persistent memory here, so no MR can take such a FLUSH.
+                | DeviceCapFlags::FLUSH_GLOBAL
+                | DeviceCapFlags::ATOMIC_WRITE,
         ),
         max_sge: 32,
         max_sge_rd: 32,

@@ -56,9 +56,12 @@ pub struct LocalPort {
 
 impl AhAttr {
     /// The path to send on, with the UDP source port chosen by the QP.
+    /// A multicast destination GID goes to its IP multicast MAC, whatever
+    /// `dmac` says: there is no neighbour to resolve.
     pub fn path(&self, local: &LocalPort, src_port: u16) -> Result<Path, AhError> {
         let sgid = local.gids.get(usize::from(self.sgid_index)).ok_or(AhError::BadSgidIndex)?;
-        if self.dmac == MacAddr::default() {
+        let dmac = super::mcast::mac_of(&self.dgid).unwrap_or(self.dmac);
+        if dmac == MacAddr::default() {
             return Err(AhError::Unresolved);
         }
         let ip = match (sgid.to_ipv4_mapped(), self.dgid.to_ipv4_mapped()) {
@@ -71,7 +74,7 @@ impl AhAttr {
         };
         Ok(Path {
             src_mac: local.mac,
-            dst_mac: self.dmac,
+            dst_mac: dmac,
             ip,
             dscp: self.traffic_class >> 2,
             ecn: Ecn::from_bits(self.traffic_class & 3),

@@ -57,6 +57,10 @@ pub fn wc_opcode(op: WrOpcode) -> WcOpcode {
         WrOpcode::AtomicCmpSwp => WcOpcode::CompSwap,
         WrOpcode::AtomicFetchAdd => WcOpcode::FetchAdd,
         WrOpcode::LocalInv => WcOpcode::LocalInv,
+        WrOpcode::BindMw => WcOpcode::BindMw,
+        WrOpcode::RegMr => WcOpcode::RegMr,
+        WrOpcode::Flush => WcOpcode::Flush,
+        WrOpcode::AtomicWrite => WcOpcode::AtomicWrite,
     }
 }
 
@@ -446,6 +450,17 @@ fn on_wqe_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>
 /// One READ response packet: must be the next one expected.
 fn read_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, wqe: &SendWqe, now: Instant) {
     let psn = rx.repr.roce.bth.psn;
+    if matches!(wqe.opcode, WrOpcode::Flush | WrOpcode::AtomicWrite) {
+        // IBA 1.5 A19: both are acknowledged by a zero-length READ RESPONSE ONLY.
+        let only = rx.info.position == crate::wire::Position::Only;
+        if psn != wqe.first_psn || !only || !rx.repr.payload.is_empty() {
+            dev.stats.drop(DropReason::BadResponse);
+            return;
+        }
+        advance(qp, dev, psn.next(), now);
+        complete_head(qp, dev, WcStatus::Success);
+        return;
+    }
     if wqe.opcode != WrOpcode::RdmaRead {
         dev.stats.drop(DropReason::BadResponse);
         return;

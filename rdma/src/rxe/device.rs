@@ -10,6 +10,7 @@ use super::ah::{Ah, LocalPort};
 use super::cq::{Cq, CqHandle};
 use super::event::AsyncEvent;
 use super::mr::Mr;
+use super::mw::Mw;
 use super::pd::Pd;
 use super::pool::Pool;
 use super::srq::Srq;
@@ -69,6 +70,7 @@ pub struct Device<M> {
     pub mem: M,
     pub pds: Pool<Pd>,
     pub mrs: Pool<Mr>,
+    pub mws: Pool<Mw>,
     pub cqs: Pool<Cq>,
     pub srqs: Pool<Srq>,
     pub ahs: Pool<Ah>,

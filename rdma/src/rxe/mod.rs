@@ -3,7 +3,7 @@
 //! [`transport::RxeTransport`] is the RoCE v2 transport (IBA vol. 1 ch. 9-11, Linux
 //! `drivers/infiniband/sw/rxe`):
 //!
-//! - objects: [`pool`] (unforgeable handles), [`pd`], [`mr`], [`cq`], [`srq`], [`ah`],
+//! - objects: [`pool`] (unforgeable handles), [`pd`], [`mr`], [`mw`], [`cq`], [`srq`], [`ah`],
 //!   [`qp`], with memory behind [`memory::Memory`];
 //! - the QP state machine and modify-QP table: [`qp_state`];
 //! - the engines: [`requester`], [`responder`], [`completer`], sharing [`device`] and
@@ -19,8 +19,11 @@ pub mod cq;
 pub mod device;
 pub mod event;
 pub mod mad_port;
+pub mod mcast;
+pub mod mem_ops;
 pub mod memory;
 pub mod mr;
+pub mod mw;
 pub mod pd;
 pub mod pool;
 pub mod qp;

@@ -20,7 +20,7 @@ use super::queue::{PostError, RecvQueue, Ring};
 use super::srq::SrqHandle;
 use super::time::Instant;
 use super::wc::WcStatus;
-use super::wr::{RemoteOp, SendFlags, SendWr, Sge, UdDest, WrOpcode};
+use super::wr::{MemOp, RemoteOp, SendFlags, SendWr, Sge, UdDest, WrOpcode};
 
 handle_type! {
     /// A queue pair. Its QPN is separate: see [`super::transport::RxeTransport::qpn`].
@@ -146,6 +146,8 @@ pub struct SendWqe {
     pub imm_or_rkey: u32,
     pub remote: RemoteOp,
     pub ud: Option<UdDest>,
+    /// REG_MR and BIND_MW: what to register or bind.
+    pub mem: MemOp,
     pub num_sge: u32,
     /// Message length: the SGEs' sum, or the inline data's length.
     pub length: u32,
@@ -167,6 +169,7 @@ impl Default for SendWqe {
             imm_or_rkey: 0,
             remote: RemoteOp::default(),
             ud: None,
+            mem: MemOp::None,
             num_sge: 0,
             length: 0,
             inline: false,
@@ -225,6 +228,7 @@ impl SendQueue {
             imm_or_rkey: wr.imm_or_rkey,
             remote: wr.remote,
             ud: wr.ud,
+            mem: wr.mem,
             num_sge: if inline { 0 } else { wr.sg_list.len() as u32 },
             // Longer than 2^31 is refused later (LOC_LEN_ERR); saturate so it is.
             length: u32::try_from(length).unwrap_or(u32::MAX),
@@ -320,6 +324,9 @@ pub enum Resource {
     Read { first: Psn, last: Psn },
     /// An atomic at `psn` and the value it returned.
     Atomic { psn: Psn, orig: u64 },
+    /// An IBA 1.5 FLUSH or ATOMIC WRITE at `psn`: a duplicate is answered
+    /// again, never executed again (oA19-14, oA19-15).
+    Placed { psn: Psn },
 }
 
 /// READ responses still to send.
@@ -414,8 +421,13 @@ impl RespState {
     pub fn find_read(&self, psn: Psn) -> Option<Resource> {
         self.resources.iter().copied().find(|r| match *r {
             Resource::Read { first, last } => !psn.is_before(first) && !psn.is_after(last),
-            Resource::Atomic { .. } => false,
+            Resource::Atomic { .. } | Resource::Placed { .. } => false,
         })
+    }
+
+    /// Whether a FLUSH or ATOMIC WRITE at `psn` was executed.
+    pub fn find_placed(&self, psn: Psn) -> bool {
+        self.resources.iter().any(|r| matches!(*r, Resource::Placed { psn: p } if p == psn))
     }
 
     /// The saved atomic at `psn`.

@@ -17,9 +17,12 @@
 //!   address.
 
 use crate::wire::frame::Path;
-use crate::wire::{AtomicEthRepr, DethRepr, ExtHeaders, IethRepr, ImmDtRepr, Opcode, RethRepr, RoceRepr, sport};
+use crate::wire::{
+    AtomicEthRepr, DethRepr, ExtHeaders, FethRepr, IethRepr, ImmDtRepr, Opcode, RethRepr, RoceRepr, sport,
+};
 
 use super::device::Device;
+use super::mem_ops;
 use super::memory::Memory;
 use super::qp::{Qp, WqeState};
 use super::qp_state::{QpState, QpType};
@@ -110,15 +113,19 @@ fn start<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, pos: u64) -> Start {
         fail(qp, pos, status);
         return Start::Next;
     }
-    if wqe.opcode == WrOpcode::LocalInv {
-        let ok = match dev.mrs.get_mut(wqe.imm_or_rkey) {
-            Some(mr) if mr.pd == qp.pd => {
-                mr.valid = false;
-                true
-            }
-            _ => false,
+    if wqe.opcode.is_local() {
+        // Executed here, in order with the rest of the send queue; a failure
+        // completes the WR in error and takes the QP down, as rxe's
+        // `rxe_do_local_ops` does (LOC_QP_OP_ERR, or MW_BIND_ERR for a bind).
+        let result = match wqe.opcode {
+            WrOpcode::LocalInv => mem_ops::invalidate(dev, qp.pd, qp.qpn, wqe.imm_or_rkey),
+            _ => mem_ops::run(dev, qp.pd, qp.qpn, &wqe.mem),
         };
-        let state = if ok { WqeState::Done } else { WqeState::Error(WcStatus::LocProtErr) };
+        let state = match result {
+            Ok(()) => WqeState::Done,
+            Err(_) if wqe.opcode == WrOpcode::BindMw => WqeState::Error(WcStatus::MwBindErr),
+            Err(_) => WqeState::Error(WcStatus::LocQpOpErr),
+        };
         if let Some(w) = qp.sq.ring.get_mut(pos) {
             w.state = state;
             w.first_psn = qp.req.psn;
@@ -127,7 +134,9 @@ fn start<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, pos: u64) -> Start {
         qp.req.next += 1;
         return Start::Next;
     }
-    let packets = if qp.qp_type.is_datagram() { 1 } else { qp.packets(wqe.length) };
+    // IBA 1.5 FLUSH and ATOMIC WRITE take one PSN, like an atomic.
+    let one = qp.qp_type.is_datagram() || matches!(wqe.opcode, WrOpcode::Flush | WrOpcode::AtomicWrite);
+    let packets = if one { 1 } else { qp.packets(wqe.length) };
     if let Some(w) = qp.sq.ring.get_mut(pos) {
         w.state = WqeState::Sending;
         w.assigned = true;
@@ -147,8 +156,9 @@ fn check<M: Memory>(qp: &Qp, dev: &Device<M>, pos: u64) -> Result<(), WcStatus> 
     let allowed = match qp.qp_type {
         QpType::Rc => true,
         QpType::Uc => wqe.opcode.is_send() && wqe.opcode != WrOpcode::SendWithInv || wqe.opcode.is_write(),
+        // (FLUSH and ATOMIC WRITE are RC only: they need a response.)
         QpType::Ud | QpType::Gsi => matches!(wqe.opcode, WrOpcode::Send | WrOpcode::SendWithImm),
-    } || wqe.opcode == WrOpcode::LocalInv;
+    } || wqe.opcode.is_local() && qp.qp_type.is_connected();
     if !allowed {
         return Err(WcStatus::LocQpOpErr);
     }
@@ -168,7 +178,7 @@ fn check<M: Memory>(qp: &Qp, dev: &Device<M>, pos: u64) -> Result<(), WcStatus> 
     if wqe.opcode.is_atomic() && wqe.length != 8 {
         return Err(WcStatus::LocLenErr);
     }
-    if !wqe.inline && wqe.opcode != WrOpcode::LocalInv {
+    if !wqe.inline && !wqe.opcode.has_no_sges() {
         sgl::validate(qp.sq.sges(pos), &dev.mrs, qp.pd, wqe.opcode.is_rd_atomic()).map_err(|_| WcStatus::LocProtErr)?;
     }
     Ok(())
@@ -257,6 +267,18 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
             let op = if wqe.opcode == WrOpcode::AtomicCmpSwp { Opcode::RcCompareSwap } else { Opcode::RcFetchAdd };
             (op, 0, true, 1)
         }
+        WrOpcode::Flush => {
+            // The length rides in `compare_add`: a FLUSH moves no data of its own.
+            let dma_len = u32::try_from(wqe.remote.compare_add).unwrap_or(u32::MAX);
+            ext.feth =
+                Some(FethRepr { placement_type: wqe.remote.flush_type, selectivity_level: wqe.remote.flush_level });
+            ext.reth = Some(RethRepr { va: wqe.remote.remote_addr, rkey: wqe.remote.rkey, dma_len });
+            (Opcode::RcFlush, 0, true, 1)
+        }
+        WrOpcode::AtomicWrite => {
+            ext.reth = Some(RethRepr { va: wqe.remote.remote_addr, rkey: wqe.remote.rkey, dma_len: 8 });
+            (Opcode::RcAtomicWrite, 8, true, 1)
+        }
         _ => {
             let len = (wqe.length - offset).min(mtu);
             let first = offset == 0;
@@ -299,6 +321,13 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
     let Device { mem, mrs, stats, ip_id, .. } = dev;
     let sent = if payload_len == 0 {
         tx::send(sink, stats, ip_id, &path, &roce, 0, &mut |_| true)
+    } else if wqe.opcode == WrOpcode::AtomicWrite {
+        // The 8 bytes live in the WQE (`ibv_wr_atomic_write` copies them in).
+        let bytes = wqe.remote.compare_add.to_ne_bytes();
+        tx::send(sink, stats, ip_id, &path, &roce, 8, &mut |out| {
+            out.copy_from_slice(&bytes);
+            true
+        })
     } else if wqe.inline {
         let data = qp.sq.inline_data(pos);
         let chunk = data.get(offset as usize..offset as usize + payload_len);

@@ -23,8 +23,10 @@ use crate::wire::{AethRepr, AtomicAckEthRepr, ExtHeaders, NakCode, Opcode, Opera
 use super::completer;
 use super::device::Device;
 use super::event::AsyncEvent;
+use super::mem_ops;
 use super::memory::Memory;
-use super::mr::AccessFlags;
+use super::mr::{self, AccessFlags};
+use super::mw;
 use super::qp::{InMessage, Qp, ReadReply, Resource};
 use super::qp_state::{QpState, QpType};
 use super::sgl;
@@ -138,6 +140,8 @@ fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &R
             Operation::RdmaWrite => write(qp, dev, rx),
             Operation::RdmaReadRequest => read(qp, dev, rx),
             Operation::CompareSwap | Operation::FetchAdd => atomic(qp, dev, rx, sink),
+            Operation::Flush => flush(qp, dev, rx),
+            Operation::AtomicWrite => atomic_write(qp, dev, rx),
             _ => Verdict::Drop(DropReason::Unsupported),
         },
     };
@@ -149,7 +153,7 @@ fn rc<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, rx: &R
                 _ => psn.next(),
             };
             match rx.info.operation {
-                Operation::RdmaReadRequest => send_read(qp, dev, sink),
+                Operation::RdmaReadRequest | Operation::Flush | Operation::AtomicWrite => send_read(qp, dev, sink),
                 Operation::CompareSwap | Operation::FetchAdd => {}
                 _ if bth.ack_req => ack_requested(qp, dev, sink, psn),
                 _ => {}
@@ -301,13 +305,16 @@ fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdic
         wc.wc_flags.0 |= WcFlags::WITH_IMM;
     }
     if let Some(ieth) = ext.ieth {
-        match dev.mrs.get_mut(ieth.rkey) {
-            Some(mr) if mr.pd == qp.pd && mr.rkey() == Some(ieth.rkey) => mr.valid = false,
-            _ => {
-                finish_recv(qp, dev, recv_wc(qp, WcStatus::RemInvReqErr, WcOpcode::Recv, end));
-                qp.resp.msg = InMessage::None;
-                return Verdict::Nak(NakCode::InvalidRequest);
-            }
+        // The named rkey (a fast-register MR or a type 2B window of this QP)
+        // is invalidated before the receive completes (IBA 9.4.1.3.1 / o10-37).
+        // When it cannot be, the receive completes with REM_INV_REQ_ERR and
+        // the QP errs, as rxe's class J handling does; rxe then stays silent
+        // and lets the requester time out, here it is also told with an
+        // invalid-request NAK, so it fails at once instead of after its retries.
+        if mem_ops::invalidate(dev, qp.pd, qp.qpn, ieth.rkey).is_err() {
+            finish_recv(qp, dev, recv_wc(qp, WcStatus::RemInvReqErr, WcOpcode::Recv, end));
+            qp.resp.msg = InMessage::None;
+            return Verdict::Nak(NakCode::InvalidRequest);
         }
         wc.imm_data = ieth.rkey;
         wc.wc_flags.0 |= WcFlags::WITH_INV;
@@ -318,25 +325,53 @@ fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdic
     Verdict::Done
 }
 
-/// Looks up an rkey for a remote access of `rights` over `va..va + len`; the
-/// memory address `va` maps to (`va` itself for a zero-length access).
+/// Where a checked remote access lands: the MR by its current key (0 for a
+/// zero-length access) and the memory address of the first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Target {
+    mr_key: u32,
+    at: u64,
+}
+
+/// Looks up an rkey for a remote access of `rights` over `va..va + len`.
+///
+/// The window comes first (IBA 10.6.7.2; `rxe_resp.c`'s `check_rkey`): an rkey in
+/// the windows' index range is checked against the window alone (its PD, its QP
+/// for type 2B, its rights and its range), then the bytes are found through the
+/// MR it is bound to, whose own remote rights do not matter. Any other rkey must
+/// be an MR's current rkey.
 ///
 /// A zero-length access touches no memory, so neither its rkey nor its address is
 /// looked at (C9-88: a zero-length RDMA READ or WRITE need not carry valid ones;
 /// Linux rxe skips the check the same way). The QP's own access rights still apply.
-fn check_rkey<M>(qp: &Qp, dev: &Device<M>, rkey: u32, va: u64, len: u64, rights: u32) -> Result<u64, Verdict> {
+fn check_rkey<M>(qp: &Qp, dev: &Device<M>, rkey: u32, va: u64, len: u64, rights: u32) -> Result<Target, Verdict> {
     let denied = Verdict::Nak(NakCode::RemoteAccessError);
-    if !qp.attr.qp_access_flags.has(rights) {
+    if !qp.attr.qp_access_flags.has(rights & AccessFlags::QP_ALL) {
         return Err(denied);
     }
     if len == 0 {
-        return Ok(va);
+        return Ok(Target { mr_key: 0, at: va });
     }
-    let mr = dev.mrs.get(rkey).ok_or(denied)?;
-    if mr.rkey() != Some(rkey) {
+    if mw::is_mw_key(rkey) {
+        let w = mw::find(&dev.mws, rkey).ok_or(denied)?;
+        w.check(qp.qpn, qp.pd, va, len, rights).map_err(|_| denied)?;
+        let m = mr::find(&dev.mrs, w.mr_key).ok_or(denied)?;
+        let at = m.check(m.pd, va, len, 0).map_err(|_| denied)?;
+        return Ok(Target { mr_key: w.mr_key, at });
+    }
+    let m = mr::find(&dev.mrs, rkey).ok_or(denied)?;
+    if m.rkey() != Some(rkey) {
         return Err(denied);
     }
-    mr.check(qp.pd, va, len, rights).map_err(|_| denied)
+    let at = m.check(qp.pd, va, len, rights).map_err(|_| denied)?;
+    Ok(Target { mr_key: rkey, at })
+}
+
+/// Writes `data` at iova `va` of a checked target, page by page.
+fn put<M: Memory>(dev: &mut Device<M>, t: Target, va: u64, data: &[u8]) -> bool {
+    let Device { mem, mrs, .. } = dev;
+    mr::find(mrs, t.mr_key)
+        .is_some_and(|m| m.pieces(va, data.len(), |at, r| data.get(r).is_some_and(|b| mem.write(at, b).is_ok())))
 }
 
 /// An RDMA WRITE packet, the expected one.
@@ -365,11 +400,11 @@ fn write<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdi
     }
     if len > 0 {
         // The MR may have been invalidated or deregistered since the FIRST packet.
-        let at = match check_rkey(qp, dev, rkey, va, u64::from(len), AccessFlags::REMOTE_WRITE) {
-            Ok(at) => at,
+        let target = match check_rkey(qp, dev, rkey, va, u64::from(len), AccessFlags::REMOTE_WRITE) {
+            Ok(t) => t,
             Err(v) => return v,
         };
-        if dev.mem.write(at, payload).is_err() {
+        if !put(dev, target, va, payload) {
             return Verdict::Nak(NakCode::RemoteOperationalError);
         }
     }
@@ -415,7 +450,7 @@ fn atomic<M: Memory, S: FrameSink + ?Sized>(
         return Verdict::Nak(NakCode::InvalidRequest);
     }
     let at = match check_rkey(qp, dev, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC) {
-        Ok(at) => at,
+        Ok(t) => t.at,
         Err(v) => return v,
     };
     let result = match rx.info.operation {
@@ -427,6 +462,73 @@ fn atomic<M: Memory, S: FrameSink + ?Sized>(
     qp.resp.save(Resource::Atomic { psn, orig }, usize::from(qp.attr.max_dest_rd_atomic));
     qp.resp.msn = qp.resp.msn.wrapping_add(1);
     atomic_ack(qp, dev, sink, psn, orig);
+    Verdict::Done
+}
+
+/// A FLUSH (IBA 1.5 A19), the expected one. The transport's memory is coherent
+/// and volatile: once earlier writes were executed (they were, in PSN order),
+/// they are globally visible, so a global-visibility FLUSH has nothing left to
+/// do but answer. Persistence needs an MR with FLUSH_PERSISTENT, which no MR
+/// here has (there is no persistent memory), so it is refused as an access
+/// error, as rxe refuses it on MRs not backed by pmem.
+fn flush<M>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdict {
+    use crate::wire::feth;
+    let (Some(f), Some(reth)) = (rx.repr.roce.ext.feth, rx.repr.roce.ext.reth) else {
+        return Verdict::Nak(NakCode::InvalidRequest);
+    };
+    let mut rights = 0;
+    if f.placement_type & feth::PLT_GLOBAL_VISIBILITY != 0 {
+        rights |= AccessFlags::FLUSH_GLOBAL;
+    }
+    if f.placement_type & feth::PLT_PERSISTENCE != 0 {
+        rights |= AccessFlags::FLUSH_PERSISTENT;
+    }
+    if rights == 0 || f.selectivity_level > feth::SEL_MR_WHOLE {
+        return Verdict::Nak(NakCode::InvalidRequest);
+    }
+    let denied = Verdict::Nak(NakCode::RemoteAccessError);
+    if f.selectivity_level == feth::SEL_MR_WHOLE {
+        // The whole MR: the RETH's address and length are not looked at. A
+        // window never grants FLUSH rights (`mw::MW_ACCESS`): refused.
+        let ok = !mw::is_mw_key(reth.rkey)
+            && mr::find(&dev.mrs, reth.rkey)
+                .filter(|m| m.rkey() == Some(reth.rkey))
+                .is_some_and(|m| m.check(qp.pd, m.iova, 0, rights).is_ok());
+        if !ok {
+            return denied;
+        }
+    } else if let Err(v) = check_rkey(qp, dev, reth.rkey, reth.va, u64::from(reth.dma_len), rights) {
+        return v;
+    }
+    placed(qp, rx)
+}
+
+/// An ATOMIC WRITE (IBA 1.5 A19), the expected one: 8 bytes at an 8-byte aligned
+/// address, written at once (one core runs the transport: no reader can see half
+/// of it), needing remote write access.
+fn atomic_write<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdict {
+    let Some(reth) = rx.repr.roce.ext.reth else { return Verdict::Nak(NakCode::InvalidRequest) };
+    let payload = rx.repr.payload;
+    if payload.len() != 8 || reth.dma_len != 8 || reth.va % 8 != 0 {
+        return Verdict::Nak(NakCode::InvalidRequest);
+    }
+    let target = match check_rkey(qp, dev, reth.rkey, reth.va, 8, AccessFlags::REMOTE_WRITE) {
+        Ok(t) => t,
+        Err(v) => return v,
+    };
+    if dev.mem.write(target.at, payload).is_err() {
+        return Verdict::Nak(NakCode::RemoteOperationalError);
+    }
+    placed(qp, rx)
+}
+
+/// Saves the resource of an executed FLUSH or ATOMIC WRITE and queues its
+/// acknowledgement: an RDMA READ RESPONSE ONLY without payload.
+fn placed(qp: &mut Qp, rx: &RxFrame<'_>) -> Verdict {
+    let psn = rx.repr.roce.bth.psn;
+    qp.resp.save(Resource::Placed { psn }, usize::from(qp.attr.max_dest_rd_atomic));
+    qp.resp.msn = qp.resp.msn.wrapping_add(1);
+    qp.resp.read = Some(ReadReply { rkey: 0, va: 0, length: 0, offset: 0, first_psn: psn });
     Verdict::Done
 }
 
@@ -470,6 +572,14 @@ fn duplicate<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>,
             Some(orig) => atomic_ack(qp, dev, sink, psn, orig),
             None => dev.stats.drop(DropReason::NoResource),
         },
+        Operation::Flush | Operation::AtomicWrite => {
+            if qp.resp.find_placed(psn) {
+                qp.resp.read = Some(ReadReply { rkey: 0, va: 0, length: 0, offset: 0, first_psn: psn });
+                send_read(qp, dev, sink);
+            } else {
+                dev.stats.drop(DropReason::NoResource);
+            }
+        }
         _ => {
             let prev = qp.resp.psn.wrapping_sub(1);
             ack(qp, dev, sink, prev, Syndrome::ACK);
@@ -503,17 +613,20 @@ pub fn send_read<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device
             ext: ExtHeaders { aeth, ..ExtHeaders::NONE },
         };
         let va = r.va.wrapping_add(u64::from(r.offset));
-        let Ok(at) = check_rkey(qp, dev, r.rkey, va, u64::from(len), AccessFlags::REMOTE_READ) else {
+        let Ok(target) = check_rkey(qp, dev, r.rkey, va, u64::from(len), AccessFlags::REMOTE_READ) else {
             // Deregistered or invalidated while the reply was going out.
             qp.resp.read = None;
             ack(qp, dev, sink, psn, Syndrome::Nak(NakCode::RemoteAccessError));
             completer::enter_error(qp, dev);
             return;
         };
-        let Device { mem, stats, ip_id, .. } = dev;
+        let Device { mem, mrs, stats, ip_id, .. } = dev;
         // A zero-length READ names no memory (C9-88): nothing to read at `va`.
         let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| {
-            out.is_empty() || mem.read(at, out).is_ok()
+            out.is_empty()
+                || mr::find(mrs, target.mr_key).is_some_and(|m| {
+                    m.pieces(va, out.len(), |at, r| out.get_mut(r).is_some_and(|b| mem.read(at, b).is_ok()))
+                })
         });
         if !sent {
             return;

@@ -4,7 +4,7 @@
 //! transport writes into it.
 
 use super::memory::Memory;
-use super::mr::{AccessFlags, Mr};
+use super::mr::{self, AccessFlags, Mr};
 use super::pd::PdHandle;
 use super::pool::Pool;
 use super::wr::Sge;
@@ -17,7 +17,7 @@ pub struct SglError;
 pub fn validate(sges: &[Sge], mrs: &Pool<Mr>, pd: PdHandle, write: bool) -> Result<(), SglError> {
     let rights = if write { AccessFlags::LOCAL_WRITE } else { 0 };
     for sge in sges {
-        let mr = mrs.get(sge.lkey).ok_or(SglError)?;
+        let mr = mr::find(mrs, sge.lkey).ok_or(SglError)?;
         mr.check(pd, sge.addr, u64::from(sge.length), rights).map_err(|_| SglError)?;
     }
     Ok(())
@@ -59,9 +59,11 @@ pub fn gather<M: Memory + ?Sized>(
     mem: &M,
 ) -> Result<(), SglError> {
     walk(sges, offset, out.len(), |sge, addr, n, done| {
-        let mr = mrs.get(sge.lkey).ok_or(SglError)?;
-        let at = mr.check(pd, addr, n as u64, 0).map_err(|_| SglError)?;
-        mem.read(at, &mut out[done..done + n]).map_err(|_| SglError)
+        let mr = mr::find(mrs, sge.lkey).ok_or(SglError)?;
+        mr.check(pd, addr, n as u64, 0).map_err(|_| SglError)?;
+        let out = &mut out[done..done + n];
+        let ok = mr.pieces(addr, n, |at, r| out.get_mut(r).is_some_and(|b| mem.read(at, b).is_ok()));
+        if ok { Ok(()) } else { Err(SglError) }
     })
 }
 
@@ -75,9 +77,11 @@ pub fn scatter<M: Memory + ?Sized>(
     mem: &mut M,
 ) -> Result<(), SglError> {
     walk(sges, offset, data.len(), |sge, addr, n, done| {
-        let mr = mrs.get(sge.lkey).ok_or(SglError)?;
-        let at = mr.check(pd, addr, n as u64, AccessFlags::LOCAL_WRITE).map_err(|_| SglError)?;
-        mem.write(at, &data[done..done + n]).map_err(|_| SglError)
+        let mr = mr::find(mrs, sge.lkey).ok_or(SglError)?;
+        mr.check(pd, addr, n as u64, AccessFlags::LOCAL_WRITE).map_err(|_| SglError)?;
+        let data = &data[done..done + n];
+        let ok = mr.pieces(addr, n, |at, r| data.get(r).is_some_and(|b| mem.write(at, b).is_ok()));
+        if ok { Ok(()) } else { Err(SglError) }
     })
 }
 
@@ -91,15 +95,7 @@ mod test {
         let mut mrs = Pool::new(4);
         let pd = PdHandle(9);
         let key = mrs
-            .insert_with(|key| Mr {
-                pd,
-                iova: 0x1000,
-                addr: 0x1000,
-                length: 0x100,
-                access: AccessFlags(AccessFlags::LOCAL_WRITE),
-                key,
-                valid: true,
-            })
+            .insert_with(|key| Mr::contiguous(pd, 0x1000, 0x1000, 0x100, AccessFlags(AccessFlags::LOCAL_WRITE), key))
             .expect("room");
         let mut mem = FlatMemory::new(0x1000, 0x100);
         let sges = [Sge { addr: 0x1000, length: 3, lkey: key }, Sge { addr: 0x1080, length: 5, lkey: key }];

@@ -15,6 +15,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
 use crate::wire::frame::{self, IpId, IpPath};
 use crate::wire::opcode_table::{Direction, QpTypes};
@@ -26,8 +27,11 @@ use super::cq::{Cq, CqHandle};
 use super::device::{Config, Device};
 use super::event::AsyncEvent;
 use super::mad_port::{self, MAD_SIZE, MadPort, ReceivedMad};
+use super::mcast::{self, Groups, McastError};
+use super::mem_ops;
 use super::memory::Memory;
-use super::mr::{AccessFlags, Mr, MrHandle};
+use super::mr::{self, AccessFlags, MAX_PAGE_SHIFT, MIN_PAGE_SHIFT, Mr, MrHandle, MrType};
+use super::mw::{self, Mw, MwHandle, MwType};
 use super::pd::{Pd, PdHandle};
 use super::pool::{Pool, PoolFull};
 use super::qp::{
@@ -42,7 +46,7 @@ use super::srq::{Srq, SrqHandle};
 use super::stats::Stats;
 use super::time::Instant;
 use super::wc::{WcOpcode, WcStatus, WorkCompletion};
-use super::wr::{RecvWr, SendWr};
+use super::wr::{MemOp, RecvWr, SendWr, WrOpcode};
 use vocab::DropReason;
 
 /// Why a verb failed. Each names what was wrong.
@@ -102,6 +106,11 @@ fn full(what: &'static str) -> impl Fn(PoolFull) -> VerbsError {
 /// Pool limits (rxe's, scaled to an appliance).
 const MAX_PD: u32 = 1 << 16;
 const MAX_MR: u32 = 1 << 16;
+/// Windows' indices start at `mw::INDEX_BASE`, above every MR's; as many as
+/// rxe advertises (`max_mw`), which still fit the 24-bit index.
+pub const MAX_MW: u32 = (1 << 20) - ((1 << 19) + 1);
+/// Longest page list a fast-register MR may have (`max_fast_reg_page_list_len`).
+pub const MAX_FAST_REG_PAGES: u32 = 512;
 const MAX_CQ: u32 = 1 << 14;
 const MAX_SRQ: u32 = 1 << 12;
 const MAX_AH: u32 = 1 << 15;
@@ -135,6 +144,8 @@ pub struct RxeTransport<M> {
     mad: MadPort,
     /// Frames received since the batch began (see [`RxeTransport::end_batch`]).
     batch_frames: u32,
+    /// UD multicast groups and their QPs.
+    mcast: Groups,
 }
 
 impl<M: Memory> RxeTransport<M> {
@@ -145,6 +156,7 @@ impl<M: Memory> RxeTransport<M> {
                 mem,
                 pds: Pool::new(MAX_PD),
                 mrs: Pool::new(MAX_MR),
+                mws: Pool::new(MAX_MW),
                 cqs: Pool::new(MAX_CQ),
                 srqs: Pool::new(MAX_SRQ),
                 ahs: Pool::new(MAX_AH),
@@ -159,6 +171,7 @@ impl<M: Memory> RxeTransport<M> {
             gsi: None,
             mad: MadPort::default(),
             batch_frames: 0,
+            mcast: Groups::default(),
         }
     }
 
@@ -219,8 +232,6 @@ impl<M: Memory> RxeTransport<M> {
         Ok(())
     }
 
-    /// Registers `iova..iova + length` with `access`. The handle's raw value is the
-    /// lkey, and the rkey when a remote right is set.
     /// Registers `length` bytes at memory address `addr`, named by `iova` in
     /// work requests and by peers (the two are equal unless the consumer
     /// chose another iova, as `ibv_reg_mr_iova2` and the C ABI do).
@@ -238,18 +249,140 @@ impl<M: Memory> RxeTransport<M> {
             return Err(VerbsError::InvalidArgument("MR wraps the address space"));
         }
         let access = AccessFlags(access);
+        let key =
+            self.dev.mrs.insert_with(|key| Mr::contiguous(pd, iova, addr, length, access, key)).map_err(full("MR"))?;
+        self.pd_use(pd, 1)?;
+        Ok(MrHandle(key))
+    }
+
+    /// `ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg)`: a fast-register MR for
+    /// page lists of up to `max_pages` pages, born free: nothing may use it until
+    /// a REG_MR work request registers it. Its lkey is the handle's raw value
+    /// until a REG_MR changes the key byte ([`Self::mr`] shows the current one).
+    pub fn alloc_mr(&mut self, pd: PdHandle, max_pages: u32) -> Result<MrHandle> {
+        self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        if max_pages == 0 || max_pages > MAX_FAST_REG_PAGES {
+            return Err(VerbsError::InvalidArgument("max_num_sg"));
+        }
         let key = self
             .dev
             .mrs
-            .insert_with(|key| Mr { pd, iova, addr, length, access, key, valid: true })
+            .insert_with(|key| Mr {
+                valid: false,
+                mr_type: MrType::MemReg,
+                max_pages,
+                pages: Vec::with_capacity(max_pages as usize),
+                ..Mr::contiguous(pd, 0, 0, 0, AccessFlags(0), key)
+            })
             .map_err(full("MR"))?;
         self.pd_use(pd, 1)?;
         Ok(MrHandle(key))
     }
 
+    /// `ib_map_mr_sg`: gives a free fast-register MR the pages its next REG_MR
+    /// registers: `length` bytes named from `iova`, starting `iova % page_size`
+    /// bytes into the first page, each page `page_size` bytes at a memory address
+    /// aligned to it. (Linux lets this run on a registered MR too; changing the
+    /// memory under a live rkey is never what a consumer means, so it is refused.)
+    pub fn map_mr_sg(&mut self, mr: MrHandle, iova: u64, length: u64, page_size: u64, pages: &[u64]) -> Result<()> {
+        let m = self.dev.mrs.get_mut(mr.0).ok_or(VerbsError::BadHandle("MR"))?;
+        if m.mr_type != MrType::MemReg {
+            return Err(VerbsError::InvalidArgument("not a fast-register MR"));
+        }
+        if m.valid {
+            return Err(VerbsError::Busy("MR (registered)"));
+        }
+        let shift = page_size.trailing_zeros();
+        if !page_size.is_power_of_two() || !(MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT).contains(&shift) {
+            return Err(VerbsError::InvalidArgument("page size"));
+        }
+        if pages.is_empty() || pages.len() > m.max_pages as usize {
+            return Err(VerbsError::InvalidArgument("page list length"));
+        }
+        if pages.iter().any(|p| p % page_size != 0 || p.checked_add(page_size).is_none()) {
+            return Err(VerbsError::InvalidArgument("page not aligned to the page size"));
+        }
+        let covered = (pages.len() as u64) << shift;
+        let first = iova & (page_size - 1);
+        if iova.checked_add(length).is_none() || first.saturating_add(length) > covered {
+            return Err(VerbsError::InvalidArgument("length beyond the page list"));
+        }
+        m.pages.clear();
+        m.pages.extend_from_slice(pages);
+        m.page_shift = shift;
+        m.iova = iova;
+        m.addr = pages[0] + first;
+        m.length = length;
+        Ok(())
+    }
+
+    /// Deregisters an MR; refused while memory windows are bound to it (as rxe).
     pub fn dereg_mr(&mut self, mr: MrHandle) -> Result<()> {
+        let m = self.dev.mrs.get(mr.0).ok_or(VerbsError::BadHandle("MR"))?;
+        if m.bound_mws > 0 {
+            return Err(VerbsError::Busy("MR (memory windows are bound to it)"));
+        }
         let m = self.dev.mrs.remove(mr.0).ok_or(VerbsError::BadHandle("MR"))?;
         self.pd_use(m.pd, -1)
+    }
+
+    /// The MR whose current lkey is `key`.
+    pub fn mr_by_key(&self, key: u32) -> Option<&Mr> {
+        mr::find(&self.dev.mrs, key)
+    }
+
+    // ---- memory windows ----
+
+    /// `ibv_alloc_mw`: a window of `mw_type` (1 or 2B) in `pd`; its first rkey
+    /// is [`Self::mw_rkey`].
+    pub fn alloc_mw(&mut self, pd: PdHandle, mw_type: MwType) -> Result<MwHandle> {
+        self.dev.pds.get(pd.0).ok_or(VerbsError::BadHandle("PD"))?;
+        let h = self.dev.mws.insert_with(|h| Mw::new(pd, mw_type, mw::rkey_of(h))).map_err(full("MW"))?;
+        self.pd_use(pd, 1)?;
+        Ok(MwHandle(h))
+    }
+
+    /// `ibv_dealloc_mw`: unbinds and frees a window.
+    pub fn dealloc_mw(&mut self, mw: MwHandle) -> Result<()> {
+        let w = self.dev.mws.remove(mw.0).ok_or(VerbsError::BadHandle("MW"))?;
+        if let Some(m) = mr::find_mut(&mut self.dev.mrs, w.mr_key).filter(|_| w.mr_key != 0) {
+            m.bound_mws = m.bound_mws.saturating_sub(1);
+        }
+        self.pd_use(w.pd, -1)
+    }
+
+    pub fn mw(&self, mw: MwHandle) -> Option<&Mw> {
+        self.dev.mws.get(mw.0)
+    }
+
+    /// A window's current rkey.
+    pub fn mw_rkey(&self, mw: MwHandle) -> Option<u32> {
+        self.dev.mws.get(mw.0).map(|w| w.rkey)
+    }
+
+    /// `ibv_bind_mw` for a type 1 window: as libibverbs does, a BIND_MW work
+    /// request on `qp` (ordered with the QP's other work, completed on its send
+    /// CQ). The window's rkey takes the key byte of `new_rkey` when it runs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw(
+        &mut self,
+        qp: QpHandle,
+        mw: MwHandle,
+        wr_id: u64,
+        send_flags: u32,
+        new_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        length: u64,
+        access: u32,
+    ) -> Result<()> {
+        let w = self.dev.mws.get(mw.0).ok_or(VerbsError::BadHandle("MW"))?;
+        if w.mw_type != MwType::Type1 {
+            return Err(VerbsError::InvalidArgument("bind_mw binds type 1 windows; type 2B takes a BIND_MW WR"));
+        }
+        let op = MemOp::Bind { mw_rkey: w.rkey, new_rkey, mr_lkey, addr, length, access };
+        let wr = SendWr::new(wr_id, WrOpcode::BindMw, &[]).with_flags(send_flags).with_mem(op);
+        self.post_send(qp, &wr)
     }
 
     pub fn mr(&self, mr: MrHandle) -> Option<&Mr> {
@@ -434,8 +567,36 @@ impl<M: Memory> RxeTransport<M> {
         Ok(attr)
     }
 
+    /// `ibv_attach_mcast`: a UD QP joins the group of multicast GID `gid`.
+    pub fn attach_mcast(&mut self, qp: QpHandle, gid: &Gid) -> Result<()> {
+        let q = self.qps.get(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        if q.qp_type != QpType::Ud {
+            return Err(VerbsError::InvalidArgument("only UD QPs join multicast groups"));
+        }
+        self.mcast.attach(gid, qp).map_err(|e| match e {
+            McastError::NotMulticast => VerbsError::InvalidArgument("not a multicast GID"),
+            McastError::State => VerbsError::Busy("QP (already attached to the group)"),
+            McastError::Full => VerbsError::TooMany("multicast attachment"),
+        })
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&mut self, qp: QpHandle, gid: &Gid) -> Result<()> {
+        self.qps.get(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        self.mcast.detach(gid, qp).map_err(|_| VerbsError::InvalidArgument("QP not attached to the group"))
+    }
+
     pub fn destroy_qp(&mut self, qp: QpHandle) -> Result<()> {
         let q = self.qps.remove(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        // A destroyed QP leaves its groups (rxe detaches it too).
+        self.mcast.detach_all(qp);
+        // Type 2B windows bound through this QP die with it (rxe holds the QP
+        // until they are invalidated; a new QP reusing the number must not
+        // inherit them).
+        let bound: Vec<u32> = self.dev.mws.iter().filter(|(_, w)| w.qp == Some(q.qpn)).map(|(_, w)| w.rkey).collect();
+        for rkey in bound {
+            let _ = mem_ops::invalidate(&mut self.dev, q.pd, q.qpn, rkey);
+        }
         if self.gsi == Some(qp) {
             self.gsi = None;
         }
@@ -654,6 +815,10 @@ impl<M: Memory> RxeTransport<M> {
             }
         };
         self.dev.stats.inc(crate::core::counters::RxeCounter::RcvdPkts);
+        if rx.repr.roce.bth.dest_qpn == mcast::MULTICAST_QPN {
+            self.receive_mcast(&rx, frame, now, sink);
+            return;
+        }
         if !self.is_local(&rx.repr.path.ip) {
             self.dev.stats.drop(DropReason::BadAddress);
             return;
@@ -724,6 +889,45 @@ impl<M: Memory> RxeTransport<M> {
         if qp.state != QpState::Err {
             requester::run(qp, dev, sink, now);
             completer::drain_done(qp, dev);
+        }
+    }
+
+    /// A frame to the multicast QPN: to every UD QP attached to the group its
+    /// IP destination names (`rxe_rcv_mcast_pkt`), each checking it as a UD
+    /// receive of its own (Q_Key, receive WQE); none attached: dropped, counted.
+    fn receive_mcast<S: FrameSink + ?Sized>(
+        &mut self,
+        rx: &frame::RxFrame<'_>,
+        frame: &[u8],
+        now: Instant,
+        sink: &mut S,
+    ) {
+        let gid = match rx.repr.path.ip {
+            IpPath::V4 { dst, .. } => Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)),
+            IpPath::V6 { dst, .. } => Gid(dst.0),
+        };
+        let bth = rx.repr.roce.bth;
+        if bth.pkey & 0x7FFF != 0x7FFF {
+            self.dev.stats.drop(DropReason::BadPkey);
+            return;
+        }
+        if !rx.info.qp_types.contains(QpTypes::UD) {
+            self.dev.stats.drop(DropReason::WrongQpType);
+            return;
+        }
+        let members = self.mcast.members(&gid);
+        if members.is_empty() {
+            self.dev.stats.drop(DropReason::McastNoQp);
+            return;
+        }
+        let Self { dev, qps, mcast, .. } = self;
+        for &h in mcast.members(&gid) {
+            let Some(qp) = qps.get_mut(h.0) else { continue };
+            if !qp.can_receive() {
+                dev.stats.drop(DropReason::QpState);
+                continue;
+            }
+            responder::on_request(qp, dev, rx, frame, sink, now);
         }
     }
 

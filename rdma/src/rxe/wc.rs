@@ -50,6 +50,12 @@ pub enum WcOpcode {
     FetchAdd = 4,
     BindMw = 5,
     LocalInv = 6,
+    /// IBA 1.5 FLUSH.
+    Flush = 8,
+    /// IBA 1.5 ATOMIC WRITE.
+    AtomicWrite = 9,
+    /// A fast registration (the kernel's `IB_WC_REG_MR`; libibverbs has none).
+    RegMr = 10,
     Recv = 128,
     RecvRdmaWithImm = 129,
 }

@@ -4,6 +4,7 @@
 //! them one to one.
 
 use super::ah::AhHandle;
+use super::mr::MrHandle;
 
 /// A scatter/gather element: `length` bytes at `addr` in the MR named by `lkey`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,7 +25,15 @@ pub enum WrOpcode {
     AtomicCmpSwp,
     AtomicFetchAdd,
     LocalInv,
+    /// Bind a memory window (type 1 through the `bind_mw` verb, type 2B directly).
+    BindMw,
     SendWithInv,
+    /// IBA 1.5 FLUSH: make earlier writes to a range placed (visible).
+    Flush,
+    /// IBA 1.5 ATOMIC WRITE: write 8 bytes as one indivisible access.
+    AtomicWrite,
+    /// Fast-register an MR (the kernel's `IB_WR_REG_MR`; libibverbs has none).
+    RegMr,
 }
 
 impl WrOpcode {
@@ -39,12 +48,16 @@ impl WrOpcode {
             WrOpcode::AtomicCmpSwp => 5,
             WrOpcode::AtomicFetchAdd => 6,
             WrOpcode::LocalInv => 7,
+            WrOpcode::BindMw => 8,
             WrOpcode::SendWithInv => 9,
+            WrOpcode::Flush => 14,
+            WrOpcode::AtomicWrite => 15,
+            WrOpcode::RegMr => 0x20,
         }
     }
 
-    /// Decodes an `ibv_wr_opcode`; bind MW (8), TSO (10) and driver opcodes are not
-    /// supported and give `None`.
+    /// Decodes an `ibv_wr_opcode` (and the kernel's REG_MR, 0x20); TSO (10) and
+    /// driver opcodes are not supported and give `None`.
     pub const fn from_raw(raw: u32) -> Option<WrOpcode> {
         Some(match raw {
             0 => WrOpcode::RdmaWrite,
@@ -55,7 +68,11 @@ impl WrOpcode {
             5 => WrOpcode::AtomicCmpSwp,
             6 => WrOpcode::AtomicFetchAdd,
             7 => WrOpcode::LocalInv,
+            8 => WrOpcode::BindMw,
             9 => WrOpcode::SendWithInv,
+            14 => WrOpcode::Flush,
+            15 => WrOpcode::AtomicWrite,
+            0x20 => WrOpcode::RegMr,
             _ => return None,
         })
     }
@@ -72,10 +89,16 @@ impl WrOpcode {
         matches!(self, WrOpcode::AtomicCmpSwp | WrOpcode::AtomicFetchAdd)
     }
 
-    /// READ and atomics: they take a responder resource and count against
-    /// `max_rd_atomic`.
+    /// READ, atomics, and IBA 1.5's FLUSH and ATOMIC WRITE: they take a
+    /// responder resource, are answered by a response (not a plain ACK) and
+    /// count against `max_rd_atomic`.
     pub const fn is_rd_atomic(self) -> bool {
-        matches!(self, WrOpcode::RdmaRead) || self.is_atomic()
+        matches!(self, WrOpcode::RdmaRead | WrOpcode::Flush | WrOpcode::AtomicWrite) || self.is_atomic()
+    }
+
+    /// Moves no data through its SGEs: nothing to check there.
+    pub const fn has_no_sges(self) -> bool {
+        matches!(self, WrOpcode::Flush | WrOpcode::AtomicWrite) || self.is_local()
     }
 
     pub const fn has_imm(self) -> bool {
@@ -84,7 +107,7 @@ impl WrOpcode {
 
     /// Executed by the local QP without a packet.
     pub const fn is_local(self) -> bool {
-        matches!(self, WrOpcode::LocalInv)
+        matches!(self, WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr)
     }
 }
 
@@ -113,10 +136,30 @@ pub struct RemoteOp {
     /// RDMA READ/WRITE and atomics: the remote virtual address.
     pub remote_addr: u64,
     pub rkey: u32,
-    /// FETCH_ADD: the addend. CMP_SWAP: the compare value.
+    /// FETCH_ADD: the addend. CMP_SWAP: the compare value. ATOMIC_WRITE: the
+    /// 8 bytes to write, as `u64::from_ne_bytes` of them. FLUSH: the length.
     pub compare_add: u64,
     /// CMP_SWAP: the swap value.
     pub swap: u64,
+    /// FLUSH: the FETH placement type (bit 0 global visibility, bit 1
+    /// persistence) and selectivity level (0 the range, 1 the whole MR).
+    pub flush_type: u8,
+    pub flush_level: u8,
+}
+
+/// The memory operation of a REG_MR or BIND_MW work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemOp {
+    #[default]
+    None,
+    /// REG_MR: make the fast-register MR valid with lkey/rkey `key` (same
+    /// index, the key byte the consumer chose) and `access`, over the page
+    /// list `map_mr_sg` gave it.
+    Reg { mr: MrHandle, key: u32, access: u32 },
+    /// BIND_MW: bind the window named by `mw_rkey` to `addr..addr + length` of
+    /// the MR `mr_lkey` with `access`; its rkey takes the key byte of
+    /// `new_rkey`. A zero length unbinds a type 1 window.
+    Bind { mw_rkey: u32, new_rkey: u32, mr_lkey: u32, addr: u64, length: u64, access: u32 },
 }
 
 /// UD addressing of a send work request.
@@ -144,6 +187,8 @@ pub struct SendWr<'a> {
     pub ud: Option<UdDest>,
     /// INLINE only: the data itself (the SGEs are ignored).
     pub inline_data: &'a [u8],
+    /// REG_MR and BIND_MW only.
+    pub mem: MemOp,
 }
 
 impl<'a> SendWr<'a> {
@@ -158,6 +203,7 @@ impl<'a> SendWr<'a> {
             remote: RemoteOp::default(),
             ud: None,
             inline_data: &[],
+            mem: MemOp::None,
         }
     }
 
@@ -185,6 +231,24 @@ impl<'a> SendWr<'a> {
 
     pub fn with_ud(mut self, ud: UdDest) -> Self {
         self.ud = Some(ud);
+        self
+    }
+
+    pub fn with_mem(mut self, mem: MemOp) -> Self {
+        self.mem = mem;
+        self
+    }
+
+    /// FLUSH's placement type and selectivity level (FETH).
+    pub fn with_flush(mut self, flush_type: u8, flush_level: u8) -> Self {
+        self.remote.flush_type = flush_type;
+        self.remote.flush_level = flush_level;
+        self
+    }
+
+    /// ATOMIC WRITE's 8 bytes.
+    pub fn with_atomic_write(mut self, bytes: [u8; 8]) -> Self {
+        self.remote.compare_add = u64::from_ne_bytes(bytes);
         self
     }
 

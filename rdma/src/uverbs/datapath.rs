@@ -37,6 +37,7 @@ use crate::rxe::ah::AhHandle;
 use crate::rxe::cq::CqHandle;
 use crate::rxe::event::AsyncEvent;
 use crate::rxe::memory::Memory;
+use crate::rxe::mr::MrHandle;
 use crate::rxe::qp::{QpAttr, QpHandle};
 use crate::rxe::qp_state::{AttrMask, QpState};
 use crate::rxe::queue::PostError;
@@ -45,7 +46,7 @@ use crate::rxe::srq::SrqHandle;
 use crate::rxe::time::Instant;
 use crate::rxe::transport::{RxeTransport, VerbsError};
 use crate::rxe::wc::WorkCompletion;
-use crate::rxe::wr::{RecvWr, RemoteOp, SendFlags, SendWr, Sge, UdDest, WrOpcode};
+use crate::rxe::wr::{MemOp, RecvWr, RemoteOp, SendFlags, SendWr, Sge, UdDest, WrOpcode};
 
 /// Entries taken from one ring per pump, so one busy queue cannot hold the
 /// poll loop (the next pump continues).
@@ -150,6 +151,10 @@ fn send_wc_opcode(op: u32) -> u32 {
         ATOMIC_CMP_AND_SWP => wc_opcode::COMP_SWAP,
         ATOMIC_FETCH_AND_ADD => wc_opcode::FETCH_ADD,
         LOCAL_INV => wc_opcode::LOCAL_INV,
+        BIND_MW => wc_opcode::BIND_MW,
+        REG_MR => wc_opcode::REG_MR,
+        FLUSH => wc_opcode::FLUSH,
+        ATOMIC_WRITE => wc_opcode::ATOMIC_WRITE,
         _ => wc_opcode::SEND,
     }
 }
@@ -364,20 +369,53 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
                 (&sges[..list.as_slice().len()], &[])
             }
         };
+        // The memory operations' arguments, as `abi::SendWqe` lays them out.
+        let mem = match opcode {
+            WrOpcode::RegMr => match self.handles.resolve((ObjKind::Qp, id), wqe.ud_ah, ObjKind::Mr) {
+                Some(mr) => MemOp::Reg {
+                    mr: MrHandle::from_raw(super::objects::raw(mr)),
+                    key: wqe.imm_data,
+                    access: wqe.ud_remote_qpn,
+                },
+                None => return fail(self, wc_status::LOC_QP_OP_ERR),
+            },
+            WrOpcode::BindMw => MemOp::Bind {
+                mw_rkey: wqe.rkey,
+                new_rkey: wqe.imm_data,
+                mr_lkey: wqe.ud_remote_qkey,
+                addr: wqe.remote_addr,
+                length: wqe.compare_add,
+                access: wqe.ud_remote_qpn,
+            },
+            _ => MemOp::None,
+        };
+        let mut remote = RemoteOp {
+            remote_addr: wqe.remote_addr,
+            rkey: wqe.rkey,
+            compare_add: wqe.compare_add,
+            swap: wqe.swap,
+            ..RemoteOp::default()
+        };
+        match opcode {
+            WrOpcode::Flush => {
+                remote.flush_type = wqe.imm_data as u8;
+                remote.flush_level = (wqe.imm_data >> 8) as u8;
+            }
+            // The ring carries the 8 bytes little-endian; the transport wants
+            // them as the bytes' native-order value.
+            WrOpcode::AtomicWrite => remote.compare_add = u64::from_ne_bytes(wqe.compare_add.to_le_bytes()),
+            _ => {}
+        }
         let wr = SendWr {
             wr_id: wqe.wr_id,
             opcode,
             flags: SendFlags(wqe.send_flags),
             sg_list,
             imm_or_rkey: wqe.imm_data,
-            remote: RemoteOp {
-                remote_addr: wqe.remote_addr,
-                rkey: wqe.rkey,
-                compare_add: wqe.compare_add,
-                swap: wqe.swap,
-            },
+            remote,
             ud,
             inline_data: inline,
+            mem,
         };
         match self.t.post_send(QpHandle::from_raw(super::objects::raw(id)), &wr) {
             Ok(()) => Take::Release,

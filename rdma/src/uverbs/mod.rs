@@ -38,6 +38,7 @@ use crate::core::{ClientId, Error, GidType, NetdevProvider, RdmaCore, RxeCounter
 use crate::rxe::ah::AhHandle;
 use crate::rxe::cq::CqHandle;
 use crate::rxe::mr::MrHandle;
+use crate::rxe::mw::{MwHandle, MwType};
 use crate::rxe::pd::PdHandle;
 use crate::rxe::qp::{QpHandle, QpInitAttr};
 use crate::rxe::srq::SrqHandle;
@@ -50,7 +51,7 @@ use verbs_ring::cmd::{
     self, CountersResp, DEV_NAME_LEN, GidEntry, IFNAME_LEN, LinkInfo, MAX_COUNTERS, NO_MORE, Status,
 };
 use verbs_ring::dispatch::{
-    CqSpec, Created, Dispatcher, EventSource, MrKeys, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider,
+    CqSpec, Created, Dispatcher, EventSource, MrKeys, MrMap, MrSpec, ObjId, QpSpec, SrqSpec, VerbsProvider,
 };
 use verbs_ring::ring::{Consumer, Producer};
 use verbs_ring::table::CapSet;
@@ -445,6 +446,58 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
             t.dereg_mr(MrHandle::from_raw(objects::raw(mr))).map_err(|e| verbs_status(&e))
         })?;
         self.u.objs.mrs.remove(&mr);
+        Ok(())
+    }
+
+    fn alloc_mr(&mut self, pd: ObjId, max_num_sg: u32) -> Result<MrKeys, Status> {
+        let dev = self.u.objs.dev_of_pd(pd)?;
+        let key = self.access.with_transport(dev, |t, _, _| {
+            t.alloc_mr(PdHandle::from_raw(objects::raw(pd)), max_num_sg).map(|h| h.raw()).map_err(|e| verbs_status(&e))
+        })?;
+        let id = objects::obj_id(dev, key)?;
+        self.u.objs.mrs.insert(id, dev);
+        Ok(MrKeys { id, lkey: key, rkey: key })
+    }
+
+    fn map_mr_sg(&mut self, mr: ObjId, map: &MrMap<'_>) -> Result<(), Status> {
+        let dev = self.u.objs.mrs.get(&mr).copied().ok_or(Status::ENOENT)?;
+        // Region offsets are the transport's memory addresses.
+        self.access.with_transport(dev, |t, _, _| {
+            t.map_mr_sg(MrHandle::from_raw(objects::raw(mr)), map.iova, map.length, map.page_size, map.pages)
+                .map_err(|e| verbs_status(&e))
+        })
+    }
+
+    fn alloc_mw(&mut self, pd: ObjId, mw_type: u32) -> Result<(ObjId, u32), Status> {
+        let dev = self.u.objs.dev_of_pd(pd)?;
+        let ty = MwType::from_raw(mw_type).ok_or(Status::EINVAL)?;
+        let (h, rkey) = self.access.with_transport(dev, |t, _, _| {
+            let h = t.alloc_mw(PdHandle::from_raw(objects::raw(pd)), ty).map_err(|e| verbs_status(&e))?;
+            Ok((h.raw(), t.mw_rkey(h).unwrap_or(0)))
+        })?;
+        let id = objects::obj_id(dev, h)?;
+        self.u.objs.mws.insert(id, dev);
+        Ok((id, rkey))
+    }
+
+    fn mcast(&mut self, qp: ObjId, gid: &[u8; 16], attach: bool) -> Result<(), Status> {
+        let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
+        let gid = crate::core::gid::Gid(*gid);
+        self.access.with_transport(dev, |t, _, _| {
+            let h = QpHandle::from_raw(objects::raw(qp));
+            if attach { t.attach_mcast(h, &gid) } else { t.detach_mcast(h, &gid) }.map_err(|e| verbs_status(&e))
+        })
+    }
+
+    fn dealloc_mw(&mut self, mw: ObjId) -> Result<(), Status> {
+        if self.gone_with_device(mw) {
+            return Ok(());
+        }
+        let dev = self.u.objs.mws.get(&mw).copied().ok_or(Status::ENOENT)?;
+        self.access.with_transport(dev, |t, _, _| {
+            t.dealloc_mw(MwHandle::from_raw(objects::raw(mw))).map_err(|e| verbs_status(&e))
+        })?;
+        self.u.objs.mws.remove(&mw);
         Ok(())
     }
 

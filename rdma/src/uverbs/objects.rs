@@ -131,6 +131,7 @@ pub(super) struct SrqObj {
 pub(super) struct Objects {
     pub pds: BTreeMap<ObjId, u32>,
     pub mrs: BTreeMap<ObjId, u32>,
+    pub mws: BTreeMap<ObjId, u32>,
     pub ahs: BTreeMap<ObjId, u32>,
     pub cqs: BTreeMap<ObjId, CqObj>,
     pub qps: BTreeMap<ObjId, QpObj>,
@@ -150,6 +151,7 @@ impl Objects {
         let before = self.count();
         self.pds.retain(|_, d| *d != dev);
         self.mrs.retain(|_, d| *d != dev);
+        self.mws.retain(|_, d| *d != dev);
         self.ahs.retain(|_, d| *d != dev);
         self.cqs.retain(|_, c| c.dev != dev);
         self.qps.retain(|_, q| q.dev != dev);
@@ -158,7 +160,13 @@ impl Objects {
     }
 
     fn count(&self) -> usize {
-        self.pds.len() + self.mrs.len() + self.ahs.len() + self.cqs.len() + self.qps.len() + self.srqs.len()
+        self.pds.len()
+            + self.mrs.len()
+            + self.mws.len()
+            + self.ahs.len()
+            + self.cqs.len()
+            + self.qps.len()
+            + self.srqs.len()
     }
 
     /// Devices with a QP, SRQ or CQ: the ones the pump visits.
@@ -442,7 +450,9 @@ pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
 /// means, ON_DEMAND has no meaning here), except MW_BIND, which only matters
 /// for memory windows and is dropped.
 pub(super) fn mr_access(access: u32) -> Result<u32, Status> {
-    if access & (cmd::access::ZERO_BASED | cmd::access::ON_DEMAND) != 0 {
+    // No persistent memory here to flush to: refused as rxe refuses it for
+    // MRs not backed by pmem.
+    if access & (cmd::access::ZERO_BASED | cmd::access::ON_DEMAND | cmd::access::FLUSH_PERSISTENT) != 0 {
         return Err(Status::EOPNOTSUPP);
     }
     Ok(access & AccessFlags::ALL)

@@ -48,6 +48,10 @@ enum_with_unknown! {
         RcFetchAdd = 0x14,
         RcSendLastWithInvalidate = 0x16,
         RcSendOnlyWithInvalidate = 0x17,
+        /// IBA 1.5 FLUSH (annex A19).
+        RcFlush = 0x1C,
+        /// IBA 1.5 ATOMIC WRITE (annex A19).
+        RcAtomicWrite = 0x1D,
 
         UcSendFirst = 0x20,
         UcSendMiddle = 0x21,

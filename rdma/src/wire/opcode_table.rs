@@ -26,6 +26,8 @@ pub enum Header {
     ImmDt,
     /// Invalidate ETH (9.3): the R_Key to invalidate.
     Ieth,
+    /// FLUSH ETH (IBA 1.5 A19): placement type and selectivity level.
+    Feth,
 }
 
 impl Header {
@@ -39,6 +41,7 @@ impl Header {
             Header::AtomicAckEth => super::atomic_ack_eth::HEADER_LEN,
             Header::ImmDt => super::immdt::HEADER_LEN,
             Header::Ieth => super::ieth::HEADER_LEN,
+            Header::Feth => super::feth::HEADER_LEN,
         }
     }
 }
@@ -93,6 +96,10 @@ pub enum Operation {
     AtomicAcknowledge,
     CompareSwap,
     FetchAdd,
+    /// IBA 1.5: answered by a zero-length RDMA READ response.
+    Flush,
+    /// IBA 1.5: 8 bytes written indivisibly, answered like a FLUSH.
+    AtomicWrite,
     Cnp,
 }
 
@@ -164,6 +171,7 @@ const RETH_IMMDT: &[HeaderAt] = &[at(Header::Reth, B), at(Header::ImmDt, B + 16)
 const AETH: &[HeaderAt] = &[at(Header::Aeth, B)];
 const AETH_ATOMIC_ACK: &[HeaderAt] = &[at(Header::Aeth, B), at(Header::AtomicAckEth, B + 4)];
 const ATOMIC_ETH: &[HeaderAt] = &[at(Header::AtomicEth, B)];
+const FETH_RETH: &[HeaderAt] = &[at(Header::Feth, B), at(Header::Reth, B + 4)];
 const DETH: &[HeaderAt] = &[at(Header::Deth, B)];
 const DETH_IMMDT: &[HeaderAt] = &[at(Header::Deth, B), at(Header::ImmDt, B + 8)];
 
@@ -194,7 +202,7 @@ const NO_PAYLOAD: bool = false;
 
 // One row per line reads as a table; rustfmt would split each row over ten lines.
 #[rustfmt::skip]
-const ROWS: [OpcodeInfo; 38] = [
+const ROWS: [OpcodeInfo; 40] = [
     // RC (opcodes 000x_xxxx)
     row(Opcode::RcSendFirst, "RC Send First", Op::Send, REQ, First, RC, NO_EXT, 12, PAYLOAD),
     row(Opcode::RcSendMiddle, "RC Send Middle", Op::Send, REQ, Middle, RC, NO_EXT, 12, PAYLOAD),
@@ -220,6 +228,9 @@ const ROWS: [OpcodeInfo; 38] = [
     row(Opcode::RcFetchAdd, "RC Fetch Add", Op::FetchAdd, REQ, Only, RC, ATOMIC_ETH, 40, NO_PAYLOAD),
     row(Opcode::RcSendLastWithInvalidate, "RC Send Last with Invalidate", Op::Send, REQ, Last, RC, IETH, 16, PAYLOAD),
     row(Opcode::RcSendOnlyWithInvalidate, "RC Send Only with Invalidate", Op::Send, REQ, Only, RC, IETH, 16, PAYLOAD),
+    // IBA 1.5 (A19): FLUSH carries its FETH before the RETH; ATOMIC WRITE's 8 bytes are its payload.
+    row(Opcode::RcFlush, "RC Flush", Op::Flush, REQ, Only, RC, FETH_RETH, 32, NO_PAYLOAD),
+    row(Opcode::RcAtomicWrite, "RC Atomic Write", Op::AtomicWrite, REQ, Only, RC, RETH, 28, PAYLOAD),
     // UC (001x_xxxx): the RC SEND and RDMA WRITE layouts, nothing that needs a response.
     row(Opcode::UcSendFirst, "UC Send First", Op::Send, REQ, First, UC, NO_EXT, 12, PAYLOAD),
     row(Opcode::UcSendMiddle, "UC Send Middle", Op::Send, REQ, Middle, UC, NO_EXT, 12, PAYLOAD),
@@ -241,7 +252,7 @@ const ROWS: [OpcodeInfo; 38] = [
 ];
 
 /// The whole table, in opcode order.
-pub static TABLE: [OpcodeInfo; 38] = ROWS;
+pub static TABLE: [OpcodeInfo; 40] = ROWS;
 
 /// Bytes of reserved zeros a CNP carries after its BTH.
 pub const CNP_RESERVED_LEN: usize = 16;
@@ -340,6 +351,10 @@ mod test {
         assert_eq!(w, Some(Some(28)));
         let ud = lookup(Opcode::UdSendOnlyWithImmediate).map(|i| i.offset_of(Header::ImmDt));
         assert_eq!(ud, Some(Some(20)));
+        // IBA 1.5 A19: FLUSH is BTH, FETH, RETH; ATOMIC WRITE is BTH, RETH, 8 bytes.
+        let flush = lookup(Opcode::RcFlush).map(|i| (i.offset_of(Header::Feth), i.offset_of(Header::Reth)));
+        assert_eq!(flush, Some((Some(12), Some(16))));
+        assert_eq!(lookup(Opcode::RcAtomicWrite).map(|i| (i.header_len(), i.payload)), Some((28, true)));
         for info in &TABLE {
             // Requests that ask for data or operate atomically never carry a payload.
             if matches!(
@@ -349,6 +364,7 @@ mod test {
                     | Operation::FetchAdd
                     | Operation::Acknowledge
                     | Operation::AtomicAcknowledge
+                    | Operation::Flush
                     | Operation::Cnp
             ) {
                 assert!(!info.payload, "{}", info.name);

@@ -7,7 +7,8 @@ use super::opcode::Opcode;
 use super::opcode_table::{self, CNP_RESERVED_LEN, Header, OpcodeInfo};
 use super::{
     AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr, BthPacket, BthRepr,
-    DethPacket, DethRepr, IethPacket, IethRepr, ImmDtPacket, ImmDtRepr, RethPacket, RethRepr, bth,
+    DethPacket, DethRepr, FethPacket, FethRepr, IethPacket, IethRepr, ImmDtPacket, ImmDtRepr, RethPacket, RethRepr,
+    bth,
 };
 
 /// The extension headers of a packet. Exactly the ones its opcode lists must be present.
@@ -20,6 +21,7 @@ pub struct ExtHeaders {
     pub atomic_ack_eth: Option<AtomicAckEthRepr>,
     pub immdt: Option<ImmDtRepr>,
     pub ieth: Option<IethRepr>,
+    pub feth: Option<FethRepr>,
 }
 
 impl ExtHeaders {
@@ -32,6 +34,7 @@ impl ExtHeaders {
         atomic_ack_eth: None,
         immdt: None,
         ieth: None,
+        feth: None,
     };
 
     /// Whether `header` is present.
@@ -44,6 +47,7 @@ impl ExtHeaders {
             Header::AtomicAckEth => self.atomic_ack_eth.is_some(),
             Header::ImmDt => self.immdt.is_some(),
             Header::Ieth => self.ieth.is_some(),
+            Header::Feth => self.feth.is_some(),
         }
     }
 
@@ -63,8 +67,16 @@ impl ExtHeaders {
     }
 }
 
-const ALL_HEADERS: [Header; 7] =
-    [Header::Deth, Header::Reth, Header::AtomicEth, Header::Aeth, Header::AtomicAckEth, Header::ImmDt, Header::Ieth];
+const ALL_HEADERS: [Header; 8] = [
+    Header::Deth,
+    Header::Reth,
+    Header::AtomicEth,
+    Header::Aeth,
+    Header::AtomicAckEth,
+    Header::ImmDt,
+    Header::Ieth,
+    Header::Feth,
+];
 
 /// A BTH and its extension headers as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +175,7 @@ impl RoceRepr {
             Header::AtomicAckEth => ext.atomic_ack_eth?.emit(&mut AtomicAckEthPacket::new_unchecked(bytes)),
             Header::ImmDt => ext.immdt?.emit(&mut ImmDtPacket::new_unchecked(bytes)),
             Header::Ieth => ext.ieth?.emit(&mut IethPacket::new_unchecked(bytes)),
+            Header::Feth => ext.feth?.emit(&mut FethPacket::new_unchecked(bytes)),
         }
         Some(())
     }
@@ -180,6 +193,7 @@ fn parse_header(header: Header, bytes: &[u8], ext: &mut ExtHeaders) -> Option<()
         }
         Header::ImmDt => ext.immdt = ImmDtRepr::parse(&ImmDtPacket::new_unchecked(bytes)).ok(),
         Header::Ieth => ext.ieth = IethRepr::parse(&IethPacket::new_unchecked(bytes)).ok(),
+        Header::Feth => ext.feth = FethRepr::parse(&FethPacket::new_unchecked(bytes)).ok(),
     }
     ext.has(header).then_some(())
 }

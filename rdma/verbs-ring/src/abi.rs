@@ -23,7 +23,7 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"VERBRING");
 pub const ABI_MAJOR: u32 = 1;
 /// ABI minor version: additions that an older host may ignore
 /// (1: QUERY_RESOURCES; 2: the RDMA CM commands, REG_MR's iova).
-pub const ABI_MINOR: u32 = 2;
+pub const ABI_MINOR: u32 = 3;
 /// The `abi_version` field: major in the high 16 bits, minor in the low 16.
 pub const ABI_VERSION: u32 = (ABI_MAJOR << 16) | ABI_MINOR;
 
@@ -588,6 +588,13 @@ pub mod wr_opcode {
     pub const LOCAL_INV: u32 = 7;
     pub const BIND_MW: u32 = 8;
     pub const SEND_WITH_INV: u32 = 9;
+    /// IBA 1.5 FLUSH (ABI 1.3).
+    pub const FLUSH: u32 = 14;
+    /// IBA 1.5 ATOMIC WRITE (ABI 1.3).
+    pub const ATOMIC_WRITE: u32 = 15;
+    /// Fast-register an MR from `ALLOC_MR` (the kernel's `IB_WR_REG_MR`;
+    /// libibverbs has no such opcode) (ABI 1.3).
+    pub const REG_MR: u32 = 0x20;
 }
 
 /// `enum ibv_send_flags` (send WQE `send_flags`).
@@ -634,6 +641,10 @@ pub mod wc_opcode {
     pub const FETCH_ADD: u32 = 4;
     pub const BIND_MW: u32 = 5;
     pub const LOCAL_INV: u32 = 6;
+    pub const FLUSH: u32 = 8;
+    pub const ATOMIC_WRITE: u32 = 9;
+    /// The kernel's `IB_WC_REG_MR`.
+    pub const REG_MR: u32 = 10;
     pub const RECV: u32 = 128;
     pub const RECV_RDMA_WITH_IMM: u32 = 129;
 }
@@ -660,6 +671,21 @@ wire_struct! {
     /// The fixed part of a send WQE (`struct ibv_send_wr` without the list
     /// pointers). It is followed in the same ring entry by `num_sge` [`Sge`]s,
     /// or, with [`send_flags::INLINE`], by `inline_len` bytes of data.
+    ///
+    /// The operations of ABI 1.3 reuse the fields (they carry no SGEs):
+    /// - `LOCAL_INV`: `imm_data` the rkey (or window rkey) to invalidate;
+    /// - `REG_MR`: `ud_ah` the MR's handle (from `ALLOC_MR`, same context),
+    ///   `imm_data` its new key (same index, the key byte chosen),
+    ///   `ud_remote_qpn` the access flags;
+    /// - `BIND_MW`: `rkey` the window's current rkey, `imm_data` the rkey it
+    ///   takes (only its key byte counts), `ud_remote_qkey` the MR's lkey,
+    ///   `remote_addr`/`compare_add` the window's address and length,
+    ///   `ud_remote_qpn` its access flags;
+    /// - `FLUSH`: `remote_addr`/`rkey` the range's start, `compare_add` its
+    ///   length, `imm_data` the placement type (bits 7..0) and selectivity
+    ///   level (bits 15..8);
+    /// - `ATOMIC_WRITE`: `remote_addr`/`rkey`, `compare_add` the 8 bytes to
+    ///   write (little-endian: byte 0 is the first written).
     pub struct SendWqe, size 80 {
         pub wr_id: u64,
         /// `wr.rdma.remote_addr` / `wr.atomic.remote_addr`.

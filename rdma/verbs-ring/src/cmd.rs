@@ -147,8 +147,16 @@ pub mod nr {
     pub const DESTROY_AH: u16 = 8;
     pub const REG_MR: u16 = 9;
     pub const DEREG_MR: u16 = 13;
+    /// `ibv_alloc_mw` (uverbs' number) (ABI 1.3).
+    pub const ALLOC_MW: u16 = 14;
+    /// `ibv_dealloc_mw` (ABI 1.3).
+    pub const DEALLOC_MW: u16 = 15;
     pub const CREATE_CQ: u16 = 18;
     pub const DESTROY_CQ: u16 = 20;
+    /// `ibv_attach_mcast` (uverbs' number) (ABI 1.3).
+    pub const ATTACH_MCAST: u16 = 22;
+    /// `ibv_detach_mcast` (ABI 1.3).
+    pub const DETACH_MCAST: u16 = 23;
     pub const CREATE_QP: u16 = 24;
     pub const QUERY_QP: u16 = 25;
     pub const MODIFY_QP: u16 = 26;
@@ -168,6 +176,12 @@ pub mod nr {
     pub const QUERY_COUNTERS: u16 = 0x85;
     /// Objects on a device in every context (`rdma resource show`).
     pub const QUERY_RESOURCES: u16 = 0x86;
+    /// `ib_alloc_mr(IB_MR_TYPE_MEM_REG)`: a fast-register MR, born free
+    /// (the kernel verb; uverbs has no number for it) (ABI 1.3).
+    pub const ALLOC_MR: u16 = 0x87;
+    /// `ib_map_mr_sg`: the page list the next REG_MR work request
+    /// registers (ABI 1.3).
+    pub const MAP_MR_SG: u16 = 0x88;
     /// `rdma link add NAME type TYPE netdev NETDEV` (NLDEV NEWLINK).
     pub const LINK_ADD: u16 = 0x90;
     /// `rdma link delete` (NLDEV DELLINK).
@@ -407,8 +421,11 @@ pub mod access {
     pub const MW_BIND: u32 = 1 << 4;
     pub const ZERO_BASED: u32 = 1 << 5;
     pub const ON_DEMAND: u32 = 1 << 6;
+    /// IBA 1.5 FLUSH targets (ABI 1.3).
+    pub const FLUSH_GLOBAL: u32 = 1 << 8;
+    pub const FLUSH_PERSISTENT: u32 = 1 << 9;
     /// Every bit the ABI knows; others are refused.
-    pub const ALL: u32 = (1 << 7) - 1;
+    pub const ALL: u32 = ((1 << 7) - 1) | FLUSH_GLOBAL | FLUSH_PERSISTENT;
 }
 
 wire_struct! {
@@ -425,6 +442,69 @@ wire_struct! {
         /// (`hca_va`, the iova of `ibv_reg_mr_iova2`): the program's virtual
         /// address for the C ABI, `start` itself for the Rust library.
         pub iova: u64,
+    }
+}
+
+wire_struct! {
+    /// ALLOC_MR request: a fast-register MR in a PD for page lists of up
+    /// to `max_num_sg` pages. Answered with a [`RegMrResp`] (lkey = rkey:
+    /// the key a REG_MR work request's new key must share the index of).
+    pub struct AllocMrReq, size 8 {
+        pub pd_handle: u32,
+        pub max_num_sg: u32,
+    }
+}
+
+wire_struct! {
+    /// MAP_MR_SG request: `num_pages` little-endian `u64` region offsets at
+    /// region offset `list_off`, each the start of a `page_size` page (a power
+    /// of two, at least 4096, aligned to itself); the list and every page must
+    /// lie in the context's buffer area. The MR's bytes are named from
+    /// `iova`, `length` of them, starting `iova % page_size` into the first
+    /// page. The MR must be free (never registered, or invalidated).
+    pub struct MapMrSgReq, size 40 {
+        pub mr_handle: u32,
+        pub num_pages: u32,
+        pub iova: u64,
+        pub length: u64,
+        pub page_size: u64,
+        pub list_off: u64,
+    }
+}
+
+wire_struct! {
+    /// ATTACH_MCAST / DETACH_MCAST request: a UD QP and a multicast GID
+    /// (IPv4-mapped 224.0.0.0/4 or IPv6 ff00::/8). RoCE has no multicast
+    /// LIDs: `mlid` is ignored, as rxe ignores it.
+    pub struct McastReq, size 24 {
+        pub qp_handle: u32,
+        pub mlid: u16,
+        pub reserved: u16,
+        pub gid: [u8; 16],
+    }
+}
+
+/// `enum ibv_mw_type`.
+pub mod mw_type {
+    pub const TYPE_1: u32 = 1;
+    pub const TYPE_2: u32 = 2;
+}
+
+wire_struct! {
+    /// ALLOC_MW request.
+    pub struct AllocMwReq, size 8 {
+        pub pd_handle: u32,
+        /// One of [`mw_type`].
+        pub mw_type: u32,
+    }
+}
+
+wire_struct! {
+    /// ALLOC_MW response: the window's handle and its first rkey (a bind
+    /// changes the key byte; the host library tracks it, as libibverbs does).
+    pub struct AllocMwResp, size 8 {
+        pub mw_handle: u32,
+        pub rkey: u32,
     }
 }
 

@@ -58,13 +58,16 @@ pub enum ObjKind {
     /// An RDMA CM id (`rdma_cm_id`); bound to no device as far as the
     /// dispatcher knows (its device is the provider's business).
     CmId,
+    /// A memory window (ABI 1.3).
+    Mw,
 }
 
 impl ObjKind {
     /// Teardown order: children before the objects they use, CM ids first
-    /// (a connected id's DREQ goes out while its QP still exists).
-    pub const TEARDOWN_ORDER: [ObjKind; 7] =
-        [ObjKind::CmId, ObjKind::Qp, ObjKind::Ah, ObjKind::Srq, ObjKind::Mr, ObjKind::Cq, ObjKind::Pd];
+    /// (a connected id's DREQ goes out while its QP still exists), windows
+    /// before MRs (an MR with a window bound to it cannot go).
+    pub const TEARDOWN_ORDER: [ObjKind; 8] =
+        [ObjKind::CmId, ObjKind::Qp, ObjKind::Ah, ObjKind::Srq, ObjKind::Mw, ObjKind::Mr, ObjKind::Cq, ObjKind::Pd];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -75,6 +78,7 @@ impl ObjKind {
             ObjKind::Mr => "mr",
             ObjKind::Cq => "cq",
             ObjKind::Pd => "pd",
+            ObjKind::Mw => "mw",
         }
     }
 
@@ -114,6 +118,21 @@ pub struct CmEventOut {
     /// AH is the id's route, see [`crate::cm`]).
     pub param: CmConnParam,
 }
+
+/// A page list the dispatcher has checked (MAP_MR_SG): every page lies in the
+/// context's buffer area and is aligned to `page_size`, a power of two of at
+/// least 4096 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MrMap<'a> {
+    pub iova: u64,
+    pub length: u64,
+    pub page_size: u64,
+    /// Region offsets of the pages.
+    pub pages: &'a [u64],
+}
+
+/// Most pages a MAP_MR_SG may give (rxe's `max_fast_reg_page_list_len`).
+pub const MAX_MAP_PAGES: u32 = 512;
 
 /// What `reg_mr` returns.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -222,6 +241,25 @@ pub trait VerbsProvider {
         Err(Status::EOPNOTSUPP)
     }
     fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// A fast-register MR (ALLOC_MR); `lkey` = `rkey` = its key.
+    fn alloc_mr(&mut self, pd: ObjId, max_num_sg: u32) -> Result<MrKeys, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// A checked page list for a fast-register MR (MAP_MR_SG).
+    fn map_mr_sg(&mut self, mr: ObjId, map: &MrMap<'_>) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// A memory window: its id and first rkey.
+    fn alloc_mw(&mut self, pd: ObjId, mw_type: u32) -> Result<(ObjId, u32), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    fn dealloc_mw(&mut self, mw: ObjId) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// A UD QP joins (`attach`) or leaves a multicast group.
+    fn mcast(&mut self, qp: ObjId, gid: &[u8; 16], attach: bool) -> Result<(), Status> {
         Err(Status::EOPNOTSUPP)
     }
     fn create_cq(&mut self, cq: &CqSpec) -> Result<ObjId, Status> {
@@ -370,8 +408,8 @@ impl Default for Limits {
 /// What tearing a context down did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct TeardownReport {
-    /// Objects destroyed, by [`ObjKind`] index (qp, ah, srq, mr, cq, pd, cm_id).
-    pub destroyed: [u32; 7],
+    /// Objects destroyed, by [`ObjKind`] index (qp, ah, srq, mr, cq, pd, cm_id, mw).
+    pub destroyed: [u32; 8],
     /// Provider destroy calls that failed (the object is forgotten anyway:
     /// its owner is gone).
     pub provider_errors: u32,
@@ -454,6 +492,7 @@ fn provider_destroy<P: VerbsProvider + ?Sized>(p: &mut P, kind: ObjKind, id: Obj
         ObjKind::Mr => p.dereg_mr(id),
         ObjKind::Cq => p.destroy_cq(id),
         ObjKind::Pd => p.dealloc_pd(id),
+        ObjKind::Mw => p.dealloc_mw(id),
     }
 }
 
@@ -751,6 +790,39 @@ impl Dispatcher {
             }
             nr::DEALLOC_PD => self.destroy(p, ctx, req, ObjKind::Pd).map(|_| 0),
             nr::DEREG_MR => self.destroy(p, ctx, req, ObjKind::Mr).map(|_| 0),
+            nr::ALLOC_MR => {
+                let r: AllocMrReq = decode(req)?;
+                if r.max_num_sg == 0 || r.max_num_sg > MAX_MAP_PAGES {
+                    return Err(Status::EINVAL);
+                }
+                self.check_room(ctx)?;
+                let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
+                let keys = p.alloc_mr(pd, r.max_num_sg)?;
+                let h = self.insert(ctx, ObjKind::Mr, keys.id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
+                reply(out, RegMrResp { mr_handle: h, lkey: keys.lkey, rkey: keys.rkey, reserved: 0 })
+            }
+            nr::MAP_MR_SG => {
+                let r: MapMrSgReq = decode(req)?;
+                self.map_mr_sg(mem, p, ctx, &r)
+            }
+            nr::ALLOC_MW => {
+                let r: AllocMwReq = decode(req)?;
+                if !matches!(r.mw_type, mw_type::TYPE_1 | mw_type::TYPE_2) {
+                    return Err(Status::EINVAL);
+                }
+                self.check_room(ctx)?;
+                let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
+                let (id, rkey) = p.alloc_mw(pd, r.mw_type)?;
+                let h = self.insert(ctx, ObjKind::Mw, id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
+                reply(out, AllocMwResp { mw_handle: h, rkey })
+            }
+            nr::DEALLOC_MW => self.destroy(p, ctx, req, ObjKind::Mw).map(|_| 0),
+            nr::ATTACH_MCAST | nr::DETACH_MCAST => {
+                let r: McastReq = decode(req)?;
+                let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
+                p.mcast(qp, &r.gid, nr == nr::ATTACH_MCAST)?;
+                Ok(0)
+            }
             nr::DESTROY_AH => self.destroy(p, ctx, req, ObjKind::Ah).map(|_| 0),
             nr::DESTROY_CQ => {
                 let events = self.destroy(p, ctx, req, ObjKind::Cq)?;
@@ -1083,6 +1155,46 @@ impl Dispatcher {
             .encode(out)
             .ok_or(Status::EMSGSIZE)?;
         Ok(RegMrResp::SIZE)
+    }
+
+    /// MAP_MR_SG: the page list is copied out of the region once, then every
+    /// page is checked against the context's buffer area before the provider
+    /// sees it (a hostile list names nothing outside the context).
+    fn map_mr_sg<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        r: &MapMrSgReq,
+    ) -> Result<usize, Status> {
+        if r.num_pages == 0 || r.num_pages > MAX_MAP_PAGES {
+            return Err(Status::EINVAL);
+        }
+        if !r.page_size.is_power_of_two() || r.page_size < 4096 || r.page_size > 1 << 31 {
+            return Err(Status::EINVAL);
+        }
+        let (mr, _) = self.lookup(ctx, r.mr_handle, ObjKind::Mr)?;
+        let (area_off, area_len) = self.ctx_mut(ctx)?.buf_area;
+        let list_len = u64::from(r.num_pages) * 8;
+        if !range_within(r.list_off, list_len, area_off, area_len)
+            || !range_within(r.list_off, list_len, 0, mem.len() as u64)
+        {
+            return Err(Status::EFAULT);
+        }
+        let mut raw = alloc::vec![0u8; list_len as usize];
+        mem.read(r.list_off as usize, &mut raw).map_err(|_| Status::EFAULT)?;
+        let mut pages = Vec::with_capacity(r.num_pages as usize);
+        for chunk in raw.chunks_exact(8) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            let page = u64::from_le_bytes(b);
+            if page % r.page_size != 0 || !range_within(page, r.page_size, area_off, area_len) {
+                return Err(Status::EFAULT);
+            }
+            pages.push(page);
+        }
+        p.map_mr_sg(mr, &MrMap { iova: r.iova, length: r.length, page_size: r.page_size, pages: &pages })?;
+        Ok(0)
     }
 
     fn create_cq<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(

@@ -44,10 +44,16 @@ pub enum Cap {
     AsyncEvents,
     /// The RDMA connection manager (Linux's `rdma_cm` client, ucma).
     Cm,
+    /// Fast-register MRs (`alloc_mr`, `map_mr_sg`).
+    AllocMr,
+    /// Memory windows (`alloc_mw`, `dealloc_mw`).
+    AllocMw,
+    /// UD multicast (`attach_mcast`, `detach_mcast`).
+    Mcast,
 }
 
 impl Cap {
-    pub const ALL: [Cap; 23] = [
+    pub const ALL: [Cap; 26] = [
         Cap::QueryDevice,
         Cap::QueryPort,
         Cap::QueryGid,
@@ -71,6 +77,9 @@ impl Cap {
         Cap::LinkOps,
         Cap::AsyncEvents,
         Cap::Cm,
+        Cap::AllocMr,
+        Cap::AllocMw,
+        Cap::Mcast,
     ];
 
     /// The op's name (`struct ib_device_ops` member where there is one).
@@ -99,6 +108,9 @@ impl Cap {
             Cap::LinkOps => "link_ops",
             Cap::AsyncEvents => "async_events",
             Cap::Cm => "rdma_cm",
+            Cap::AllocMr => "alloc_mr",
+            Cap::AllocMw => "alloc_mw",
+            Cap::Mcast => "attach_mcast",
         }
     }
 
@@ -155,7 +167,7 @@ const fn row(nr: u16, name: &'static str, req_size: usize, resp_size: usize, cap
 }
 
 /// Every command, sorted by number.
-pub const TABLE: [CmdSpec; 40] = [
+pub const TABLE: [CmdSpec; 46] = [
     row(nr::QUERY_DEVICE, "QUERY_DEVICE", DevReq::SIZE, DeviceAttr::SIZE, Some(Cap::QueryDevice)),
     row(nr::QUERY_PORT, "QUERY_PORT", PortReq::SIZE, PortAttr::SIZE, Some(Cap::QueryPort)),
     row(nr::ALLOC_PD, "ALLOC_PD", DevReq::SIZE, HandleResp::SIZE, Some(Cap::AllocPd)),
@@ -164,8 +176,12 @@ pub const TABLE: [CmdSpec; 40] = [
     row(nr::DESTROY_AH, "DESTROY_AH", HandleReq::SIZE, Empty::SIZE, Some(Cap::DestroyAh)),
     row(nr::REG_MR, "REG_MR", RegMrReq::SIZE, RegMrResp::SIZE, Some(Cap::RegUserMr)),
     row(nr::DEREG_MR, "DEREG_MR", HandleReq::SIZE, Empty::SIZE, Some(Cap::DeregMr)),
+    row(nr::ALLOC_MW, "ALLOC_MW", AllocMwReq::SIZE, AllocMwResp::SIZE, Some(Cap::AllocMw)),
+    row(nr::DEALLOC_MW, "DEALLOC_MW", HandleReq::SIZE, Empty::SIZE, Some(Cap::AllocMw)),
     row(nr::CREATE_CQ, "CREATE_CQ", CreateCqReq::SIZE, CreateCqResp::SIZE, Some(Cap::CreateCq)),
     row(nr::DESTROY_CQ, "DESTROY_CQ", HandleReq::SIZE, DestroyResp::SIZE, Some(Cap::DestroyCq)),
+    row(nr::ATTACH_MCAST, "ATTACH_MCAST", McastReq::SIZE, Empty::SIZE, Some(Cap::Mcast)),
+    row(nr::DETACH_MCAST, "DETACH_MCAST", McastReq::SIZE, Empty::SIZE, Some(Cap::Mcast)),
     row(nr::CREATE_QP, "CREATE_QP", CreateQpReq::SIZE, CreateQpResp::SIZE, Some(Cap::CreateQp)),
     row(nr::QUERY_QP, "QUERY_QP", QueryQpReq::SIZE, QueryQpResp::SIZE, Some(Cap::QueryQp)),
     row(nr::MODIFY_QP, "MODIFY_QP", ModifyQpReq::SIZE, Empty::SIZE, Some(Cap::ModifyQp)),
@@ -180,6 +196,8 @@ pub const TABLE: [CmdSpec; 40] = [
     row(nr::GET_ASYNC_EVENT, "GET_ASYNC_EVENT", Empty::SIZE, AsyncEvent::SIZE, Some(Cap::AsyncEvents)),
     row(nr::QUERY_COUNTERS, "QUERY_COUNTERS", PortReq::SIZE, CountersResp::SIZE, Some(Cap::HwStats)),
     row(nr::QUERY_RESOURCES, "QUERY_RESOURCES", DevReq::SIZE, ResourceCounts::SIZE, None),
+    row(nr::ALLOC_MR, "ALLOC_MR", AllocMrReq::SIZE, RegMrResp::SIZE, Some(Cap::AllocMr)),
+    row(nr::MAP_MR_SG, "MAP_MR_SG", MapMrSgReq::SIZE, Empty::SIZE, Some(Cap::AllocMr)),
     row(nr::LINK_ADD, "LINK_ADD", LinkAddReq::SIZE, HandleResp::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_DEL, "LINK_DEL", DevReq::SIZE, Empty::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_SHOW, "LINK_SHOW", LinkShowReq::SIZE, LinkInfo::SIZE, Some(Cap::LinkOps)),

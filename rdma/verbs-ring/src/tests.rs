@@ -314,7 +314,7 @@ fn detach_destroys_in_dependency_order() {
     let before = h.p.log.len();
     let report = h.d.detach(&mut h.p, 0);
     assert_eq!(report.total() as usize, n0);
-    assert_eq!(report.destroyed, [2, 1, 1, 2, 2, 1, 1]);
+    assert_eq!(report.destroyed, [2, 1, 1, 2, 2, 1, 1, 0]);
     assert_eq!(report.provider_errors, 0);
     // The fake saw nothing destroyed while something used it.
     assert!(h.p.order_violations.is_empty(), "{:?}", h.p.order_violations);
@@ -519,6 +519,75 @@ fn call<Req: Wire, Resp: Wire>(
 
 fn slot_state(mem: &HeapShm, fw: &Fw, ctx: u32) -> ContextSlot {
     fw.read_slot(mem, ctx).unwrap()
+}
+
+/// ABI 1.3: ALLOC_MR, MAP_MR_SG (the page list read from the buffer area and
+/// checked page by page), ALLOC_MW, and a teardown that frees windows first.
+#[test]
+fn fast_register_and_window_commands() {
+    let (mem, mut fw) = appliance();
+    let mut host = HostContext::attach(&mem, 7).unwrap();
+    let pd: HandleResp = call(&mem, &mut fw, &mut host, nr::ALLOC_PD, DevReq::default()).unwrap();
+    let mr: RegMrResp =
+        call(&mem, &mut fw, &mut host, nr::ALLOC_MR, AllocMrReq { pd_handle: pd.handle, max_num_sg: 4 }).unwrap();
+    assert_eq!(mr.lkey, mr.rkey);
+    let too_many = AllocMrReq { pd_handle: pd.handle, max_num_sg: 513 };
+    assert_eq!(
+        call::<_, RegMrResp>(&mem, &mut fw, &mut host, nr::ALLOC_MR, too_many),
+        Err(HostError::Status(Status::EINVAL))
+    );
+    let (buf, len) = host.buf_area();
+    // The list at the start of the buffer area, two pages after it.
+    let pages = [buf + 0x2000, buf + 0x1000];
+    for (i, p) in pages.iter().enumerate() {
+        mem.write(buf as usize + i * 8, &p.to_le_bytes()).unwrap();
+    }
+    let map = MapMrSgReq {
+        mr_handle: mr.mr_handle,
+        num_pages: 2,
+        iova: 0x1000,
+        length: 0x2000,
+        page_size: 4096,
+        list_off: buf,
+    };
+    let _: Empty = call(&mem, &mut fw, &mut host, nr::MAP_MR_SG, map).unwrap();
+    // A page outside the buffer area, a list outside it, an odd page size.
+    mem.write(buf as usize + 8, &(buf + len).to_le_bytes()).unwrap();
+    assert_eq!(call::<_, Empty>(&mem, &mut fw, &mut host, nr::MAP_MR_SG, map), Err(HostError::Status(Status::EFAULT)));
+    let off_list = MapMrSgReq { list_off: buf + len - 8, ..map };
+    assert_eq!(
+        call::<_, Empty>(&mem, &mut fw, &mut host, nr::MAP_MR_SG, off_list),
+        Err(HostError::Status(Status::EFAULT))
+    );
+    let odd = MapMrSgReq { page_size: 3000, ..map };
+    assert_eq!(call::<_, Empty>(&mem, &mut fw, &mut host, nr::MAP_MR_SG, odd), Err(HostError::Status(Status::EINVAL)));
+    let mw: AllocMwResp =
+        call(&mem, &mut fw, &mut host, nr::ALLOC_MW, AllocMwReq { pd_handle: pd.handle, mw_type: mw_type::TYPE_2 })
+            .unwrap();
+    assert_ne!(mw.rkey, 0);
+    let bad = AllocMwReq { pd_handle: pd.handle, mw_type: 3 };
+    assert_eq!(
+        call::<_, AllocMwResp>(&mem, &mut fw, &mut host, nr::ALLOC_MW, bad),
+        Err(HostError::Status(Status::EINVAL))
+    );
+    assert_eq!(fw.dispatcher().count(None, ObjKind::Mw), 1);
+    // Multicast names a QP of the context: a PD handle is no QP.
+    let join = McastReq { qp_handle: pd.handle, mlid: 0, reserved: 0, gid: [0xff; 16] };
+    assert_eq!(
+        call::<_, Empty>(&mem, &mut fw, &mut host, nr::ATTACH_MCAST, join),
+        Err(HostError::Status(Status::ENOENT))
+    );
+    // The PD is in use by both.
+    let dealloc = HandleReq { handle: pd.handle, reserved: 0 };
+    assert_eq!(
+        call::<_, Empty>(&mem, &mut fw, &mut host, nr::DEALLOC_PD, dealloc),
+        Err(HostError::Status(Status::EBUSY))
+    );
+    host.detach(&mem).unwrap();
+    let r = fw.tick(&mem).unwrap();
+    assert!(
+        matches!(r.events[..], [SlotEvent::Reclaimed { report, .. }] if report.destroyed[ObjKind::Mw as usize] == 1 && report.total() == 3)
+    );
 }
 
 #[test]
@@ -960,7 +1029,7 @@ fn slot_events_log_as_one_readable_line() {
     use crate::firmware::SlotEvent;
     use alloc::string::ToString;
     assert_eq!(SlotEvent::Attached { ctx: 3 }.to_string(), "ring: context 3 attached");
-    let report = TeardownReport { destroyed: [1, 0, 0, 2, 1, 1, 0], provider_errors: 0 };
+    let report = TeardownReport { destroyed: [1, 0, 0, 2, 1, 1, 0, 0], provider_errors: 0 };
     let ev = SlotEvent::Reclaimed { ctx: 1, reason: reclaim_reason::LEASE_EXPIRED, report };
     assert_eq!(ev.to_string(), "ring: context 1 reclaimed (lease expired): destroyed 1 qp, 2 mr, 1 cq, 1 pd");
     let bare = SlotEvent::Reclaimed { ctx: 0, reason: reclaim_reason::DETACHED, report: TeardownReport::default() };

@@ -158,6 +158,30 @@ impl VerbsProvider for FakeProvider {
     fn dereg_mr(&mut self, mr: ObjId) -> Result<(), Status> {
         self.destroy("dereg_mr", ObjKind::Mr, mr)
     }
+    fn alloc_mr(&mut self, pd: ObjId, _max_num_sg: u32) -> Result<MrKeys, Status> {
+        let id = self.create("alloc_mr", ObjKind::Mr, alloc::vec![(ObjKind::Pd, pd)])?;
+        Ok(MrKeys { id, lkey: id << 8, rkey: id << 8 })
+    }
+    fn map_mr_sg(&mut self, mr: ObjId, map: &crate::dispatch::MrMap<'_>) -> Result<(), Status> {
+        self.check("map_mr_sg")?;
+        self.log.push(format!("map_mr_sg {mr} {:x?}", map.pages));
+        Ok(())
+    }
+    fn alloc_mw(&mut self, pd: ObjId, _mw_type: u32) -> Result<(ObjId, u32), Status> {
+        let id = self.create("alloc_mw", ObjKind::Mw, alloc::vec![(ObjKind::Pd, pd)])?;
+        Ok((id, (id + 0x1_0000) << 8))
+    }
+    fn mcast(&mut self, qp: ObjId, gid: &[u8; 16], attach: bool) -> Result<(), Status> {
+        self.check("mcast")?;
+        if !self.live.contains_key(&(ObjKind::Qp, qp)) {
+            return Err(Status::ENOENT);
+        }
+        self.log.push(format!("mcast {qp} {:02x} {attach}", gid[0]));
+        Ok(())
+    }
+    fn dealloc_mw(&mut self, mw: ObjId) -> Result<(), Status> {
+        self.destroy("dealloc_mw", ObjKind::Mw, mw)
+    }
     fn create_cq(&mut self, cq: &CqSpec) -> Result<ObjId, Status> {
         self.dev(cq.dev_index)?;
         self.create("create_cq", ObjKind::Cq, Vec::new())

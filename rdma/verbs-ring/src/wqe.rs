@@ -80,8 +80,16 @@ pub fn decode_send<'a>(entry: &'a [u8], cap: &QpCap, qpt: u8) -> Result<(SendWqe
                 | ATOMIC_CMP_AND_SWP
                 | ATOMIC_FETCH_AND_ADD
                 | SEND_WITH_INV
+                | LOCAL_INV
+                | BIND_MW
+                | REG_MR
+                | FLUSH
+                | ATOMIC_WRITE
         ),
-        qp_type::UC => matches!(wqe.opcode, RDMA_WRITE | RDMA_WRITE_WITH_IMM | SEND | SEND_WITH_IMM),
+        // Memory operations run on RC and UC QPs (rxe's `rxe_wr_opcode_info`).
+        qp_type::UC => {
+            matches!(wqe.opcode, RDMA_WRITE | RDMA_WRITE_WITH_IMM | SEND | SEND_WITH_IMM | LOCAL_INV | BIND_MW | REG_MR)
+        }
         qp_type::UD => matches!(wqe.opcode, SEND | SEND_WITH_IMM),
         _ => false,
     };
@@ -89,8 +97,11 @@ pub fn decode_send<'a>(entry: &'a [u8], cap: &QpCap, qpt: u8) -> Result<(SendWqe
         return Err(WqeError::OP);
     }
     let payload = if wqe.send_flags & send_flags::INLINE != 0 {
-        // Inline carries data, never for reads or atomics.
-        if matches!(wqe.opcode, RDMA_READ | ATOMIC_CMP_AND_SWP | ATOMIC_FETCH_AND_ADD) {
+        // Inline carries data, never for reads, atomics or memory operations.
+        if matches!(
+            wqe.opcode,
+            RDMA_READ | ATOMIC_CMP_AND_SWP | ATOMIC_FETCH_AND_ADD | LOCAL_INV | BIND_MW | REG_MR | FLUSH | ATOMIC_WRITE
+        ) {
             return Err(WqeError::OP);
         }
         if wqe.inline_len > cap.max_inline_data {
@@ -182,6 +193,24 @@ mod tests {
         assert_eq!(decode_send(&e, &CAP, qp_type::RC), Err(WqeError(wc_status::LOC_LEN_ERR)));
         encode_send(&mut e, &atomic, &[Sge { length: 8, ..sge }]).unwrap();
         assert!(decode_send(&e, &CAP, qp_type::RC).is_ok());
+    }
+
+    #[test]
+    fn memory_operations_are_rc_and_uc_only() {
+        let mut e = [0u8; 192];
+        for op in [wr_opcode::LOCAL_INV, wr_opcode::BIND_MW, wr_opcode::REG_MR] {
+            encode_send(&mut e, &SendWqe { opcode: op, ..Default::default() }, &[]).unwrap();
+            assert!(decode_send(&e, &CAP, qp_type::RC).is_ok());
+            assert!(decode_send(&e, &CAP, qp_type::UC).is_ok());
+            assert_eq!(decode_send(&e, &CAP, qp_type::UD), Err(WqeError(wc_status::LOC_QP_OP_ERR)));
+        }
+        for op in [wr_opcode::FLUSH, wr_opcode::ATOMIC_WRITE] {
+            encode_send(&mut e, &SendWqe { opcode: op, ..Default::default() }, &[]).unwrap();
+            assert!(decode_send(&e, &CAP, qp_type::RC).is_ok());
+            assert_eq!(decode_send(&e, &CAP, qp_type::UC), Err(WqeError(wc_status::LOC_QP_OP_ERR)));
+            encode_send_inline(&mut e, &SendWqe { opcode: op, ..Default::default() }, b"12345678").unwrap();
+            assert_eq!(decode_send(&e, &CAP, qp_type::RC), Err(WqeError(wc_status::LOC_QP_OP_ERR)));
+        }
     }
 
     #[test]

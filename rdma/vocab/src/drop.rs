@@ -72,6 +72,7 @@ drop_reasons! {
     BadOpSequence => "bad_op_sequence", "Transport: a request opcode out of order within a message (e.g. MIDDLE without FIRST), UC.";
     Unsupported => "unsupported", "Transport: a response opcode on a QP type that never gets responses, or a CNP.";
     BadMad => "bad_mad", "Transport: a frame for the firmware's QP1 that is not one 256-byte MAD in a UD SEND.";
+    McastNoQp => "mcast_no_qp", "Transport: UD multicast to a group no QP of ours is attached to (never joined, or detached).";
 }
 
 impl DropReason {

@@ -11,6 +11,8 @@
 //!      ├─ create_cq -> Cq            poll (reads CQEs from the ring)
 //!      └─ alloc_pd -> Pd
 //!          ├─ reg_mr -> MemoryRegion (memory in the shared region)
+//!          ├─ alloc_mr -> FastRegMr  map (page list); WrOp::RegMr, LocalInv
+//!          ├─ alloc_mw -> MemoryWindow bind (type 1); WrOp::BindMw (type 2B)
 //!          ├─ create_ah -> Ah
 //!          ├─ Srq::create            post_recv
 //!          └─ Qp::create             modify, post_send, post_recv
@@ -36,6 +38,8 @@ pub mod cm;
 pub mod context;
 pub mod device;
 pub mod error;
+pub mod fastreg;
+pub mod mw;
 pub mod names;
 pub mod pd;
 pub mod perf;
@@ -44,6 +48,8 @@ pub mod queue;
 pub use context::{AsyncEvent, Context, DEFAULT_RING, Link, Options, RING_ENV, SlotInfo, resolve_ring};
 pub use device::{Device, DeviceAttr, GidEntry, PortAttr, ResourceCounts};
 pub use error::{Error, Result};
+pub use fastreg::FastRegMr;
+pub use mw::{MemoryWindow, MwType};
 pub use pd::{AccessFlags, Ah, MemoryRegion, Pd};
 pub use queue::{Cq, Qp, QpInitAttr, RtrAttr, SendFlags, SendWr, Srq, UdDest, WcStatus, WorkCompletion, WrOp};
 pub use verbs_ring::abi::{Sge, wc_opcode};

@@ -27,6 +27,10 @@ impl AccessFlags {
     pub const REMOTE_WRITE: AccessFlags = AccessFlags(cmd::access::REMOTE_WRITE);
     pub const REMOTE_READ: AccessFlags = AccessFlags(cmd::access::REMOTE_READ);
     pub const REMOTE_ATOMIC: AccessFlags = AccessFlags(cmd::access::REMOTE_ATOMIC);
+    /// Memory windows may be bound to the MR.
+    pub const MW_BIND: AccessFlags = AccessFlags(cmd::access::MW_BIND);
+    /// IBA 1.5 FLUSH (global visibility) may target the MR.
+    pub const FLUSH_GLOBAL: AccessFlags = AccessFlags(cmd::access::FLUSH_GLOBAL);
     /// No remote access (local use only).
     pub const NONE_REMOTE: AccessFlags = AccessFlags(0);
     /// Everything a benchmark or pingpong peer may do.

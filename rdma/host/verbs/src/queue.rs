@@ -222,11 +222,64 @@ pub enum WrOp {
     Send,
     SendWithImm(u32),
     SendWithInv(u32),
-    Write { remote_addr: u64, rkey: u32 },
-    WriteWithImm { remote_addr: u64, rkey: u32, imm: u32 },
-    Read { remote_addr: u64, rkey: u32 },
-    CompareSwap { remote_addr: u64, rkey: u32, compare: u64, swap: u64 },
-    FetchAdd { remote_addr: u64, rkey: u32, add: u64 },
+    Write {
+        remote_addr: u64,
+        rkey: u32,
+    },
+    WriteWithImm {
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    },
+    Read {
+        remote_addr: u64,
+        rkey: u32,
+    },
+    CompareSwap {
+        remote_addr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        remote_addr: u64,
+        rkey: u32,
+        add: u64,
+    },
+    /// Invalidate a fast-register MR or a type 2B window of this QP's PD.
+    LocalInv(u32),
+    /// Register a fast-register MR ([`crate::FastRegMr::handle`]) with `key`
+    /// (its index, the key byte of [`crate::FastRegMr::next_key`]).
+    RegMr {
+        mr: u32,
+        key: u32,
+        access: u32,
+    },
+    /// Bind a memory window (see [`crate::MemoryWindow::bind_wr`]).
+    BindMw {
+        mw_rkey: u32,
+        new_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        length: u64,
+        access: u32,
+    },
+    /// IBA 1.5: write 8 bytes indivisibly (`ibv_wr_atomic_write`).
+    AtomicWrite {
+        remote_addr: u64,
+        rkey: u32,
+        data: [u8; 8],
+    },
+    /// IBA 1.5: make earlier writes to the range placed (`ibv_wr_flush`);
+    /// `placement` bit 0 global visibility, bit 1 persistence; `level` 0 the
+    /// range, 1 the whole MR.
+    Flush {
+        remote_addr: u64,
+        rkey: u32,
+        len: u64,
+        placement: u8,
+        level: u8,
+    },
 }
 
 /// `enum ibv_send_flags`.
@@ -291,6 +344,24 @@ impl SendWr<'_> {
             WrOp::FetchAdd { remote_addr, rkey, add } => {
                 (w.opcode, w.remote_addr, w.rkey, w.compare_add) =
                     (wr_opcode::ATOMIC_FETCH_AND_ADD, remote_addr, rkey, add)
+            }
+            // The memory operations' field use is `abi::SendWqe`'s.
+            WrOp::LocalInv(rkey) => (w.opcode, w.imm_data) = (wr_opcode::LOCAL_INV, rkey),
+            WrOp::RegMr { mr, key, access } => {
+                (w.opcode, w.ud_ah, w.imm_data, w.ud_remote_qpn) = (wr_opcode::REG_MR, mr, key, access)
+            }
+            WrOp::BindMw { mw_rkey, new_rkey, mr_lkey, addr, length, access } => {
+                w.opcode = wr_opcode::BIND_MW;
+                (w.rkey, w.imm_data, w.ud_remote_qkey) = (mw_rkey, new_rkey, mr_lkey);
+                (w.remote_addr, w.compare_add, w.ud_remote_qpn) = (addr, length, access);
+            }
+            WrOp::AtomicWrite { remote_addr, rkey, data } => {
+                (w.opcode, w.remote_addr, w.rkey, w.compare_add) =
+                    (wr_opcode::ATOMIC_WRITE, remote_addr, rkey, u64::from_le_bytes(data))
+            }
+            WrOp::Flush { remote_addr, rkey, len, placement, level } => {
+                (w.opcode, w.remote_addr, w.rkey, w.compare_add) = (wr_opcode::FLUSH, remote_addr, rkey, len);
+                w.imm_data = u32::from(placement) | u32::from(level) << 8;
             }
         }
         if let Some(ud) = self.ud {
@@ -439,6 +510,21 @@ impl<'a> Qp<'a> {
         let req = cmd::ModifyQpReq { qp_handle: self.handle, attr_mask: mask, attr: *attr };
         self.pd.dev.ctx.inner.call_resolving::<_, cmd::Empty>(nr::MODIFY_QP, &req)?;
         Ok(())
+    }
+
+    /// `ibv_attach_mcast`: this UD QP receives what is sent to the multicast
+    /// GID `gid` (an IPv4-mapped 224.0.0.0/4 or an IPv6 ff00::/8 address; RoCE
+    /// has no multicast LIDs). Send to a group with an AH to `gid` and remote
+    /// QPN 0xFFFFFF.
+    pub fn attach_mcast(&self, gid: [u8; 16]) -> Result<()> {
+        let req = cmd::McastReq { qp_handle: self.handle, mlid: 0, reserved: 0, gid };
+        self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::ATTACH_MCAST, &req).map(|_| ())
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&self, gid: [u8; 16]) -> Result<()> {
+        let req = cmd::McastReq { qp_handle: self.handle, mlid: 0, reserved: 0, gid };
+        self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::DETACH_MCAST, &req).map(|_| ())
     }
 
     /// `ibv_query_qp`.

@@ -620,3 +620,175 @@ fn perf_tools_with_rdma_cm_between_two_appliances() {
         assert!(sout.contains(" Waiting for client rdma_cm QP to connect\n"), "{sout}");
     }
 }
+
+/// Issue 19 through the ring and the real provider: a fast-register MR over a
+/// page list, windows of both types, ATOMIC WRITE, FLUSH, and SEND WITH
+/// INVALIDATE after which a WRITE to the invalidated rkey is NAKed.
+#[test]
+fn fast_registration_windows_atomic_write_and_flush_through_the_library() {
+    use verbs::{FastRegMr, MwType, wc_opcode};
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    const PAGE: u64 = 4096;
+    let ma = pa.reg_mr(64 << 10, AccessFlags::ALL_REMOTE).unwrap();
+    let target = AccessFlags::ALL_REMOTE | AccessFlags::MW_BIND | AccessFlags::FLUSH_GLOBAL;
+    let mb = pb.reg_mr(8 * PAGE as usize, target).unwrap();
+    let (qa_cq, qb_cq) = (da.create_cq(64, 1).unwrap(), db.create_cq(64, 2).unwrap());
+    let attr = QpInitAttr {
+        cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap();
+    for (q, remote, peer) in [(&qa, &qb, 2), (&qb, &qa, 1)] {
+        q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
+        let rtr = RtrAttr {
+            port: 1,
+            path_mtu: 3,
+            dest_qp_num: remote.qp_num(),
+            rq_psn: 7,
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: 12,
+            ..Default::default()
+        };
+        q.to_rtr(&rtr).unwrap();
+        q.to_rts(7, 4).unwrap();
+    }
+    let post = |q: &Qp, wr_id, op, sg: &[verbs::Sge]| {
+        q.post_send(&[SendWr { wr_id, op, sg_list: sg, flags: SendFlags::SIGNALED, ud: None }]).unwrap()
+    };
+    // Two pages of mb's memory, the higher one first in the MR.
+    let base = mb.addr().next_multiple_of(PAGE);
+    let off = (base - mb.addr()) as usize;
+    let pages = [base + 3 * PAGE, base + PAGE];
+    let frmr: FastRegMr = pb.alloc_mr(4).unwrap();
+    frmr.map(0x5000_0000, 2 * PAGE, PAGE, &pages).unwrap();
+    let key = frmr.next_key(0x42);
+    let rw = (AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ).0;
+    post(&qb, 1, WrOp::RegMr { mr: frmr.handle(), key, access: rw }, &[]);
+    let c = qb_cq.wait(PATIENCE).unwrap();
+    assert_eq!((c.status.is_success(), c.opcode), (true, wc_opcode::REG_MR), "{c:?}");
+    let data: Vec<u8> = (0..2 * PAGE as usize).map(|j| (j * 7 + 3) as u8).collect();
+    ma.write(0, &data).unwrap();
+    post(&qa, 2, WrOp::Write { remote_addr: 0x5000_0000, rkey: key }, &[ma.sge(0, data.len() as u32).unwrap()]);
+    assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    assert_eq!(mb.to_vec(off + 3 * PAGE as usize, PAGE as usize).unwrap(), data[..PAGE as usize]);
+    assert_eq!(mb.to_vec(off + PAGE as usize, PAGE as usize).unwrap(), data[PAGE as usize..]);
+
+    // A type 2B window: read-only, over one page of mb.
+    let mw = pb.alloc_mw(MwType::Type2).unwrap();
+    let new = mw.next_rkey();
+    let op = mw.bind_wr(&mb, off as u64, PAGE, AccessFlags::REMOTE_READ, new);
+    post(&qb, 3, op, &[]);
+    let c = qb_cq.wait(PATIENCE).unwrap();
+    assert_eq!((c.status.is_success(), c.opcode), (true, wc_opcode::BIND_MW), "{c:?}");
+    mw.bound(new);
+    mb.write(off, b"through the window").unwrap();
+    post(&qa, 4, WrOp::Read { remote_addr: base, rkey: mw.rkey() }, &[ma.sge(0x8000, 18).unwrap()]);
+    assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    assert_eq!(ma.to_vec(0x8000, 18).unwrap(), b"through the window");
+    // A type 1 window, bound by the verb, writable.
+    let mw1 = pb.alloc_mw(MwType::Type1).unwrap();
+    let k1 = mw1.bind(&qb, 5, &mb, off as u64 + PAGE, 64, AccessFlags::REMOTE_WRITE).unwrap();
+    assert_eq!(qb_cq.wait(PATIENCE).unwrap().opcode, wc_opcode::BIND_MW);
+    post(&qa, 6, WrOp::Write { remote_addr: base + PAGE, rkey: k1 }, &[ma.sge(0, 64).unwrap()]);
+    assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    assert_eq!(mb.to_vec(off + PAGE as usize, 64).unwrap(), data[..64]);
+
+    // ATOMIC WRITE and FLUSH.
+    let aw = WrOp::AtomicWrite { remote_addr: base + 5 * PAGE, rkey: mb.rkey(), data: *b"atomic!!" };
+    post(&qa, 7, aw, &[]);
+    let c = qa_cq.wait(PATIENCE).unwrap();
+    assert_eq!((c.status.is_success(), c.opcode), (true, wc_opcode::ATOMIC_WRITE), "{c:?}");
+    assert_eq!(mb.to_vec(off + 5 * PAGE as usize, 8).unwrap(), b"atomic!!");
+    let fl = WrOp::Flush { remote_addr: base, rkey: mb.rkey(), len: PAGE, placement: 1, level: 0 };
+    post(&qa, 8, fl, &[]);
+    let c = qa_cq.wait(PATIENCE).unwrap();
+    assert_eq!((c.status.is_success(), c.opcode), (true, wc_opcode::FLUSH), "{c:?}");
+
+    // SEND WITH INVALIDATE of the fast-register MR, then a WRITE to it.
+    qb.post_recv(&[(9, &[mb.sge(off, 64).unwrap()][..])]).unwrap();
+    post(&qa, 10, WrOp::SendWithInv(key), &[ma.sge(0, 16).unwrap()]);
+    assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    let r = qb_cq.wait(PATIENCE).unwrap();
+    assert!(r.status.is_success(), "{r:?}");
+    assert_ne!(r.wc_flags & verbs_ring::abi::wc_flags::WITH_INV, 0);
+    post(&qa, 11, WrOp::Write { remote_addr: 0x5000_0000, rkey: key }, &[ma.sge(0, 8).unwrap()]);
+    let c = qa_cq.wait(PATIENCE).unwrap();
+    assert_eq!((c.wr_id, c.status.as_str()), (11, "remote access error"));
+}
+
+/// UD multicast through the ring: two QPs of b attached to a group both get a
+/// send to it (an AH to the group's GID needs no neighbour resolution); once
+/// detached, a send to the group reaches nobody.
+#[test]
+fn ud_multicast_through_the_library() {
+    use verbs::{UdDest, qp_type};
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::ALL_REMOTE).unwrap(), pb.reg_mr(4096, AccessFlags::ALL_REMOTE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(16, 1).unwrap(), db.create_cq(16, 2).unwrap());
+    let attr = QpInitAttr {
+        qp_type: qp_type::UD,
+        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qbs =
+        [Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap(), Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap()];
+    for q in std::iter::once(&qa).chain(&qbs) {
+        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+        q.modify(&verbs::QpAttr { qp_state: verbs::qp_state::RTR, ..Default::default() }, verbs::qp_attr_mask::STATE)
+            .unwrap();
+        q.to_rts(0, 0).unwrap();
+    }
+    let group = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1];
+    for (i, q) in qbs.iter().enumerate() {
+        q.attach_mcast(group).unwrap();
+        q.post_recv(&[(i as u64, &[mb.sge(i * 1024, 1024).unwrap()][..])]).unwrap();
+    }
+    assert!(qbs[0].attach_mcast([10; 16]).is_err(), "not a multicast GID");
+    let ah = pa
+        .create_ah(&verbs::AhAttr {
+            dgid: group,
+            sgid_index: 1,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    ma.write(0, b"hello, group").unwrap();
+    let send = |wr_id| {
+        let ud = UdDest { ah: &ah, remote_qpn: 0xFF_FFFF, remote_qkey: 0 };
+        let wr = SendWr {
+            wr_id,
+            op: WrOp::Send,
+            sg_list: &[ma.sge(0, 12).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: Some(ud),
+        };
+        qa.post_send(&[wr]).unwrap();
+        assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    };
+    send(10);
+    let mut got: Vec<u64> = (0..2).map(|_| qb_cq.wait(PATIENCE).unwrap()).map(|c| c.wr_id).collect();
+    got.sort();
+    assert_eq!(got, [0, 1]);
+    for i in 0..2 {
+        assert_eq!(mb.to_vec(i * 1024 + 40, 12).unwrap(), b"hello, group", "the GRH first, then the data");
+    }
+    for (i, q) in qbs.iter().enumerate() {
+        q.detach_mcast(group).unwrap();
+        q.post_recv(&[(2 + i as u64, &[mb.sge(i * 1024, 1024).unwrap()][..])]).unwrap();
+    }
+    send(11);
+    assert!(qb_cq.wait(Duration::from_millis(300)).is_err(), "a detached group reaches nobody");
+}
