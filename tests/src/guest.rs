@@ -27,6 +27,11 @@ pub(crate) struct Guest {
 }
 
 impl Guest {
+    /// The PID of the process the guest runs in (QEMU, or what started it).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `cmd` (a QEMU command line) with the console on pipes.
     pub(crate) fn spawn(mut cmd: Command, prompt: &'static str, tail_lines: usize, hint: &str) -> Result<Guest, Error> {
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());

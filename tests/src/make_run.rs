@@ -19,9 +19,10 @@ use std::time::Duration;
 /// Time allowed for the boot and for each command.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// One `make boot` under `script`. Dropping it kills `script`, which closes
-/// the pty: the hangup (SIGHUP) ends make, its shell and QEMU. The ring file
-/// is the caller's to remove (several runs may name the same one).
+/// One `make boot` under `script`. Dropping it kills the QEMU this run
+/// started (by its PID, found among `script`'s descendants: QEMU outlives the
+/// pty's hangup), then `script`.
+/// The ring file is the caller's to remove (several runs may name the same one).
 pub struct MakeRun {
     guest: Guest,
     ring: PathBuf,
@@ -99,4 +100,40 @@ impl MakeRun {
     pub fn ring(&self) -> &std::path::Path {
         &self.ring
     }
+}
+
+impl Drop for MakeRun {
+    fn drop(&mut self) {
+        for pid in qemus_under(self.guest.pid()) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// The QEMU processes descending from process `root`.
+fn qemus_under(root: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let pids: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    // Parent of each process, from /proc/PID/stat's fourth field (after the
+    // parenthesised command name, which may hold spaces).
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let descends = |mut pid: u32| {
+        for _ in 0..64 {
+            match parent(pid) {
+                Some(p) if p == root => return true,
+                Some(p) if p > 1 => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    };
+    pids.into_iter()
+        .filter(|&pid| {
+            let exe = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            exe.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"qemu-system-x86_64")) && descends(pid)
+        })
+        .collect()
 }

@@ -49,7 +49,7 @@ fn capture_linux_tool_output() {
         "10.0.0.3/24",
     ))
     .unwrap();
-    let mut save = |linux: &mut LinuxPeer, name: &str, cmd: &str| {
+    let save = |linux: &mut LinuxPeer, name: &str, cmd: &str| {
         let out = linux.cmd(&format!("{cmd} 2>&1")).unwrap();
         eprintln!("--- {name}: {cmd}\n{out}");
         std::fs::write(dir.join(format!("{name}.txt")), out).unwrap();
