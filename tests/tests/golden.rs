@@ -135,11 +135,15 @@ fn host(shm: &Ivshmem, tool: &str, args: &str) -> (bool, String) {
     tests::tool::finish(tests::tool::spawn(tool, &shm.path, args).unwrap(), WAIT).unwrap()
 }
 
+/// A fixture, the console command that prints it, and the host tool with its
+/// arguments that prints it too (if one does).
+type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>);
+
 #[test]
 fn console_and_host_tools_print_what_linux_prints() {
     let (mut a, shm) = boot("golden-tools");
     // (fixture, console command, host tool and its arguments)
-    let cases: &[(&str, &str, Option<(&str, &str)>)] = &[
+    let cases: &[Case] = &[
         ("rdma-link", "rdma link", Some(("rdma", "link"))),
         ("rdma-link-show-rxe0-1", "rdma link show rxe0/1", Some(("rdma", "link show rxe0/1"))),
         ("rdma-dev", "rdma dev", Some(("rdma", "dev"))),
