@@ -473,6 +473,28 @@ pub struct ibv_ah_attr {
     pub port_num: u8,
 }
 
+/// The ring's address vector as the program sees it (QUERY_QP, rdma_cm's
+/// route and QP attributes).
+impl From<&verbs_ring::cmd::AhAttr> for ibv_ah_attr {
+    fn from(a: &verbs_ring::cmd::AhAttr) -> ibv_ah_attr {
+        ibv_ah_attr {
+            grh: ibv_global_route {
+                dgid: a.dgid,
+                flow_label: a.flow_label,
+                sgid_index: a.sgid_index,
+                hop_limit: a.hop_limit,
+                traffic_class: a.traffic_class,
+            },
+            dlid: a.dlid,
+            sl: a.sl,
+            src_path_bits: a.src_path_bits,
+            static_rate: a.static_rate,
+            is_global: a.is_global,
+            port_num: a.port_num,
+        }
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct ibv_qp_attr {

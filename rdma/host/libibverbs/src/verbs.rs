@@ -930,24 +930,6 @@ fn ah_in(a: &ibv_ah_attr) -> cmd::AhAttr {
     }
 }
 
-fn ah_out(a: &cmd::AhAttr) -> ibv_ah_attr {
-    ibv_ah_attr {
-        grh: ibv_global_route {
-            dgid: a.dgid,
-            flow_label: a.flow_label,
-            sgid_index: a.sgid_index,
-            hop_limit: a.hop_limit,
-            traffic_class: a.traffic_class,
-        },
-        dlid: a.dlid,
-        sl: a.sl,
-        src_path_bits: a.src_path_bits,
-        static_rate: a.static_rate,
-        is_global: a.is_global,
-        port_num: a.port_num,
-    }
-}
-
 /// # Safety
 /// `qp` came from this library; `attr` is readable.
 #[unsafe(no_mangle)]
@@ -1026,7 +1008,7 @@ pub unsafe extern "C" fn ibv_query_qp(
             (o.qkey, o.rq_psn, o.sq_psn, o.dest_qp_num) = (a.qkey, a.rq_psn, a.sq_psn, a.dest_qp_num);
             (o.qp_access_flags, o.rate_limit) = (a.qp_access_flags, a.rate_limit);
             write_cap(&mut o.cap, &a.cap);
-            o.ah_attr = ah_out(&a.ah_attr);
+            o.ah_attr = ibv_ah_attr::from(&a.ah_attr);
             (o.pkey_index, o.sq_draining, o.max_rd_atomic) = (a.pkey_index, a.sq_draining, a.max_rd_atomic);
             (o.max_dest_rd_atomic, o.min_rnr_timer, o.port_num) = (a.max_dest_rd_atomic, a.min_rnr_timer, a.port_num);
             (o.timeout, o.retry_cnt, o.rnr_retry) = (a.timeout, a.retry_cnt, a.rnr_retry);

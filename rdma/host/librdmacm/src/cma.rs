@@ -28,24 +28,6 @@ fn is_ud(obj: &IdObj) -> bool {
     obj.id.qp_type == IBV_QPT_UD
 }
 
-fn ah_out(a: &cmd::AhAttr) -> ibv_ah_attr {
-    ibv_ah_attr {
-        grh: ibv_global_route {
-            dgid: a.dgid,
-            flow_label: a.flow_label,
-            sgid_index: a.sgid_index,
-            hop_limit: a.hop_limit,
-            traffic_class: a.traffic_class,
-        },
-        dlid: a.dlid,
-        sl: a.sl,
-        src_path_bits: a.src_path_bits,
-        static_rate: a.static_rate,
-        is_global: a.is_global,
-        port_num: a.port_num,
-    }
-}
-
 /// The ring's QP attributes as `struct ibv_qp_attr` (every field written,
 /// as librdmacm's copy from the kernel does).
 fn qp_attr_out(a: &cmd::QpAttr) -> ibv_qp_attr {
@@ -66,7 +48,7 @@ fn qp_attr_out(a: &cmd::QpAttr) -> ibv_qp_attr {
             max_recv_sge: a.cap.max_recv_sge,
             max_inline_data: a.cap.max_inline_data,
         },
-        ah_attr: ah_out(&a.ah_attr),
+        ah_attr: ibv_ah_attr::from(&a.ah_attr),
         alt_ah_attr: ibv_ah_attr::default(),
         pkey_index: a.pkey_index,
         alt_pkey_index: 0,
@@ -352,7 +334,7 @@ fn process(g: &Global, chan: &ChanObj, mut raw: CmEvent) -> Option<*mut EvObj> {
                 .or_else(|| {
                     (*id_ptr).cm.route().map(|r| cmd::AhAttr { is_global: 1, port_num: r.port_num as u8, ..r.ah_attr })
                 })
-                .map(|a| ah_out(&a))
+                .map(|a| ibv_ah_attr::from(&a))
                 .unwrap_or_default();
             e.ev.param.ud = rdma_ud_param {
                 private_data: pd,
