@@ -135,16 +135,16 @@ host-test: deps-rdma-core
 ## deps-rdma-core: rdma-core's headers and Debian's unmodified RDMA programs, which the
 ## libibverbs tests check our ABI against and run over it (idempotent, quiet)
 RDMA_CORE_PKGS = libibverbs-dev ibverbs-utils perftest rdmacm-utils
-RDMA_CORE_PKGS += librdmacm-dev
+RDMA_CORE_PKGS += librdmacm-dev python3-pyverbs
 deps-rdma-core:
 	@dpkg -s $(RDMA_CORE_PKGS) >/dev/null 2>&1 || { \
 		echo "installing $(RDMA_CORE_PKGS) ..."; \
 		$(SUDO) apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(RDMA_CORE_PKGS) >/dev/null; }
 
-qemu-test: image deps-qemu
+qemu-test: image deps-qemu abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
-	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
 
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
 boot-time: image deps-qemu

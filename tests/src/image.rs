@@ -53,3 +53,11 @@ pub fn verbs_tool(name: &str) -> PathBuf {
     });
     dir.join(name)
 }
+
+/// The folder holding our `libibverbs.so.1` and `librdmacm.so.1`:
+/// `$ROCE_ABI_DIR` (what `make` passes), else `target/abi` (`make abi`).
+pub fn abi_dir() -> PathBuf {
+    let dir = std::env::var_os("ROCE_ABI_DIR").map_or_else(|| workspace_root().join("target/abi"), PathBuf::from);
+    assert!(dir.join("libibverbs.so.1").exists(), "no {}/libibverbs.so.1: run `make abi` first", dir.display());
+    dir
+}

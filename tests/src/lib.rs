@@ -24,7 +24,7 @@ pub mod tool;
 
 pub use console::PROMPT;
 pub use guest::Running;
-pub use image::{image, verbs_tool};
+pub use image::{abi_dir, image, verbs_tool};
 pub use linux::{
     LinuxPeer, MGMT_GUEST_IP, MGMT_GUEST_PORT, MGMT_HOST_IP, PEER_PROMPT, PEER_READY, PeerOptions, free_tcp_port,
     peer_dir,
