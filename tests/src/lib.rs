@@ -14,6 +14,7 @@ mod console;
 mod guest;
 mod image;
 mod linux;
+pub mod load;
 mod make_run;
 pub mod pcap;
 mod qemu;

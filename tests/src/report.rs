@@ -50,11 +50,14 @@ pub fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Writes `target/bench/<name>.md` and `.csv`; returns the directory.
-pub fn write_tables(name: &str, md: &str, csv: &str) -> std::io::Result<PathBuf> {
+/// Writes `target/bench/<name>.md` (ending with `load`'s verdict on the
+/// run, which is printed too) and `.csv`; returns the directory.
+pub fn write_tables(name: &str, md: &str, csv: &str, load: &crate::load::Watch) -> std::io::Result<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join(format!("{name}.md")), md)?;
+    let note = load.note();
+    println!("{note}");
+    std::fs::write(dir.join(format!("{name}.md")), format!("{md}\n{note}\n"))?;
     std::fs::write(dir.join(format!("{name}.csv")), csv)?;
     Ok(dir)
 }

@@ -78,6 +78,8 @@ fn linux(mac: &str, local: u16, peer: u16, ip: &str) -> Result<LinuxPeer, Box<dy
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Judged at the end: was anything else using the CPU meanwhile?
+    let load = tests::load::Watch::start();
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let iters: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100).max(1);
@@ -142,7 +144,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         csv.push('\n');
     }
     println!("\n{md}");
-    let dir = write_tables("interop", &md, &csv)?;
+    let dir = write_tables("interop", &md, &csv, &load)?;
     let groups: Vec<String> = SIZES.iter().map(|s| format!("{s} B")).collect();
     let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
     let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(label, v)| (*label, v.clone())).collect();

@@ -22,6 +22,8 @@ fn node(mac: &str, local: u16, peer: u16, ip: &str) -> Options {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Judged at the end: was anything else using the CPU meanwhile?
+    let load = tests::load::Watch::start();
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let ms: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2000);
@@ -57,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(md, "| {size} | {:.0} | {:.0} | {:.3} | {:.1}% |", row.0, row.1, row.2, row.3)?;
         writeln!(csv, "{size},{:.0},{:.0},{:.4},{:.2}", row.0, row.1, row.2, row.3)?;
     }
-    write_tables("net", &md, &csv)?;
+    write_tables("net", &md, &csv, &load)?;
     println!("written: target/bench/net.md, target/bench/net.csv");
     Ok(())
 }

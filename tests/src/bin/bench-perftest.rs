@@ -196,6 +196,8 @@ fn raw_limit(tx: &mut Appliance, rx: &mut Appliance, rx_ip: &str, size: usize, r
 }
 
 fn main() -> Res<()> {
+    // Judged at the end: was anything else using the CPU meanwhile?
+    let load = tests::load::Watch::start();
     let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     if !LinuxPeer::available() {
         return Err("the Linux peer is not built: make linux-peer".into());
@@ -287,7 +289,7 @@ fn main() -> Res<()> {
         100.0 * app_64k / raw.1
     )?;
     println!("\n{md}");
-    let dir = write_tables("perftest", &md, &csv)?;
+    let dir = write_tables("perftest", &md, &csv, &load)?;
     let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
     let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
     let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (*l, f.gbps.clone())).collect();

@@ -13,6 +13,8 @@ use tests::{Appliance, Nic, Options, free_udp_port};
 const SIZES: [u32; 4] = [2, 1024, 4096, 65536];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Judged at the end: was anything else using the CPU meanwhile?
+    let load = tests::load::Watch::start();
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let iters: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200).max(1);
@@ -47,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(csv, "{size},{mtu},{l:.3},{m:.3}")?;
         }
     }
-    write_tables("rdma", &md, &csv)?;
+    write_tables("rdma", &md, &csv, &load)?;
     println!("written: target/bench/rdma.md, target/bench/rdma.csv");
     Ok(())
 }

@@ -65,6 +65,8 @@ fn writes(qps: &[(&Qp, &Cq)], mr: &MemoryRegion, remote: &MemoryRegion, size: us
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Judged at the end: was anything else using the CPU meanwhile?
+    let load = tests::load::Watch::start();
     let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let filter = std::env::args().nth(2).unwrap_or_default();
     let wanted = |name: &str| name.contains(filter.as_str());
@@ -177,7 +179,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(md, "| {name} | {value:.3} | {unit} |")?;
         writeln!(csv, "{name},{value:.4},{unit}")?;
     }
-    write_tables("verbs", &md, &csv)?;
+    write_tables("verbs", &md, &csv, &load)?;
     println!("written: target/bench/verbs.md, target/bench/verbs.csv");
     Ok(())
 }
