@@ -46,7 +46,10 @@ fn kmain(boot: BootResult) -> ! {
     let devices = pci::scan();
 
     let region = verbs::map_region(devices);
-    let config = net::rdma::config_from_cmdline(&info.cmdline);
+    let mut config = net::rdma::config_from_cmdline(&info.cmdline);
+    let (seed, source) = arch::entropy::seed();
+    config.key_seed = seed;
+    log::debug!("rxe: key seed from {source:?}");
     let mut net = net::probe(devices, config, region.as_ref().map(|(r, _)| r.clone()), time::now());
     if let Some(n) = net.as_mut() {
         for link in &n.links {

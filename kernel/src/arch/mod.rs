@@ -1,6 +1,7 @@
 //! x86-64 specifics: descriptor tables, exception reporting, the legacy interrupt
 //! controller and leaving QEMU.
 
+pub mod entropy;
 pub mod exceptions;
 pub mod exit;
 pub mod gdt;

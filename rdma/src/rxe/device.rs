@@ -48,6 +48,10 @@ pub struct Config {
     pub max_msg_size: u32,
     /// Async events kept before the oldest are dropped.
     pub max_events: usize,
+    /// The seed of the MR and MW key bytes ([`super::keys`]): fixed by
+    /// default, so simulations replay; the kernel sets it from the
+    /// platform's entropy at boot, and each new device forks its own.
+    pub key_seed: [u8; 32],
 }
 
 impl Default for Config {
@@ -61,6 +65,7 @@ impl Default for Config {
             read_burst: 64,
             max_msg_size: crate::core::rxe_params::MAX_MSG_SZ,
             max_events: 256,
+            key_seed: *b"rxe default key seed: tests only",
         }
     }
 }

@@ -10,6 +10,7 @@ use core::any::Any;
 
 use super::ah::LocalPort;
 use super::device::Config;
+use super::keys::KeyStream;
 use super::memory::Memory;
 use super::transport::RxeTransport;
 use crate::core::device::{Device, DeviceAttr, Driver, DriverId, OpSet};
@@ -37,8 +38,13 @@ impl<M: Memory + 'static> RxeDriver<M> {
 
     /// The factory `RdmaCore::with_rxe` takes: one driver per new link, each
     /// with the memory `mem` makes and the transport tunables `config`.
+    /// Each driver's keys come from its own seed, forked from `config`'s.
     pub fn factory(mut mem: impl FnMut() -> M + 'static, config: Config) -> RxeDriverFactory {
-        Box::new(move |nd: &NetdevInfo| Ok(Box::new(RxeDriver::new(nd, mem(), config)) as Box<dyn Driver>))
+        let mut seeds = KeyStream::new(config.key_seed, 0);
+        Box::new(move |nd: &NetdevInfo| {
+            let config = Config { key_seed: seeds.seed(), ..config };
+            Ok(Box::new(RxeDriver::new(nd, mem(), config)) as Box<dyn Driver>)
+        })
     }
 
     /// The rxe driver behind a registered device, if it is one over `M`.

@@ -18,6 +18,7 @@ pub mod completer;
 pub mod cq;
 pub mod device;
 pub mod event;
+pub mod keys;
 pub mod mad_port;
 pub mod mcast;
 pub mod mem_ops;

@@ -4,8 +4,15 @@
 //! object's destruction no longer matches whatever takes the slot next. This is the
 //! format of IB lkeys and rkeys (IBA vol. 1 10.6.3.1: the low byte is the "key" the
 //! consumer owns), so MR handles *are* their keys.
+//!
+//! Counted keys suit handles only the local consumer holds (PDs, CQs, QPs, whose
+//! QPN follows the count). Keys a remote peer presents (MRs, MWs) must not be
+//! guessable from earlier ones: their pools draw every key byte from a
+//! [`KeyStream`] ([`Pool::with_random_keys`]).
 
 use alloc::vec::Vec;
+
+use super::keys::KeyStream;
 
 /// Why an object could not be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +30,8 @@ pub struct Pool<T> {
     free: Vec<u32>,
     limit: u32,
     len: u32,
+    /// Where key bytes come from: `None` counts them.
+    keys: Option<KeyStream>,
 }
 
 /// Splits a raw handle into index and key.
@@ -54,7 +63,14 @@ impl<T> Pool<T> {
 
     /// An empty pool for at most `limit` objects (at most 2^24).
     pub fn new(limit: u32) -> Pool<T> {
-        Pool { slots: Vec::new(), free: Vec::new(), limit: limit.min(Self::MAX_LIMIT), len: 0 }
+        Pool { slots: Vec::new(), free: Vec::new(), limit: limit.min(Self::MAX_LIMIT), len: 0, keys: None }
+    }
+
+    /// An empty pool whose every handle takes a fresh random key byte from
+    /// `keys` (never the byte of the slot's previous object). [`generation`]
+    /// means nothing for its handles.
+    pub fn with_random_keys(limit: u32, keys: KeyStream) -> Pool<T> {
+        Pool { keys: Some(keys), ..Pool::new(limit) }
     }
 
     /// Stores `value`; returns its handle.
@@ -77,6 +93,19 @@ impl<T> Pool<T> {
             }
         };
         let slot = &mut self.slots[index as usize];
+        if let Some(keys) = &mut self.keys {
+            // `remove` moved the key on by one: the previous object's is one below.
+            slot.key = keys.next_key(slot.key.wrapping_sub(1));
+        }
+        // Handle 0 is never given out, as Linux rxe's pools start at index 1:
+        // programs take an lkey of 0 for "no key" (Debian's ib_send_bw -R
+        // stalled when its MR drew lkey 0).
+        while join(index, slot.key) == 0 {
+            slot.key = match &mut self.keys {
+                Some(keys) => keys.next_key(0),
+                None => 1,
+            };
+        }
         let handle = join(index, slot.key);
         slot.value = Some(make(handle));
         self.len += 1;
@@ -180,6 +209,35 @@ mod test {
         assert_eq!(pool.get(a), None);
         assert_eq!(pool.remove(a), None);
         assert_eq!(pool.get(b), Some(&"b"));
+    }
+
+    #[test]
+    fn random_keys_are_not_a_count_and_stale_handles_still_fail() {
+        let mut pool = Pool::with_random_keys(4, KeyStream::new([3; 32], 9));
+        let mut keys = Vec::new();
+        let mut last = pool.insert(0).expect("room");
+        for i in 1..64 {
+            assert_eq!(pool.remove(last), Some(i - 1));
+            let next = pool.insert(i).expect("room");
+            assert_eq!(split(next).0, split(last).0, "the slot is reused");
+            assert_ne!(next, last, "with another key");
+            assert_eq!(pool.get(last), None);
+            keys.push(split(next).1);
+            last = next;
+        }
+        let counted = keys.windows(2).filter(|w| w[1] == w[0].wrapping_add(1)).count();
+        assert!(counted < 8, "keys follow a count: {keys:?}");
+    }
+
+    #[test]
+    fn handle_zero_is_never_given_out() {
+        for mut pool in [Pool::new(1), Pool::with_random_keys(1, KeyStream::new([5; 32], 1))] {
+            for i in 0..2000 {
+                let h = pool.insert(i).expect("room");
+                assert_ne!(h, 0, "after {i} reuses");
+                pool.remove(h);
+            }
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ use super::completer;
 use super::cq::{Cq, CqHandle};
 use super::device::{Config, Device};
 use super::event::AsyncEvent;
+use super::keys::KeyStream;
 use super::mad_port::{self, MAD_SIZE, MadPort, ReceivedMad};
 use super::mcast::{self, Groups, McastError};
 use super::mem_ops;
@@ -151,12 +152,14 @@ pub struct RxeTransport<M> {
 impl<M: Memory> RxeTransport<M> {
     /// A transport over `mem` for a port with these addresses.
     pub fn new(mem: M, port: LocalPort, config: Config) -> RxeTransport<M> {
+        let keys = |space| KeyStream::new(config.key_seed, space);
         RxeTransport {
             dev: Device {
                 mem,
                 pds: Pool::new(MAX_PD),
-                mrs: Pool::new(MAX_MR),
-                mws: Pool::new(MAX_MW),
+                // Remote peers present these keys: random bytes, one stream each.
+                mrs: Pool::with_random_keys(MAX_MR, keys(1)),
+                mws: Pool::with_random_keys(MAX_MW, keys(2)),
                 cqs: Pool::new(MAX_CQ),
                 srqs: Pool::new(MAX_SRQ),
                 ahs: Pool::new(MAX_AH),
