@@ -167,11 +167,12 @@ bench-verbs: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-verbs -- $(RUNS)
 
 ## bench-perftest: perftest WRITE bandwidth and rate, SEND latency: Linux<->Linux, appliance<->Linux,
-## appliance<->appliance and the raw frame limit, in one run, with ratios
-bench-perftest: image deps-qemu deps-fonts linux-peer
+## appliance<->appliance (Rust tools, then Debian's programs over our libibverbs) and the raw
+## frame limit, in one run, with ratios
+bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	cargo build --release -q -p tests --bins
-	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) \
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) \
 		cargo run -q --release -p tests --bin bench-perftest -- $(RUNS)
 
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)

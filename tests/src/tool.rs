@@ -25,6 +25,18 @@ pub fn spawn(name: &str, ring: &Path, args: &str) -> std::io::Result<Child> {
         .spawn()
 }
 
+/// Starts Debian's unmodified `/usr/bin/<prog>` with `args` over our
+/// `libibverbs.so.1`/`librdmacm.so.1` ([`crate::abi_dir`]) on `ring`.
+pub fn spawn_unmodified(prog: &str, ring: &Path, args: &str) -> std::io::Result<Child> {
+    Command::new(Path::new("/usr/bin").join(prog))
+        .args(args.split_whitespace())
+        .env("LD_LIBRARY_PATH", crate::abi_dir())
+        .env("RDMA_RING", ring)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+}
+
 /// Waits for `child` at most `limit`: whether it succeeded (a tool still
 /// running then is killed and did not), and its stdout followed by stderr.
 pub fn finish(mut child: Child, limit: Duration) -> std::io::Result<(bool, String)> {

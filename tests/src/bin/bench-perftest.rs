@@ -6,7 +6,9 @@
 //! MTU-4096 WRITE. RDMA WRITE bandwidth at 64 B, 4 KiB and 64 KiB, its
 //! message rate at 64 B, and SEND latency at 2 B (median and 99th
 //! percentile); medians of several runs, each figure with its ratio to
-//! Linux<->Linux.
+//! Linux<->Linux. The appliance pairs run twice: with our Rust host tools,
+//! and with Debian's unmodified `ib_*` programs over our `libibverbs.so.1`
+//! (`make abi`), whose cost against the Rust tools is a table of its own.
 //!
 //! Usage: bench-perftest [runs]; writes target/bench/perftest.{md,csv,png}.
 //! Needs the Linux peer (`make linux-peer`) and the verbs tools.
@@ -36,20 +38,34 @@ const LAT_ITERS: u32 = 500;
 const ROCE_FRAME: usize = 14 + 20 + 8 + 12 + 4096 + 4;
 const MIB: f64 = (1u64 << 20) as f64;
 
+/// Which host programs drive an appliance.
+#[derive(Clone, Copy, PartialEq)]
+enum Host {
+    /// Our Rust tools (`write_bw`, ...) on the `verbs` library.
+    Rust,
+    /// Debian's `ib_write_bw`, ... unmodified, over our libibverbs.
+    CAbi,
+}
+
 /// One end of a perftest run.
 enum End {
     Linux(LinuxPeer),
-    /// An appliance driven through its ring by the host tools, and the
+    /// An appliance driven through its ring by host programs, and the
     /// host port a Linux client's guestfwd reaches (or a tool client dials).
     Appliance {
         app: Appliance,
         ring: Ivshmem,
         port: u16,
+        host: Host,
     },
 }
 
-fn tool(name: &str, ring: &Path, args: &str) -> Res<Child> {
-    Ok(tests::tool::spawn(name, ring, args)?)
+/// Test `test`'s host program on `ring`; `args` are perftest's own options.
+fn tool(host: Host, test: &str, ring: &Path, args: &str) -> Res<Child> {
+    Ok(match host {
+        Host::Rust => tests::tool::spawn(test, ring, args)?,
+        Host::CAbi => tests::tool::spawn_unmodified(&format!("ib_{test}"), ring, &format!("-d rxe0 -F {args}"))?,
+    })
 }
 
 fn finish(child: Child) -> Res<String> {
@@ -74,8 +90,8 @@ fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<S
                     }
                     out
                 }
-                End::Appliance { ring, .. } => {
-                    finish(tool(test, &ring.path, &format!("{args} -p {} 127.0.0.1", s.host_port()))?)?
+                End::Appliance { ring, host, .. } => {
+                    finish(tool(*host, test, &ring.path, &format!("{args} -p {} 127.0.0.1", s.host_port()))?)?
                 }
             };
             let server_out = s.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN)?;
@@ -84,8 +100,10 @@ fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<S
             }
             Ok(out)
         }
-        (End::Appliance { ring, port, .. }, c) => {
-            let server = tool(test, &ring.path, &format!("{args} -p {port} --bind 127.0.0.1"))?;
+        (End::Appliance { ring, port, host, .. }, c) => {
+            // perftest's server listens on every address; ours binds where told.
+            let bind = if *host == Host::Rust { " --bind 127.0.0.1" } else { "" };
+            let server = tool(*host, test, &ring.path, &format!("{args} -p {port}{bind}"))?;
             let out = match c {
                 End::Linux(c) => {
                     let (status, out) =
@@ -96,8 +114,8 @@ fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<S
                     }
                     out
                 }
-                End::Appliance { ring: r2, .. } => {
-                    finish(tool(test, &r2.path, &format!("{args} -p {port} 127.0.0.1"))?)?
+                End::Appliance { ring: r2, host: h2, .. } => {
+                    finish(tool(*h2, test, &r2.path, &format!("{args} -p {port} 127.0.0.1"))?)?
                 }
             };
             finish(server)?;
@@ -147,6 +165,45 @@ fn measure(label: &str, server: &mut End, client: &mut End, runs: usize) -> Res<
     Ok(f)
 }
 
+fn set_host(end: &mut End, to: Host) {
+    if let End::Appliance { host, .. } = end {
+        *host = to;
+    }
+}
+
+/// The C ABI's cost: each appliance pair's figures with Debian's programs
+/// over our libibverbs, over the same pair's with our Rust tools.
+fn cabi_table<'a>(md: &mut String, csv: &mut String, figures: &impl Fn(&str) -> Option<&'a Figures>) -> Res<()> {
+    md.push_str(
+        "\nDebian's unmodified ib_write_bw/ib_send_lat over our libibverbs, over our Rust tools on the same pair ",
+    );
+    md.push_str("(bandwidth and rate: above 0.90 is within 10%; latency: below 1.10 is):\n\n| pair |");
+    for (size, _) in BW {
+        write!(md, " WRITE {size} B |")?;
+    }
+    md.push_str(" 64 B Mmsg/s | SEND 2 B median | p99 |\n|---|");
+    md.push_str(&"---:|".repeat(BW.len() + 3));
+    md.push('\n');
+    csv.push_str("\nC ABI over Rust tools");
+    for (size, _) in BW {
+        write!(csv, ",write_{size}_gbps")?;
+    }
+    csv.push_str(",write_64_mpps,send_lat_median_us,send_lat_p99_us\n");
+    for rust in ["appliance client, Linux server", "Linux client, appliance server", "appliance <-> appliance"] {
+        let (Some(r), Some(c)) = (figures(rust), figures(&format!("C ABI: {rust}"))) else { continue };
+        write!(md, "| {rust} |")?;
+        write!(csv, "{rust}")?;
+        let ratios = c.gbps.iter().zip(&r.gbps).map(|(c, r)| c / r);
+        for x in ratios.chain([c.mpps / r.mpps, c.lat_median / r.lat_median, c.lat_p99 / r.lat_p99]) {
+            write!(md, " {x:.2} |")?;
+            write!(csv, ",{x:.4}")?;
+        }
+        md.push('\n');
+        csv.push('\n');
+    }
+    Ok(())
+}
+
 fn wire(mac: &str, local: u16, peer: u16) -> Nic {
     Nic { host_mtu: Some(MTU), ..Nic::new(mac, local, peer) }
 }
@@ -175,7 +232,7 @@ fn appliance(nic: Nic, ip: &str, tag: &str) -> Res<End> {
         ..Options::default()
     })?;
     app.cmd("rdma link add rxe0 type rxe netdev eth0")?;
-    Ok(End::Appliance { app, ring, port: free_tcp_port() })
+    Ok(End::Appliance { app, ring, port: free_tcp_port(), host: Host::Rust })
 }
 
 /// `netbench` frames per second and Gb/s received at `size`-byte frames (medians).
@@ -227,6 +284,11 @@ fn main() -> Res<()> {
         rows.push((label, measure(label, &mut l, &mut a, runs)?));
         let label = "Linux client, appliance server";
         rows.push((label, measure(label, &mut a, &mut l, runs)?));
+        set_host(&mut a, Host::CAbi);
+        let label = "C ABI: appliance client, Linux server";
+        rows.push((label, measure(label, &mut l, &mut a, runs)?));
+        let label = "C ABI: Linux client, appliance server";
+        rows.push((label, measure(label, &mut a, &mut l, runs)?));
     }
     let raw;
     {
@@ -234,6 +296,10 @@ fn main() -> Res<()> {
         let mut a = appliance(wire("52:54:00:00:00:01", p1, p2), "10.0.0.1", "bench-a")?;
         let mut b = appliance(wire("52:54:00:00:00:02", p2, p1), "10.0.0.2", "bench-b")?;
         let label = "appliance <-> appliance";
+        rows.push((label, measure(label, &mut a, &mut b, runs)?));
+        set_host(&mut a, Host::CAbi);
+        set_host(&mut b, Host::CAbi);
+        let label = "C ABI: appliance <-> appliance";
         rows.push((label, measure(label, &mut a, &mut b, runs)?));
         let (End::Appliance { app: tx, .. }, End::Appliance { app: rx, .. }) = (&mut a, &mut b) else { unreachable!() };
         raw = raw_limit(tx, rx, "10.0.0.2", ROCE_FRAME, runs)?;
@@ -279,7 +345,8 @@ fn main() -> Res<()> {
     csv.push_str(&",,".repeat(3));
     md.push('\n');
     csv.push('\n');
-    let app_64k = rows.last().map_or(f64::NAN, |(_, f)| f.gbps[BW.len() - 1]);
+    let figures = |label: &str| rows.iter().find(|(l, _)| *l == label).map(|(_, f)| f);
+    let app_64k = figures("appliance <-> appliance").map_or(f64::NAN, |f| f.gbps[BW.len() - 1]);
     writeln!(
         md,
         "\nThe raw frame limit is netbench between the two appliances: {:.0} frames/s of {ROCE_FRAME} bytes. \
@@ -288,6 +355,7 @@ fn main() -> Res<()> {
         raw.0,
         100.0 * app_64k / raw.1
     )?;
+    cabi_table(&mut md, &mut csv, &figures)?;
     println!("\n{md}");
     let dir = write_tables("perftest", &md, &csv, &load)?;
     let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
