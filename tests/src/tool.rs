@@ -37,6 +37,32 @@ pub fn spawn_unmodified(prog: &str, ring: &Path, args: &str) -> std::io::Result<
         .spawn()
 }
 
+/// Waits until a host socket listens on TCP `port` (any address; read from
+/// `/proc/net/tcp{,6}`, so no probe connection reaches a server that accepts
+/// only one), at most `limit`; whether it did.
+pub fn wait_listening(port: u16, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if ["/proc/net/tcp", "/proc/net/tcp6"]
+            .iter()
+            .any(|f| std::fs::read_to_string(f).is_ok_and(|t| listens(&t, port)))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Whether a `/proc/net/tcp` table has a LISTEN (state 0A) socket on `port`.
+fn listens(table: &str, port: u16) -> bool {
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = f.get(1).and_then(|a| a.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
+        local_port == Some(port) && f.get(3) == Some(&"0A")
+    })
+}
+
 /// Waits for `child` at most `limit`: whether it succeeded (a tool still
 /// running then is killed and did not), and its stdout followed by stderr.
 pub fn finish(mut child: Child, limit: Duration) -> std::io::Result<(bool, String)> {
@@ -178,4 +204,20 @@ fn follow(pipe: Option<Box<dyn Read + Send>>, lines: &(Mutex<Lines>, Condvar)) {
     push(&mut partial);
     lock.lock().unwrap_or_else(PoisonError::into_inner).open -= 1;
     cond.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listening_sockets_are_found_by_port() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+           0: 0100007F:4A3B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n\
+           1: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 2\n";
+        assert!(super::listens(table, 0x4A3B));
+        assert!(!super::listens(table, 0x1F90), "an established socket is not a listener");
+        assert!(!super::listens(table, 1));
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(super::wait_listening(port, std::time::Duration::from_secs(5)));
+    }
 }

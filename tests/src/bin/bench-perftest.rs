@@ -104,6 +104,11 @@ fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<S
             // perftest's server listens on every address; ours binds where told.
             let bind = if *host == Host::Rust { " --bind 127.0.0.1" } else { "" };
             let server = tool(*host, test, &ring.path, &format!("{args} -p {port}{bind}"))?;
+            // perftest's client does not retry a refused connection.
+            if !tests::tool::wait_listening(*port, Duration::from_secs(60)) {
+                let out = finish(server).err().map(|e| e.to_string()).unwrap_or_default();
+                return Err(format!("ib_{test}: the host server never listened on {port}:\n{out}").into());
+            }
             let out = match c {
                 End::Linux(c) => {
                     let (status, out) =
