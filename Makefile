@@ -179,9 +179,10 @@ bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma
 
-## fuzz: the property tests of the parsers, with many more cases
+## fuzz: the property tests of the parsers, with many more cases, and every fault
+## schedule of the first 6 frames for each operation kind (rdma/tests/fault_schedules.rs)
 fuzz:
-	PROPTEST_CASES=$${PROPTEST_CASES:-100000} cargo test --release -p rdma -p kbase
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} FAULT_FRAMES=$${FAULT_FRAMES:-6} cargo test --release -p rdma -p kbase
 
 ## linux-peer: build the Linux rdma_rxe peer guest (kernel + initramfs from Debian
 ## bookworm packages) into target/linux-peer/, once

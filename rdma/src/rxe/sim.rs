@@ -6,6 +6,10 @@
 //! A corrupted frame has one random bit flipped after the Ethernet header; the
 //! receiver's IP checksum or ICRC must catch it (flips in the fields the ICRC masks
 //! and the checks ignore, such as the UDP checksum, are harmless by design).
+//!
+//! Besides the random rates, a [`Script`] names the fault each of the first frames
+//! gets, by the order they were sent in (both directions counted together), so a
+//! test can enumerate every schedule instead of sampling them.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -74,6 +78,33 @@ impl Faults {
     /// A perfect wire with a 2 µs delay.
     pub const NONE: Faults = Faults { drop: 0, duplicate: 0, reorder: 0, corrupt: 0, delay_us: 2, jitter_us: 0 };
 }
+
+/// The fault a [`Script`] gives one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Carried as the random rates decide.
+    Pass,
+    Drop,
+    /// Delivered, and a copy right after it.
+    Duplicate,
+    /// Held back until the next frame toward the same node has gone ahead of it
+    /// (or [`HOLD_LIMIT`] passed, if none comes).
+    DelayPastNext,
+    /// One bit flipped in the last byte before the ICRC, which the ICRC covers.
+    Corrupt,
+}
+
+impl Fault {
+    /// Every fault, `Pass` first.
+    pub const ALL: [Fault; 5] = [Fault::Pass, Fault::Drop, Fault::Duplicate, Fault::DelayPastNext, Fault::Corrupt];
+}
+
+/// Faults for the first frames put on the wire, in sending order; frames past its
+/// end pass.
+pub type Script = Vec<Fault>;
+
+/// The longest a [`Fault::DelayPastNext`] frame waits for a frame to pass it.
+pub const HOLD_LIMIT: Duration = Duration::from_micros(50_000);
 
 /// What happened on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -164,6 +195,10 @@ pub struct Wire {
     /// When `Some`, every frame put on the wire is appended with its fate, in
     /// the order sent. `None` (the default) records nothing.
     pub journal: Option<Vec<Carried>>,
+    /// The scripted faults of the first frames (empty: none).
+    pub script: Script,
+    /// A [`Fault::DelayPastNext`] frame per destination: (frame, release time).
+    held: [Option<(Vec<u8>, Instant)>; 2],
 }
 
 /// See [`Wire::observer`].
@@ -187,6 +222,8 @@ impl Wire {
             filter: None,
             observer: None,
             journal: None,
+            script: Vec::new(),
+            held: [None, None],
         }
     }
 
@@ -212,13 +249,21 @@ impl Wire {
         self.queue.push(Reverse((at.as_micros(), self.seq, slot)));
     }
 
-    /// When the next frame arrives.
+    /// When the next frame arrives (a held frame at the latest when its hold ends).
     pub fn next_arrival(&self) -> Option<Instant> {
-        self.queue.peek().map(|Reverse((t, _, _))| Instant::from_micros(*t))
+        let queued = self.queue.peek().map(|Reverse((t, _, _))| Instant::from_micros(*t));
+        self.held.iter().flatten().map(|(_, t)| *t).chain(queued).min()
     }
 
     /// The next frame due by `now`: `(destination node, frame)`.
     fn pop_due(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
+        for to in 0..self.held.len() {
+            if self.held[to].as_ref().is_some_and(|(_, t)| *t <= now)
+                && let Some((frame, _)) = self.held[to].take()
+            {
+                self.enqueue(now, to, frame);
+            }
+        }
         let &Reverse((t, _, slot)) = self.queue.peek()?;
         if t > now.as_micros() {
             return None;
@@ -270,21 +315,37 @@ impl Wire {
                 f(e);
             }
         };
+        let scripted = self.script.get(self.stats.sent as usize - 1).copied().unwrap_or(Fault::Pass);
         let filtered = self.filter.as_mut().is_some_and(|f| f(to, &frame));
-        if filtered || self.rng.chance(self.faults.drop) {
+        if filtered || scripted == Fault::Drop || self.rng.chance(self.faults.drop) {
             self.stats.dropped += 1;
             note(|e| e.dropped = true);
             self.recycle(frame);
             return;
         }
         let mut frame = frame;
-        if self.rng.chance(self.faults.corrupt) && frame.len() > 14 {
+        if scripted == Fault::Corrupt && frame.len() > 14 + 4 {
+            let byte = frame.len() - 5;
+            frame[byte] ^= 0x10;
+            self.stats.corrupted += 1;
+            note(|e| e.corrupted = true);
+        } else if self.rng.chance(self.faults.corrupt) && frame.len() > 14 {
             let byte = 14 + self.rng.below(frame.len() as u64 - 14) as usize;
             frame[byte] ^= 1 << self.rng.below(8);
             self.stats.corrupted += 1;
             note(|e| e.corrupted = true);
         }
         let mut at = now + self.delay();
+        if scripted == Fault::DelayPastNext && to < self.held.len() {
+            self.stats.reordered += 1;
+            note(|e| e.reordered = true);
+            // One held frame per destination: an earlier one goes first.
+            if let Some((earlier, _)) = self.held[to].take() {
+                self.enqueue(at, to, earlier);
+            }
+            self.held[to] = Some((frame, now + HOLD_LIMIT));
+            return;
+        }
         if self.rng.chance(self.faults.reorder) {
             at = at + Duration::from_micros(1 + self.rng.below(4 * self.faults.delay_us.max(1) + 8));
             self.stats.reordered += 1;
@@ -293,15 +354,19 @@ impl Wire {
             at = at.max(*last);
             *last = at;
         }
-        if self.rng.chance(self.faults.duplicate) {
+        if scripted == Fault::Duplicate || self.rng.chance(self.faults.duplicate) {
             let mut copy = self.buffer(frame.len());
             copy.copy_from_slice(&frame);
-            let later = at + Duration::from_micros(self.rng.below(8));
+            let later = at + Duration::from_micros(if scripted == Fault::Duplicate { 1 } else { self.rng.below(8) });
             self.enqueue(later, to, copy);
             self.stats.duplicated += 1;
             note(|e| e.duplicated = true);
         }
         self.enqueue(at, to, frame);
+        // A held frame follows the first frame sent after it to the same node.
+        if let Some((held, _)) = self.held.get_mut(to).and_then(Option::take) {
+            self.enqueue(at + Duration::from_micros(1), to, held);
+        }
     }
 }
 

@@ -2,6 +2,8 @@
 //! reader for them.
 #![allow(dead_code)]
 
+pub mod rc_ops;
+
 /// One capture: its name, pcapng bytes and tshark's summary.
 pub struct Capture {
     pub name: &'static str,
