@@ -32,6 +32,7 @@ pub mod qp_state;
 pub mod queue;
 pub mod requester;
 pub mod responder;
+pub mod sched;
 pub mod sgl;
 pub mod sim;
 pub mod sink;

@@ -34,7 +34,7 @@ use super::memory::Memory;
 use super::mr::{self, AccessFlags, MAX_PAGE_SHIFT, MIN_PAGE_SHIFT, Mr, MrHandle, MrType};
 use super::mw::{self, Mw, MwHandle, MwType};
 use super::pd::{Pd, PdHandle};
-use super::pool::{Pool, PoolFull};
+use super::pool::{Pool, PoolFull, split};
 use super::qp::{
     FIRST_QPN, GSI_QKEY, GSI_QPN, MAX_RD_ATOMIC, Qp, QpAttr, QpHandle, QpInitAttr, ReqState, RespState, SendQueue,
 };
@@ -42,6 +42,7 @@ use super::qp_state::{AttrMask, ModifyError, QpState, QpType, check_transition};
 use super::queue::{PostError, RecvQueue};
 use super::requester;
 use super::responder;
+use super::sched::Schedule;
 use super::sink::{FrameSink, Watched};
 use super::srq::{Srq, SrqHandle};
 use super::stats::Stats;
@@ -147,6 +148,8 @@ pub struct RxeTransport<M> {
     batch_frames: u32,
     /// UD multicast groups and their QPs.
     mcast: Groups,
+    /// The QPs with work now and the QPs' timers: what `poll` visits.
+    sched: Schedule,
 }
 
 impl<M: Memory> RxeTransport<M> {
@@ -175,6 +178,7 @@ impl<M: Memory> RxeTransport<M> {
             mad: MadPort::default(),
             batch_frames: 0,
             mcast: Groups::default(),
+            sched: Schedule::default(),
         }
     }
 
@@ -591,6 +595,7 @@ impl<M: Memory> RxeTransport<M> {
 
     pub fn destroy_qp(&mut self, qp: QpHandle) -> Result<()> {
         let q = self.qps.remove(qp.0).ok_or(VerbsError::BadHandle("QP"))?;
+        self.sched.disarm(split(qp.0).0);
         // A destroyed QP leaves its groups (rxe detaches it too).
         self.mcast.detach_all(qp);
         // Type 2B windows bound through this QP die with it (rxe holds the QP
@@ -662,6 +667,7 @@ impl<M: Memory> RxeTransport<M> {
             _ => {}
         }
         q.state = to;
+        self.sched.wake(split(qp.0).0);
         Ok(())
     }
 
@@ -685,6 +691,7 @@ impl<M: Memory> RxeTransport<M> {
             }
             q.req.next = q.sq.ring.head();
         }
+        self.sched.wake(split(qp.0).0);
         Ok(())
     }
 
@@ -839,60 +846,12 @@ impl<M: Memory> RxeTransport<M> {
             self.dev.stats.drop(DropReason::NoSuchQp);
             return;
         };
-        let Self { dev, qps, .. } = self;
+        let Self { dev, qps, sched, .. } = self;
         let Some(qp) = qps.get_mut(h.0) else { return };
-        if bth.opcode == Opcode::Cnp {
-            completer::on_congestion(qp, dev, now);
-            return;
-        }
-        let bit = match qp.qp_type {
-            QpType::Rc => QpTypes::RC,
-            QpType::Uc => QpTypes::UC,
-            QpType::Ud | QpType::Gsi => QpTypes::UD,
-        };
-        if !rx.info.qp_types.contains(bit) {
-            dev.stats.drop(DropReason::WrongQpType);
-            return;
-        }
-        if qp.qp_type.is_connected() {
-            let from_peer = match (qp.path.map(|p| p.ip), rx.repr.path.ip) {
-                (Some(IpPath::V4 { dst, .. }), IpPath::V4 { src, .. }) => dst == src,
-                (Some(IpPath::V6 { dst, .. }), IpPath::V6 { src, .. }) => dst == src,
-                _ => false,
-            };
-            if !from_peer {
-                dev.stats.drop(DropReason::BadAddress);
-                return;
-            }
-        }
-        match rx.info.direction {
-            Direction::Request => {
-                if !qp.can_receive() {
-                    dev.stats.drop(DropReason::QpState);
-                    return;
-                }
-                responder::on_request(qp, dev, &rx, frame, sink, now);
-            }
-            Direction::Response => {
-                if qp.qp_type != QpType::Rc {
-                    dev.stats.drop(DropReason::Unsupported);
-                    return;
-                }
-                if !qp.can_send() {
-                    dev.stats.drop(DropReason::QpState);
-                    return;
-                }
-                if rx.repr.path.ecn == Ecn::Ce {
-                    completer::on_congestion(qp, dev, now);
-                }
-                completer::on_response(qp, dev, &rx, now);
-            }
-            Direction::Notification => {}
-        }
-        if qp.state != QpState::Err {
-            requester::run(qp, dev, sink, now);
-            completer::drain_done(qp, dev);
-        }
+        deliver(qp, dev, &rx, frame, sink, now);
+        // Whatever the frame did to the QP (a window opened, a timer armed, an
+        // ACK owed), its schedule follows.
+        settle(sched, split(h.0).0, qp, now);
     }
 
     /// A frame to the multicast QPN: to every UD QP attached to the group its
@@ -937,12 +896,13 @@ impl<M: Memory> RxeTransport<M> {
     /// Sends the ACKs held back for coalescing (and any the NIC refused). Cheap
     /// when none is owed.
     fn flush_acks<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
-        let Self { dev, qps, .. } = self;
+        let Self { dev, qps, sched, .. } = self;
         if !dev.acks_owed {
             return;
         }
         dev.acks_owed = false;
-        for index in 0..qps.index_bound() {
+        // A QP that owes an ACK was settled as ready when it came to owe it.
+        for index in sched.ready() {
             let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
             if qp.state != QpState::Err && qp.state != QpState::Reset {
                 responder::send_owed_ack(qp, dev, sink);
@@ -952,52 +912,33 @@ impl<M: Memory> RxeTransport<M> {
 
     /// Runs timers and sends whatever can go: call at [`Self::next_deadline`], after
     /// posting work requests, and whenever TX buffers free up.
+    /// Visits only the QPs with work now or a timer due (see [`Schedule`]).
     pub fn poll<S: FrameSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
-        let Self { dev, qps, .. } = self;
+        let Self { dev, qps, sched, .. } = self;
         dev.acks_owed = false;
-        for index in 0..qps.index_bound() {
+        sched.fire_due(now);
+        for index in sched.take_ready() {
             let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
             if qp.state == QpState::Err || qp.state == QpState::Reset {
                 continue;
             }
             completer::on_timer(qp, dev, now);
-            if qp.state == QpState::Err {
-                continue;
+            if qp.state != QpState::Err {
+                responder::send_owed_ack(qp, dev, sink);
+                if qp.resp.read.is_some() {
+                    responder::send_read(qp, dev, sink);
+                }
+                requester::run(qp, dev, sink, now);
+                completer::drain_done(qp, dev);
             }
-            responder::send_owed_ack(qp, dev, sink);
-            if qp.resp.read.is_some() {
-                responder::send_read(qp, dev, sink);
-            }
-            requester::run(qp, dev, sink, now);
-            completer::drain_done(qp, dev);
+            settle(sched, index, qp, now);
         }
     }
 
     /// When the transport next needs [`Self::poll`]: `now` (or earlier) when work is
     /// waiting to go out, the nearest timer otherwise, `None` when idle.
     pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut earliest = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        for (_, qp) in self.qps.iter() {
-            if qp.state == QpState::Err || qp.state == QpState::Reset {
-                continue;
-            }
-            if let Some(t) = qp.req.timer {
-                earliest(t);
-            }
-            if let Some(t) = qp.req.rnr_until {
-                earliest(t);
-            }
-            let head_done = qp
-                .sq
-                .ring
-                .get(qp.sq.ring.head())
-                .is_some_and(|w| matches!(w.state, super::qp::WqeState::Done | super::qp::WqeState::Error(_)));
-            if qp.resp.read.is_some() || qp.resp.owed_ack.is_some() || head_done || requester::has_work(qp, now) {
-                earliest(now);
-            }
-        }
-        next
+        self.sched.next(now)
     }
 
     /// Every QP handle (diagnostics).
@@ -1101,6 +1042,99 @@ fn apply(cur: &mut QpAttr, attr: &QpAttr, mask: AttrMask) {
     }
     if m(AttrMask::EN_SQD_ASYNC_NOTIFY) {
         cur.en_sqd_async_notify = attr.en_sqd_async_notify;
+    }
+}
+
+/// A frame for `qp` that passed the device's checks: to the responder or the
+/// completer, then whatever the QP can send now goes.
+fn deliver<M: Memory, S: FrameSink + ?Sized>(
+    qp: &mut Qp,
+    dev: &mut Device<M>,
+    rx: &frame::RxFrame<'_>,
+    frame: &[u8],
+    sink: &mut S,
+    now: Instant,
+) {
+    let bth = rx.repr.roce.bth;
+    if bth.opcode == Opcode::Cnp {
+        completer::on_congestion(qp, dev, now);
+        return;
+    }
+    let bit = match qp.qp_type {
+        QpType::Rc => QpTypes::RC,
+        QpType::Uc => QpTypes::UC,
+        QpType::Ud | QpType::Gsi => QpTypes::UD,
+    };
+    if !rx.info.qp_types.contains(bit) {
+        dev.stats.drop(DropReason::WrongQpType);
+        return;
+    }
+    if qp.qp_type.is_connected() {
+        let from_peer = match (qp.path.map(|p| p.ip), rx.repr.path.ip) {
+            (Some(IpPath::V4 { dst, .. }), IpPath::V4 { src, .. }) => dst == src,
+            (Some(IpPath::V6 { dst, .. }), IpPath::V6 { src, .. }) => dst == src,
+            _ => false,
+        };
+        if !from_peer {
+            dev.stats.drop(DropReason::BadAddress);
+            return;
+        }
+    }
+    match rx.info.direction {
+        Direction::Request => {
+            if !qp.can_receive() {
+                dev.stats.drop(DropReason::QpState);
+                return;
+            }
+            responder::on_request(qp, dev, rx, frame, sink, now);
+        }
+        Direction::Response => {
+            if qp.qp_type != QpType::Rc {
+                dev.stats.drop(DropReason::Unsupported);
+                return;
+            }
+            if !qp.can_send() {
+                dev.stats.drop(DropReason::QpState);
+                return;
+            }
+            if rx.repr.path.ecn == Ecn::Ce {
+                completer::on_congestion(qp, dev, now);
+            }
+            completer::on_response(qp, dev, rx, now);
+        }
+        Direction::Notification => {}
+    }
+    if qp.state != QpState::Err {
+        requester::run(qp, dev, sink, now);
+        completer::drain_done(qp, dev);
+    }
+}
+
+/// Whether `qp` has work for the next poll now: a READ response to send, an
+/// ACK owed, completions to retire, or WQEs the window lets out.
+fn has_immediate_work(qp: &Qp, now: Instant) -> bool {
+    if qp.state == QpState::Err || qp.state == QpState::Reset {
+        return false;
+    }
+    let head_done = qp
+        .sq
+        .ring
+        .get(qp.sq.ring.head())
+        .is_some_and(|w| matches!(w.state, super::qp::WqeState::Done | super::qp::WqeState::Error(_)));
+    qp.resp.read.is_some() || qp.resp.owed_ack.is_some() || head_done || requester::has_work(qp, now)
+}
+
+/// Puts QP `index` where its state says: ready if it has work now, its timer
+/// armed if it has one.
+fn settle(sched: &mut Schedule, index: u32, qp: &Qp, now: Instant) {
+    if qp.state == QpState::Err || qp.state == QpState::Reset {
+        return;
+    }
+    if has_immediate_work(qp, now) {
+        sched.wake(index);
+    }
+    if let Some(t) = [qp.req.timer, qp.req.rnr_until].into_iter().flatten().min() {
+        sched.arm(index, t);
     }
 }
 
