@@ -5,7 +5,8 @@
 #                                      as init and shell, the rxe modules, iproute2
 #                                      (ip, rdma), rdma-core (libibverbs, librdmacm,
 #                                      the rxe provider), ibverbs-utils, perftest,
-#                                      rdmacm-utils and their shared libraries.
+#                                      rdmacm-utils and their shared libraries,
+#                                      and ext_verbs (ext_verbs.c, compiled here).
 # Nothing here is committed: the packages are downloaded at build time into a
 # debootstrap root (target/linux-peer/rootfs) and the needed files copied out.
 # Idempotent: when both outputs exist it does nothing. Quiet: the details go to
@@ -19,10 +20,16 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${LINUX_PEER_DIR:-$ROOT/target/linux-peer}
 SUITE=bookworm
 
-# The outputs are current when they exist and were built from this script and
-# this init (an edit to either rebuilds the initramfs; the Debian root is kept).
+# The outputs are current when they exist and were built from this script, this
+# init and the C programs compiled into it (an edit to any rebuilds the
+# initramfs; the Debian root is kept).
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-INPUTS=$(cat "$HERE/build.sh" "$HERE/init" | sha256sum | cut -d' ' -f1)
+# Test programs of our own, compiled on this machine against Debian's
+# libibverbs-dev (the same bookworm libibverbs the guest runs).
+C_PROGRAMS=(ext_verbs)
+C_SOURCES=()
+for p in "${C_PROGRAMS[@]}"; do C_SOURCES+=("$HERE/$p.c"); done
+INPUTS=$(cat "$HERE/build.sh" "$HERE/init" "${C_SOURCES[@]}" | sha256sum | cut -d' ' -f1)
 [[ -s $OUT/vmlinuz && -s $OUT/initramfs.cpio && $(cat "$OUT/inputs" 2>/dev/null) == "$INPUTS" ]] && exit 0
 
 # The modules init loads (with their modules.dep dependencies, in order).
@@ -221,6 +228,19 @@ cat >"$STAGE/etc/hosts" <<'EOF'
 EOF
 echo "hosts: files" >"$STAGE/etc/nsswitch.conf"
 echo peer >"$STAGE/etc/hostname"
+
+# Our C programs: compiled on the host (bookworm's gcc and libibverbs-dev,
+# which `make deps-rdma-core` installs), linked only against libraries the
+# stage already holds (libibverbs.so.1, libc).
+if [[ ! -f /usr/include/infiniband/verbs.h ]] || ! command -v gcc >/dev/null; then
+    say "installing gcc and libibverbs-dev (for ${C_PROGRAMS[*]}) ..."
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc libibverbs-dev; } \
+        >>"$LOG" 2>&1 || fail "cannot install gcc and libibverbs-dev"
+fi
+for p in "${C_PROGRAMS[@]}"; do
+    gcc -O2 -Wall -Wextra -Werror -o "$STAGE/usr/bin/$p" "$HERE/$p.c" -libverbs >>"$LOG" 2>&1 ||
+        fail "cannot compile $p.c"
+done
 
 install -m 0755 "$HERE/init" "$STAGE/init"
 if [[ $(id -u) -eq 0 ]]; then
