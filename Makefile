@@ -206,12 +206,13 @@ deps-fonts:
 
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs: pingpongs;
 ## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:
-## rdmacm-utils against the host tools), one QEMU pair at a time
+## rdmacm-utils against the host tools; tests/tests/ext_interop.rs: memory windows,
+## fast registration, SEND WITH INVALIDATE), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
 interop: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
-		--test interop --test perftest --test cm -- --ignored --test-threads=1 --nocapture
+		--test interop --test perftest --test cm --test ext_interop -- --ignored --test-threads=1 --nocapture
 	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
 		-- --ignored --test-threads=1 --nocapture
 

@@ -1,0 +1,227 @@
+//! Interop of the extended verbs (issue 19) with Linux rdma_rxe: memory
+//! windows of both types, SEND WITH INVALIDATE, the WRITEs an invalidated or
+//! read-only rkey must refuse, and fast registration. `ext_verbs.c` (built
+//! into the Linux peer by tests/linux-peer/build.sh) runs in the guest, the
+//! `ext_verbs` host tool drives the appliance through its verbs ring; both
+//! speak the same TCP exchange over the peer's management NIC (hostfwd to a
+//! guest server, guestfwd + `tcp-stdio` to a host server), and each checks
+//! the data it reads or receives and the completions it gets.
+//!
+//! Roles: Linux is the target (its windows, its SEND WITH INVALIDATE
+//! receive, its NAKs) with the appliance initiating, then the other way
+//! round. The fast-register phase runs with the appliance as target only:
+//! Linux userspace has no fast-register verb (`ib_alloc_mr` and the REG_MR
+//! work request are kernel-only), so Linux can only WRITE into, READ from
+//! and invalidate a fast-registered MR, not make one.
+//!
+//! ATOMIC WRITE and FLUSH are not here: the peer's kernel is Debian
+//! bookworm's 6.1, and rxe implements both from 6.2 on.
+//!
+//! The appliance's side of the wire is captured; every frame must parse
+//! (ICRC included) and satisfy tshark, and Linux's frames of the new kinds
+//! must be there. With `EXT_VERBS_FIXTURES=1` the run also rewrites the
+//! golden fixtures of those frames in rdma/tests/fixtures (see its README).
+//!
+//! Slow (a Debian kernel under TCG), so `#[ignore]`d: `make interop` runs it.
+
+#![deny(unsafe_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use rdma::wire::aeth::{NakCode, Syndrome};
+use rdma::wire::{Opcode, frame};
+use tests::tool;
+use tests::{
+    Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
+    free_udp_port,
+};
+
+const REGION: u64 = 64 << 20;
+/// A whole run of every phase, TCP exchange included.
+const RUN: Duration = Duration::from_secs(300);
+const LINUX_MAC: [u8; 6] = [0x52, 0x54, 0, 0, 1, 3];
+/// Every phase Linux can be the target of, and the one it cannot.
+const LINUX_TARGET_PHASES: &str = "mw,rights1,rights2";
+const APPLIANCE_TARGET_PHASES: &str = "mw,rights1,rights2,frmr";
+
+/// One appliance (10.0.0.1, rxe0, a verbs ring) and one Linux peer
+/// (10.0.0.3) whose guest clients reach host port `gp`; QEMU's filter-dump
+/// records the appliance's side of the wire in `capture`.
+fn setup(gp: u16, capture: &Path) -> (Appliance, LinuxPeer, Ivshmem) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
+    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let shm = Ivshmem::temp("ext-verbs", REGION);
+    let mut app = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        extra: vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", capture.display())],
+        ..Options::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let out = app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    (app, linux, shm)
+}
+
+/// Both sides' output passed every phase in `phases`, in their roles.
+fn check_run(target: &str, initiator: &str, phases: &str) {
+    for (role, out) in [("target", target), ("initiator", initiator)] {
+        assert!(!out.contains("FAIL "), "{role}:\n{out}\nthe other side:\n{target}\n{initiator}");
+        for p in phases.split(',') {
+            assert!(out.contains(&format!("PASS {p} as {role}\n")), "{role}, phase {p}:\n{out}");
+        }
+    }
+    // The initiator's refused WRITEs: one per phase, each a NAK.
+    let refused = initiator.matches("refused: remote access error").count();
+    assert_eq!(refused, phases.split(',').count(), "{initiator}");
+    // The target's receives of SEND WITH INVALIDATE name the key.
+    let invalidated = target.matches("receive with IBV_WC_WITH_INV").count();
+    assert_eq!(invalidated, phases.split(',').filter(|p| ["mw", "frmr"].contains(p)).count(), "{target}");
+    assert!(initiator.contains("data checked"), "{initiator}");
+}
+
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ext_verbs_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("ext_verbs_against_linux_both_roles") {
+        return;
+    }
+    let gp = free_tcp_port();
+    let capture = std::env::temp_dir().join(format!("ext-interop-{}.pcap", std::process::id()));
+    let (mut app, mut linux, shm) = setup(gp, &capture);
+    let hp = linux.host_port();
+    let (status, out) = linux.status("command -v ext_verbs", Duration::from_secs(10)).unwrap();
+    assert_eq!(status, 0, "no ext_verbs in the peer (rebuild it: `bash tests/linux-peer/build.sh`):\n{out}");
+
+    // Linux is the target and serves the exchange; the appliance initiates.
+    let t = std::time::Instant::now();
+    let phases = LINUX_TARGET_PHASES;
+    linux.cmd(&format!("ext_verbs -d rxe0 -g 1 -R target -P {phases} > /tmp/ext.log 2>&1 &")).unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let ours =
+        tool::spawn("ext_verbs", &shm.path, &format!("-g 1 -R initiator -P {phases} -p {hp} 127.0.0.1")).unwrap();
+    let (ok, ours) = tool::finish(ours, RUN).unwrap();
+    let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/ext.log", RUN).unwrap();
+    eprintln!("--- Linux target:\n{theirs}\n--- appliance initiator:\n{ours}");
+    assert!(ok, "appliance initiator failed:\n{ours}\nLinux target:\n{theirs}");
+    assert!(theirs.contains("exit=0"), "Linux target failed:\n{theirs}\nappliance initiator:\n{ours}");
+    check_run(&theirs, &ours, phases);
+    eprintln!("Linux target / appliance initiator: {phases} pass ({:.1} s)", t.elapsed().as_secs_f64());
+
+    // The appliance is the target and serves on 127.0.0.1:gp; Linux
+    // initiates through guestfwd. Only here the fast-register phase.
+    let t = std::time::Instant::now();
+    let phases = APPLIANCE_TARGET_PHASES;
+    let server =
+        tool::spawn("ext_verbs", &shm.path, &format!("-g 1 -R target -P {phases} -p {gp} --bind 127.0.0.1")).unwrap();
+    let (status, theirs) = linux
+        .status(&format!("ext_verbs -d rxe0 -g 1 -R initiator -P {phases} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN)
+        .unwrap();
+    let (ok, ours) = tool::finish(server, RUN).unwrap();
+    eprintln!("--- appliance target:\n{ours}\n--- Linux initiator:\n{theirs}");
+    assert!(ok, "appliance target failed:\n{ours}\nLinux initiator:\n{theirs}");
+    assert_eq!(status, 0, "Linux initiator failed:\n{theirs}\nappliance target:\n{ours}");
+    check_run(&ours, &theirs, phases);
+    eprintln!("appliance target / Linux initiator: {phases} pass ({:.1} s)", t.elapsed().as_secs_f64());
+
+    // Nothing Linux sent was refused as a broken RoCE frame.
+    let perf = app.cmd("perf").unwrap();
+    for reason in rdma::wire::frame::DropReason::ALL.iter().filter(|r| !r.is_not_roce() && !r.is_transport()) {
+        let name = reason.name();
+        assert!(!perf.lines().any(|l| l.starts_with(&format!("{name} "))), "appliance dropped {name}:\n{perf}");
+    }
+    drop(app);
+    drop(linux);
+    std::thread::sleep(Duration::from_millis(500));
+    tests::pcap::check_roce_capture(&capture, 50);
+    let bytes = std::fs::read(&capture).unwrap();
+    let frames: Vec<&[u8]> =
+        tests::pcap::frames(&bytes).unwrap().into_iter().filter(|f| tests::pcap::is_roce_v2(f)).collect();
+    let picked = pick_linux_frames(&frames);
+    for (name, fs) in &picked {
+        eprintln!("Linux sent {} {name} frame(s)", fs.len());
+    }
+    if std::env::var_os("EXT_VERBS_FIXTURES").is_some() {
+        write_fixtures(&picked);
+    }
+    let _ = std::fs::remove_file(&capture);
+}
+
+/// Linux's frames of each new kind in the capture, by fixture name: its
+/// SEND ONLY WITH INVALIDATE (the `mw` phase), its SEND FIRST .. LAST WITH
+/// INVALIDATE message (the `frmr` phase) and its NAKs (remote access error)
+/// of the appliance's refused WRITEs. Panics when one is missing.
+fn pick_linux_frames<'a>(frames: &[&'a [u8]]) -> Vec<(&'static str, Vec<&'a [u8]>)> {
+    let linux: Vec<(&[u8], frame::RxFrame<'_>)> = frames
+        .iter()
+        .filter_map(|f| frame::parse(f).ok().map(|rx| (*f, rx)))
+        .filter(|(_, rx)| rx.repr.path.src_mac.0 == LINUX_MAC)
+        .collect();
+    let op = |rx: &frame::RxFrame<'_>| rx.repr.roce.bth.opcode;
+    let only: Vec<&[u8]> =
+        linux.iter().filter(|(_, rx)| op(rx) == Opcode::RcSendOnlyWithInvalidate).map(|(f, _)| *f).collect();
+    // The message ending in LAST WITH INVALIDATE, from its FIRST on (same QP, consecutive PSNs).
+    let mut multi = Vec::new();
+    if let Some(last) = linux.iter().position(|(_, rx)| op(rx) == Opcode::RcSendLastWithInvalidate) {
+        let qpn = linux[last].1.repr.roce.bth.dest_qpn;
+        let first = linux[..last]
+            .iter()
+            .rposition(|(_, rx)| op(rx) == Opcode::RcSendFirst && rx.repr.roce.bth.dest_qpn == qpn)
+            .expect("a SEND FIRST before the LAST WITH INVALIDATE");
+        multi =
+            linux[first..=last].iter().filter(|(_, rx)| rx.repr.roce.bth.dest_qpn == qpn).map(|(f, _)| *f).collect();
+    }
+    let naks: Vec<&[u8]> = linux
+        .iter()
+        .filter(|(_, rx)| {
+            rx.repr.roce.ext.aeth.is_some_and(|a| a.syndrome == Syndrome::Nak(NakCode::RemoteAccessError))
+        })
+        .map(|(f, _)| *f)
+        .collect();
+    assert!(!only.is_empty(), "no SEND ONLY WITH INVALIDATE from Linux");
+    assert_eq!(multi.len(), 4, "Linux's 4096-byte SEND WITH INVALIDATE at MTU 1024: FIRST, MIDDLE, MIDDLE, LAST");
+    assert_eq!(naks.len(), LINUX_TARGET_PHASES.split(',').count(), "one NAK per refused WRITE to Linux");
+    vec![("send_inv_only", only), ("send_inv_multi", multi), ("nak_rem_access", naks)]
+}
+
+/// Writes each list as `rdma/tests/fixtures/<name>.pcap` (pcapng, as the
+/// others: editcap converts QEMU's classic pcap) and `<name>.txt` (tshark's
+/// one-line summaries).
+fn write_fixtures(picked: &[(&str, Vec<&[u8]>)]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rdma/tests/fixtures");
+    for (name, frames) in picked {
+        let classic = std::env::temp_dir().join(format!("ext-{name}-{}.pcap", std::process::id()));
+        let mut out = Vec::new();
+        for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        // The timestamps: 1 ms apart from 0, so the summaries do not depend on the run.
+        for (i, f) in frames.iter().enumerate() {
+            let len = f.len() as u32;
+            for w in [0, i as u32 * 1000, len, len] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(f);
+        }
+        std::fs::write(&classic, out).unwrap();
+        let pcapng = dir.join(format!("{name}.pcap"));
+        let st = std::process::Command::new("editcap").args(["-F", "pcapng"]).arg(&classic).arg(&pcapng).status();
+        assert!(st.is_ok_and(|s| s.success()), "editcap (tshark's, `make deps-tshark`) failed");
+        let summary = std::process::Command::new("tshark")
+            .arg("-r")
+            .arg(&pcapng)
+            .args(["--disable-protocol", "rpcordma"])
+            .output()
+            .unwrap();
+        assert!(summary.status.success(), "tshark: {}", String::from_utf8_lossy(&summary.stderr));
+        std::fs::write(dir.join(format!("{name}.txt")), &summary.stdout).unwrap();
+        let _ = std::fs::remove_file(&classic);
+        eprintln!("wrote {} ({} frames) and its summary", pcapng.display(), frames.len());
+    }
+}
