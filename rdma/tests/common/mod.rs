@@ -31,6 +31,12 @@ pub const CAPTURES: [Capture; 9] = [
     capture!("ud_send"),
 ];
 
+/// The extended-verbs captures (tests/tests/ext_interop.rs wrote them from an
+/// appliance <-> Linux run): Linux's frames only, so they are kept apart from
+/// [`CAPTURES`], whose facts hold for two Linux peers.
+pub const EXT_CAPTURES: [Capture; 3] =
+    [capture!("send_inv_only"), capture!("send_inv_multi"), capture!("nak_rem_access")];
+
 /// Total frames over all captures.
 pub const FRAME_COUNT: usize = 101;
 
@@ -110,6 +116,8 @@ pub struct SummaryLine {
     /// e.g. "RC Send Only".
     pub info: String,
     pub qpn: u32,
+    /// What tshark adds after the QP, e.g. "[Remote Access Error]" on a NAK.
+    pub note: String,
 }
 
 /// Parses tshark's one-line summaries, e.g.
@@ -121,15 +129,17 @@ pub fn read_summary(text: &str) -> Vec<SummaryLine> {
             let words: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(words[3], "→", "{line}");
             assert_eq!(words[5], "RRoCE", "{line}");
-            let qp = words.last().unwrap();
-            let qpn = u32::from_str_radix(qp.strip_prefix("QP=0x").unwrap(), 16).unwrap();
+            // The QP word ends the info; a NAK's reason follows it in brackets.
+            let at = words.iter().position(|w| w.starts_with("QP=0x")).expect("a QP= word");
+            let qpn = u32::from_str_radix(&words[at][5..], 16).unwrap();
             SummaryLine {
                 number: words[0].parse().unwrap(),
                 src: words[2].to_string(),
                 dst: words[4].to_string(),
                 len: words[6].parse().unwrap(),
-                info: words[7..words.len() - 1].join(" "),
+                info: words[7..at].join(" "),
                 qpn,
+                note: words[at + 1..].join(" "),
             }
         })
         .collect()
