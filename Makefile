@@ -42,7 +42,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -186,6 +186,11 @@ fuzz:
 ## bookworm packages) into target/linux-peer/, once
 linux-peer:
 	@bash tests/linux-peer/build.sh
+
+## linux-peer-backports: the same peer with bookworm-backports' kernel (rxe with ATOMIC
+## WRITE and FLUSH), into target/linux-peer-backports/; only their interop test boots it
+linux-peer-backports:
+	@PEER_KERNEL=backports bash tests/linux-peer/build.sh
 
 interop-smoke: image deps-qemu linux-peer
 interop-smoke: abi deps-rdma-core
