@@ -16,6 +16,13 @@
  *           must fail with IBV_WC_REM_ACCESS_ERR and leave the memory as it was
  *   rights1 a read-only type 1 window: READ works, WRITE fails the same way
  *   rights2 the same with a type 2 window
+ *   atomic_write  (IBA 1.5) the initiator ATOMIC WRITEs 8 bytes into the
+ *           target's MR and READs them back (Linux initiates with
+ *           ibv_wr_atomic_write; its rxe responds from kernel 6.2 on)
+ *   flush   (IBA 1.5) the initiator WRITEs a page into an MR of the target's
+ *           registered with FLUSH_GLOBAL access, FLUSHes it (global
+ *           visibility) and READs it back; this program can be the target only
+ *           (rdma-core 44 has no ibv_wr_flush), on a kernel of 6.2 or later
  *   frmr    the target fast-registers two pages (the appliance: Linux
  *           userspace has no fast-register verb, so this program can only be
  *           the initiator here), the initiator WRITEs and READs them, sends a
@@ -26,7 +33,8 @@
  * before reading (so neither waits for the other to speak first):
  *   "QP <qpn> <psn> <gid as 32 hex digits>"   per phase, both sides
  *   "MW <addr> <rkey> <addr> <rkey> <addr> <rkey>" / "RIGHTS <addr> <rkey>" /
- *   "FRMR <addr> <rkey> <len>"                the target's keys; "READY" back
+ *   "FRMR <addr> <rkey> <len>" / "ATOMIC <addr> <rkey>" /
+ *   "FLUSH <addr> <rkey>"                     the target's keys; "READY" back
  *   "DONE <phase>"                            both, once the initiator's last
  *                                             operation completed
  * Addresses and keys in hex. Without a server name this side listens.
@@ -57,12 +65,18 @@
 #define OFF_RO1 (2 * PAGE) /* mw and rights1: read-only type 1 window */
 #define OFF_RO2 (3 * PAGE) /* rights2: read-only type 2 window */
 #define OFF_RECV (8 * PAGE) /* the receive of each SEND WITH INVALIDATE */
+#define OFF_ATOMIC (10 * PAGE) /* atomic_write: the 8 bytes */
 /* The initiator's: what it sends from and reads into. */
 #define OFF_SRC 0u
 #define OFF_DST (4 * PAGE)
 #define INV_SEND_MW 64u      /* one packet: SEND ONLY WITH INVALIDATE */
 #define INV_SEND_FRMR 4096u  /* four at MTU 1024: SEND FIRST .. LAST WITH INVALIDATE */
 #define COMPLETION_SECS 30
+/* The kernel's IB_UVERBS_ACCESS_FLUSH_GLOBAL: rdma-core 44's headers predate
+ * the name (IBV_ACCESS_FLUSH_GLOBAL, rdma-core 45), the kernel takes the bit. */
+#define ACCESS_FLUSH_GLOBAL (1 << 8)
+/* What ATOMIC WRITE puts there. */
+static const uint8_t ATOMIC_DATA[8] = { 'a', 't', 'o', 'm', 'i', 'c', '!', '!' };
 
 static const char *prog = "ext_verbs";
 static const char *phase_name = "setup";
@@ -231,7 +245,9 @@ static void expect_ok(struct ctx *c, const char *what)
 		fail("%s completed with %s (%d)", what, ibv_wc_status_str(wc.status), wc.status);
 }
 
-static struct ibv_qp *make_qp(struct ctx *c)
+/* `extra_access`: more QP access rights (Linux's responder also wants a
+ * FLUSH's placement type among the QP's rights, not only the MR's). */
+static struct ibv_qp *make_qp(struct ctx *c, int atomic_write, int extra_access)
 {
 	struct ibv_qp_init_attr init = {
 		.send_cq = c->cq,
@@ -243,12 +259,28 @@ static struct ibv_qp *make_qp(struct ctx *c)
 		.qp_state = IBV_QPS_INIT,
 		.pkey_index = 0,
 		.port_num = c->ib_port,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | extra_access,
 	};
-	struct ibv_qp *qp = ibv_create_qp(c->pd, &init);
+	struct ibv_qp *qp;
 
+	if (atomic_write) {
+		/* ATOMIC WRITE exists only in the extended send API. */
+		struct ibv_qp_init_attr_ex ex = {
+			.send_cq = c->cq,
+			.recv_cq = c->cq,
+			.cap = init.cap,
+			.qp_type = IBV_QPT_RC,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.pd = c->pd,
+			.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+					  IBV_QP_EX_WITH_RDMA_WRITE,
+		};
+		qp = ibv_create_qp_ex(c->dev, &ex);
+	} else {
+		qp = ibv_create_qp(c->pd, &init);
+	}
 	if (!qp)
-		fail("ibv_create_qp: %s", strerror(errno));
+		fail("ibv_create_qp%s: %s", atomic_write ? "_ex (ATOMIC WRITE)" : "", strerror(errno));
 	if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		fail("modify QP to INIT: %s", strerror(errno));
 	return qp;
@@ -557,6 +589,77 @@ static void phase_frmr(struct ctx *c, struct ibv_qp *qp, int target)
 	done(c);
 }
 
+static void phase_atomic_write(struct ctx *c, struct ibv_qp *qp, int target)
+{
+	char line[128];
+	unsigned long long a;
+	uint32_t k;
+
+	if (target) {
+		memset(c->buf + OFF_ATOMIC, 0, 8);
+		snprintf(line, sizeof line, "ATOMIC %llx %x", (unsigned long long)(uintptr_t)(c->buf + OFF_ATOMIC),
+			 c->mr->rkey);
+		xchg(c->fd, line, line, sizeof line);
+		done(c);
+		if (memcmp(c->buf + OFF_ATOMIC, ATOMIC_DATA, 8))
+			fail("the 8 bytes do not hold what ATOMIC WRITE carried");
+		step("the 8 bytes hold what ATOMIC WRITE carried");
+		return;
+	}
+	xchg(c->fd, "READY", line, sizeof line);
+	if (sscanf(line, "ATOMIC %llx %x", &a, &k) != 2)
+		fail("not an ATOMIC line: %s", line);
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+	int err;
+
+	if (!qpx)
+		fail("no extended QP for ATOMIC WRITE");
+	ibv_wr_start(qpx);
+	qpx->wr_id = 5;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(qpx, k, a, ATOMIC_DATA);
+	err = ibv_wr_complete(qpx);
+	if (err)
+		fail("ibv_wr_atomic_write: %s", strerror(err));
+	struct ibv_wc wc = wait_wc(c, "ATOMIC WRITE");
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_ATOMIC_WRITE)
+		fail("ATOMIC WRITE completed with %s (%d), opcode %d", ibv_wc_status_str(wc.status), wc.status,
+		     wc.opcode);
+	step("ATOMIC WRITE 8 B rkey 0x%x", k);
+	memset(c->buf + OFF_DST, 0, 8);
+	rdma(c, qp, IBV_WR_RDMA_READ, OFF_DST, 8, a, k);
+	expect_ok(c, "READ of the 8 bytes");
+	if (memcmp(c->buf + OFF_DST, ATOMIC_DATA, 8))
+		fail("READ after ATOMIC WRITE returned other data");
+	step("READ 8 B after it, data checked");
+	done(c);
+}
+
+static void phase_flush(struct ctx *c, int target)
+{
+	char line[128];
+	uint8_t *mem;
+	struct ibv_mr *mr;
+
+	if (!target)
+		fail("rdma-core 44 (bookworm) has no ibv_wr_flush: this program can only be the target of FLUSH");
+	if (posix_memalign((void **)&mem, PAGE, PAGE))
+		fail("no memory");
+	memset(mem, 0, PAGE);
+	mr = ibv_reg_mr(c->pd, mem, PAGE, IBV_ACCESS_LOCAL_WRITE | RW | ACCESS_FLUSH_GLOBAL);
+	if (!mr)
+		fail("ibv_reg_mr with FLUSH_GLOBAL access: %s (a kernel before 6.2 has no FLUSH)", strerror(errno));
+	step("MR of %u B registered with FLUSH_GLOBAL access, rkey 0x%x", PAGE, mr->rkey);
+	snprintf(line, sizeof line, "FLUSH %llx %x", (unsigned long long)(uintptr_t)mem, mr->rkey);
+	xchg(c->fd, line, line, sizeof line);
+	done(c);
+	if (!holds(mem, PAGE, 10))
+		fail("the flushed page does not hold what was written");
+	step("the flushed page holds what was written");
+	ibv_dereg_mr(mr);
+	free(mem);
+}
+
 static void usage(void)
 {
 	printf("Usage: %s [options] [servername]\n"
@@ -566,7 +669,8 @@ static void usage(void)
 	       "  -g, --gid-idx=<idx>    local port gid index (default 1)\n"
 	       "  -m, --mtu=<size>       path MTU (default 1024)\n"
 	       "  -R, --role=<role>      target (owns the memory) or initiator (default)\n"
-	       "  -P, --phases=<list>    comma-separated: mw,rights1,rights2,frmr (default mw,rights1,rights2)\n",
+	       "  -P, --phases=<list>    comma-separated: mw,rights1,rights2,frmr,atomic_write,flush\n"
+	       "                         (default mw,rights1,rights2)\n",
 	       prog);
 }
 
@@ -638,7 +742,7 @@ int main(int argc, char **argv)
 	if (posix_memalign((void **)&c.buf, PAGE, BUF_SIZE))
 		fail("no memory");
 	memset(c.buf, 0, BUF_SIZE);
-	c.mr = ibv_reg_mr(c.pd, c.buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE | RW | IBV_ACCESS_MW_BIND);
+	c.mr = ibv_reg_mr(c.pd, c.buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE | RW | IBV_ACCESS_MW_BIND | IBV_ACCESS_REMOTE_ATOMIC);
 	if (!c.mr)
 		fail("ibv_reg_mr: %s", strerror(errno));
 	c.fd = server ? tcp_connect(server, port) : tcp_accept(port);
@@ -647,9 +751,10 @@ int main(int argc, char **argv)
 		struct ibv_qp *qp;
 
 		phase_name = p;
-		if (strcmp(p, "mw") && strcmp(p, "rights1") && strcmp(p, "rights2") && strcmp(p, "frmr"))
-			fail("unknown phase (mw, rights1, rights2, frmr)");
-		qp = make_qp(&c);
+		if (strcmp(p, "mw") && strcmp(p, "rights1") && strcmp(p, "rights2") && strcmp(p, "frmr") &&
+		    strcmp(p, "atomic_write") && strcmp(p, "flush"))
+			fail("unknown phase (mw, rights1, rights2, frmr, atomic_write, flush)");
+		qp = make_qp(&c, !strcmp(p, "atomic_write") && !target, !strcmp(p, "flush") ? ACCESS_FLUSH_GLOBAL : 0);
 		connect_qp(&c, qp);
 		if (!strcmp(p, "mw"))
 			phase_mw(&c, qp, target);
@@ -657,6 +762,10 @@ int main(int argc, char **argv)
 			phase_rights(&c, qp, target, IBV_MW_TYPE_1);
 		else if (!strcmp(p, "rights2"))
 			phase_rights(&c, qp, target, IBV_MW_TYPE_2);
+		else if (!strcmp(p, "atomic_write"))
+			phase_atomic_write(&c, qp, target);
+		else if (!strcmp(p, "flush"))
+			phase_flush(&c, target);
 		else
 			phase_frmr(&c, qp, target);
 		/* Completions the error state flushed (the target's) are not checked. */

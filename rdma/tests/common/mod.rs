@@ -34,8 +34,8 @@ pub const CAPTURES: [Capture; 9] = [
 /// The extended-verbs captures (tests/tests/ext_interop.rs wrote them from an
 /// appliance <-> Linux run): Linux's frames only, so they are kept apart from
 /// [`CAPTURES`], whose facts hold for two Linux peers.
-pub const EXT_CAPTURES: [Capture; 3] =
-    [capture!("send_inv_only"), capture!("send_inv_multi"), capture!("nak_rem_access")];
+pub const EXT_CAPTURES: [Capture; 4] =
+    [capture!("send_inv_only"), capture!("send_inv_multi"), capture!("nak_rem_access"), capture!("atomic_write")];
 
 /// Total frames over all captures.
 pub const FRAME_COUNT: usize = 101;
@@ -129,15 +129,21 @@ pub fn read_summary(text: &str) -> Vec<SummaryLine> {
             let words: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(words[3], "→", "{line}");
             assert_eq!(words[5], "RRoCE", "{line}");
-            // The QP word ends the info; a NAK's reason follows it in brackets.
-            let at = words.iter().position(|w| w.starts_with("QP=0x")).expect("a QP= word");
-            let qpn = u32::from_str_radix(&words[at][5..], 16).unwrap();
+            // The QP word ends the info (glued to it after an opcode tshark
+            // does not know: "Unknown OpCodeQP=0x..."); a NAK's reason follows.
+            let at = words.iter().position(|w| w.contains("QP=0x")).expect("a QP= word");
+            let (glued, qp) = words[at].split_at(words[at].find("QP=0x").unwrap_or(0));
+            let qpn = u32::from_str_radix(&qp[5..], 16).unwrap();
+            let mut info = words[7..at].to_vec();
+            if !glued.is_empty() {
+                info.push(glued);
+            }
             SummaryLine {
                 number: words[0].parse().unwrap(),
                 src: words[2].to_string(),
                 dst: words[4].to_string(),
                 len: words[6].parse().unwrap(),
-                info: words[7..at].join(" "),
+                info: info.join(" "),
                 qpn,
                 note: words[at + 1..].join(" "),
             }

@@ -16,6 +16,11 @@
 //!   leave the memory as it was.
 //! - `rights1` / `rights2`: a read-only type 1 / type 2 window: READ works,
 //!   WRITE is refused the same way.
+//! - `atomic_write` (IBA 1.5): the initiator ATOMIC WRITEs 8 bytes into the
+//!   target's MR and READs them back (Linux's rxe responds from 6.2 on).
+//! - `flush` (IBA 1.5): the initiator WRITEs a page into an MR the target
+//!   registered with FLUSH_GLOBAL access, FLUSHes it (global visibility, the
+//!   range) and READs it back. Linux (rdma-core 44) cannot initiate a FLUSH.
 //! - `frmr`: the target fast-registers two pages (`alloc_mr`, `map_mr_sg`, a
 //!   REG_MR work request). Linux userspace has no fast-register verb, so only
 //!   the appliance can be this phase's target. The initiator WRITEs and READs
@@ -25,7 +30,8 @@
 //! The exchange: one text line each way per step, both sides writing before
 //! reading: `QP <qpn> <psn> <gid as 32 hex digits>` per phase; the target's
 //! keys (`MW <addr> <rkey> <addr> <rkey> <addr> <rkey>`, `RIGHTS <addr>
-//! <rkey>`, `FRMR <addr> <rkey> <len>`) answered by `READY`; `DONE <phase>`
+//! <rkey>`, `FRMR <addr> <rkey> <len>`, `ATOMIC <addr> <rkey>`, `FLUSH <addr>
+//! <rkey>`) answered by `READY`; `DONE <phase>`
 //! from both once the initiator's last operation completed. Numbers in hex.
 //! Output: rdma-core-style address lines, one line per checked step,
 //! `PASS <phase> as <role>` per phase; the first failed check prints
@@ -55,6 +61,10 @@ const OFF_RO2: u64 = 3 * PAGE;
 /// The two pages the fast-registered MR maps, the higher one first.
 const OFF_FRMR: [u64; 2] = [6 * PAGE, 5 * PAGE];
 const OFF_RECV: u64 = 8 * PAGE;
+/// `atomic_write`'s 8 bytes.
+const OFF_ATOMIC: u64 = 10 * PAGE;
+/// What ATOMIC WRITE puts there.
+const ATOMIC_DATA: [u8; 8] = *b"atomic!!";
 // The initiator's.
 const OFF_SRC: u64 = 0;
 const OFF_DST: u64 = 4 * PAGE;
@@ -111,7 +121,7 @@ struct Cli {
     /// this side's role
     #[arg(short = 'R', long = "role", value_enum, default_value_t = Role::Initiator)]
     role: Role,
-    /// comma-separated phases: mw, rights1, rights2, frmr
+    /// comma-separated phases: mw, rights1, rights2, frmr, atomic_write, flush
     #[arg(short = 'P', long = "phases", default_value = "mw,rights1,rights2")]
     phases: String,
     /// server to connect to (else: be the server)
@@ -455,6 +465,71 @@ impl<'a> Side<'a> {
     }
 }
 
+impl<'a> Side<'a> {
+    fn phase_atomic_write(&mut self, qp: &Qp<'_>) -> Outcome {
+        if self.cli.role == Role::Target {
+            self.put(OFF_ATOMIC, &[0; 8])?;
+            self.ex.xchg(&format!("ATOMIC {:x} {:x}", self.addr(OFF_ATOMIC), self.mr.rkey()))?;
+            self.done()?;
+            if !self.holds(OFF_ATOMIC, &ATOMIC_DATA)? {
+                return Err("the 8 bytes do not hold what ATOMIC WRITE carried".into());
+            }
+            self.step(format_args!("the 8 bytes hold what ATOMIC WRITE carried"));
+            return Ok(());
+        }
+        let line = self.ex.xchg("READY")?;
+        let v = fields(&line, "ATOMIC", 2)?;
+        let (a, k) = (v[0], key(v[1], &line)?);
+        self.post(qp, 5, WrOp::AtomicWrite { remote_addr: a, rkey: k, data: ATOMIC_DATA }, 0, 0)?;
+        let wc = self.expect_ok("ATOMIC WRITE")?;
+        if wc.opcode != wc_opcode::ATOMIC_WRITE {
+            return Err(format!("ATOMIC WRITE completed with opcode {}", wc.opcode));
+        }
+        self.step(format_args!("ATOMIC WRITE 8 B rkey {k:#x}"));
+        self.put(OFF_DST, &[0; 8])?;
+        self.post(qp, 1, WrOp::Read { remote_addr: a, rkey: k }, OFF_DST, 8)?;
+        self.expect_ok("READ of the 8 bytes")?;
+        if !self.holds(OFF_DST, &ATOMIC_DATA)? {
+            return Err("READ after ATOMIC WRITE returned other data".into());
+        }
+        self.step(format_args!("READ 8 B after it, data checked"));
+        self.done()
+    }
+
+    fn phase_flush(&mut self, qp: &Qp<'_>) -> Outcome {
+        let page = PAGE as usize;
+        if self.cli.role == Role::Target {
+            let access = AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::FLUSH_GLOBAL;
+            let mr = self.pd.reg_mr(page, access).map_err(lib("ibv_reg_mr with FLUSH_GLOBAL access"))?;
+            mr.write(0, &vec![0; page]).map_err(lib("writing the MR"))?;
+            self.step(format_args!("MR of {page} B registered with FLUSH_GLOBAL access, rkey {:#x}", mr.rkey()));
+            self.ex.xchg(&format!("FLUSH {:x} {:x}", mr.addr(), mr.rkey()))?;
+            self.done()?;
+            if mr.to_vec(0, page).map_err(lib("reading the MR"))? != pat(10, page) {
+                return Err("the flushed page does not hold what was written".into());
+            }
+            self.step(format_args!("the flushed page holds what was written"));
+            return Ok(());
+        }
+        let line = self.ex.xchg("READY")?;
+        let v = fields(&line, "FLUSH", 2)?;
+        let (a, k) = (v[0], key(v[1], &line)?);
+        self.write_ok(qp, 10, PAGE as u32, a, k, "into the FLUSH_GLOBAL MR")?;
+        // Global visibility (placement bit 0) of the range just written.
+        self.post(qp, 6, WrOp::Flush { remote_addr: a, rkey: k, len: PAGE, placement: 1, level: 0 }, 0, 0)?;
+        let wc = self.expect_ok("FLUSH")?;
+        if wc.opcode != wc_opcode::FLUSH {
+            return Err(format!("FLUSH completed with opcode {}", wc.opcode));
+        }
+        self.step(format_args!("FLUSH (global visibility) of {PAGE} B rkey {k:#x}"));
+        self.read_ok(qp, 10, PAGE as u32, a, k, "from the flushed MR")?;
+        self.done()
+    }
+}
+
 fn parse_qp(line: &str) -> Option<(u32, u32, [u8; 16])> {
     let mut it = line.split_whitespace();
     if it.next()? != "QP" {
@@ -503,13 +578,14 @@ fn main() {
 fn run(cli: &Cli, phase: &mut String) -> Outcome {
     let mtu = names::mtu_enum(cli.mtu).ok_or("Invalid MTU (256, 512, 1024, 2048 or 4096)")?;
     let phases: Vec<&str> = cli.phases.split(',').collect();
-    if let Some(p) = phases.iter().find(|p| !["mw", "rights1", "rights2", "frmr"].contains(p)) {
-        return Err(format!("unknown phase {p} (mw, rights1, rights2, frmr)"));
+    const PHASES: [&str; 6] = ["mw", "rights1", "rights2", "frmr", "atomic_write", "flush"];
+    if let Some(p) = phases.iter().find(|p| !PHASES.contains(p)) {
+        return Err(format!("unknown phase {p} ({})", PHASES.join(", ")));
     }
     let dev = cli.ring.device(cli.dev.as_deref()).map_err(lib("opening the device"))?;
     let pd = dev.alloc_pd().map_err(lib("ibv_alloc_pd"))?;
     let cq = dev.create_cq(64, 0).map_err(lib("ibv_create_cq"))?;
-    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::MW_BIND;
+    let access = AccessFlags::ALL_REMOTE | AccessFlags::MW_BIND;
     let mr = pd.reg_mr(BUF_SIZE + PAGE as usize, access).map_err(lib("ibv_reg_mr"))?;
     // Page-aligned, for the fast-registered MR's page list.
     let base = mr.addr().next_multiple_of(PAGE) - mr.addr();
@@ -532,6 +608,8 @@ fn run(cli: &Cli, phase: &mut String) -> Outcome {
             "mw" => side.phase_mw(&qp)?,
             "rights1" => side.phase_rights(&qp, MwType::Type1)?,
             "rights2" => side.phase_rights(&qp, MwType::Type2)?,
+            "atomic_write" => side.phase_atomic_write(&qp)?,
+            "flush" => side.phase_flush(&qp)?,
             _ => side.phase_frmr(&qp)?,
         }
         // Completions the error state flushed are not checked.
