@@ -795,12 +795,12 @@ fn ud_multicast_through_the_library() {
 
 /// `ext_verbs` (the appliance side of the extended-verbs interop with Linux)
 /// against itself, each appliance once the target and once the initiator:
-/// windows of both types, SEND WITH INVALIDATE, the refused WRITEs, and the
-/// fast-registered MR, every phase passing on both sides.
+/// windows of both types, SEND WITH INVALIDATE, the refused WRITEs, the
+/// fast-registered MR, ATOMIC WRITE and FLUSH, every phase passing on both sides.
 #[test]
 fn ext_verbs_between_two_appliances_both_roles() {
     let pair = Pair::start();
-    let phases = "mw,rights1,rights2,frmr";
+    let phases = "mw,rights1,rights2,frmr,atomic_write,flush";
     for (target, initiator) in [(0, 1), (1, 0)] {
         let port = free_port().to_string();
         let common = ["-g", "1", "-p", &port, "-P", phases];
