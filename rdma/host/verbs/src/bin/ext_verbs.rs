@@ -135,7 +135,7 @@ fn lib(what: &str) -> impl Fn(verbs::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// Byte `i` of pattern `seed` (the C program's `pat`).
+/// The first `len` bytes of pattern `seed` (byte `i` is the C program's `pat(seed, i)`).
 fn pat(seed: u32, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u32).wrapping_mul(7).wrapping_add(seed * 31 + 1) as u8).collect()
 }
