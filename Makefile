@@ -42,7 +42,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer interop interop-smoke deps-tshark deps-fonts
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts
 
 all: image
 
@@ -189,6 +189,11 @@ fuzz:
 linux-peer:
 	@bash tests/linux-peer/build.sh
 
+## linux-peer-backports: the same peer with bookworm-backports' kernel (rxe with ATOMIC
+## WRITE and FLUSH), into target/linux-peer-backports/; only their interop test boots it
+linux-peer-backports:
+	@PEER_KERNEL=backports bash tests/linux-peer/build.sh
+
 interop-smoke: image deps-qemu linux-peer
 interop-smoke: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
@@ -208,12 +213,13 @@ deps-fonts:
 
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs: pingpongs;
 ## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:
-## rdmacm-utils against the host tools), one QEMU pair at a time
+## rdmacm-utils against the host tools; tests/tests/ext_interop.rs: memory windows,
+## fast registration, SEND WITH INVALIDATE), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
 interop: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
-		--test interop --test perftest --test cm -- --ignored --test-threads=1 --nocapture
+		--test interop --test perftest --test cm --test ext_interop -- --ignored --test-threads=1 --nocapture
 	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
 		-- --ignored --test-threads=1 --nocapture
 

@@ -5,7 +5,8 @@
 #                                      as init and shell, the rxe modules, iproute2
 #                                      (ip, rdma), rdma-core (libibverbs, librdmacm,
 #                                      the rxe provider), ibverbs-utils, perftest,
-#                                      rdmacm-utils and their shared libraries.
+#                                      rdmacm-utils and their shared libraries,
+#                                      and ext_verbs (ext_verbs.c, compiled here).
 # Nothing here is committed: the packages are downloaded at build time into a
 # debootstrap root (target/linux-peer/rootfs) and the needed files copied out.
 # Idempotent: when both outputs exist it does nothing. Quiet: the details go to
@@ -13,16 +14,38 @@
 #
 # Environment: LINUX_PEER_DIR overrides the output directory; DEBIAN_MIRROR the
 # mirror debootstrap uses (its default when unset).
+#
+# PEER_KERNEL=backports builds a second peer, in <output directory>-backports
+# (LINUX_PEER_BACKPORTS_DIR overrides it), from the same Debian root and the
+# same userspace but bookworm-backports' linux-image-amd64: a kernel whose rxe
+# has ATOMIC WRITE and FLUSH (6.2 on; bookworm's 6.1 has neither). The apt
+# entry is this machine's own: the URI its sources give suite bookworm, with
+# suite bookworm-backports. The default peer keeps bookworm's kernel.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-OUT=${LINUX_PEER_DIR:-$ROOT/target/linux-peer}
+BASE_OUT=${LINUX_PEER_DIR:-$ROOT/target/linux-peer}
+PEER_KERNEL=${PEER_KERNEL:-bookworm}
+case $PEER_KERNEL in
+bookworm) OUT=$BASE_OUT ;;
+backports) OUT=${LINUX_PEER_BACKPORTS_DIR:-$BASE_OUT-backports} ;;
+*)
+    echo "linux-peer: PEER_KERNEL is bookworm (the default) or backports, not $PEER_KERNEL" >&2
+    exit 2
+    ;;
+esac
 SUITE=bookworm
 
-# The outputs are current when they exist and were built from this script and
-# this init (an edit to either rebuilds the initramfs; the Debian root is kept).
+# The outputs are current when they exist and were built from this script, this
+# init and the C programs compiled into it (an edit to any rebuilds the
+# initramfs; the Debian root is kept).
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-INPUTS=$(cat "$HERE/build.sh" "$HERE/init" | sha256sum | cut -d' ' -f1)
+# Test programs of our own, compiled on this machine against Debian's
+# libibverbs-dev (the same bookworm libibverbs the guest runs).
+C_PROGRAMS=(ext_verbs)
+C_SOURCES=()
+for p in "${C_PROGRAMS[@]}"; do C_SOURCES+=("$HERE/$p.c"); done
+INPUTS=$({ cat "$HERE/build.sh" "$HERE/init" "${C_SOURCES[@]}"; echo "$PEER_KERNEL"; } | sha256sum | cut -d' ' -f1)
 [[ -s $OUT/vmlinuz && -s $OUT/initramfs.cpio && $(cat "$OUT/inputs" 2>/dev/null) == "$INPUTS" ]] && exit 0
 
 # The modules init loads (with their modules.dep dependencies, in order).
@@ -60,7 +83,7 @@ if ((${#need[@]})); then
 fi
 export PATH=$PATH:/usr/sbin:/sbin
 
-RFS=$OUT/rootfs
+RFS=$BASE_OUT/rootfs
 in_root() { $SUDO chroot "$RFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
 
 # 1. The Debian root, with the packages installed (a marker makes it resumable).
@@ -82,10 +105,28 @@ if [[ $(cat "$RFS/.peer-packages-done" 2>/dev/null) != "${PACKAGES[*]}" ]]; then
     echo "${PACKAGES[*]}" | $SUDO tee "$RFS/.peer-packages-done" >/dev/null
 fi
 
+# 1b. The backports kernel, downloaded into the same root's apt cache.
+# Backports versions end in ~bpo12+N: that tells the two kernels' packages apart.
+if [[ $PEER_KERNEL == backports ]]; then
+    uri=$(awk '/^URIs:/ { u = $2 } /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == "bookworm") { print u; exit } }' \
+        /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    [[ -n $uri ]] || uri=$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
+    [[ -n $uri ]] || fail "no apt source for suite bookworm on this machine to derive bookworm-backports from"
+    say "downloading bookworm-backports' linux-image-amd64 from $uri ..."
+    echo "deb $uri bookworm-backports main" | $SUDO tee "$RFS/etc/apt/sources.list.d/peer-backports.list" >/dev/null
+    {
+        in_root apt-get update -qq &&
+            in_root apt-get install -y -qq --no-install-recommends --download-only -t bookworm-backports linux-image-amd64
+    } >>"$LOG" 2>&1 || fail "cannot download bookworm-backports' linux-image-amd64"
+    pick=(grep -- '~bpo')
+else
+    pick=(grep -v -- '~bpo')
+fi
+
 # 2. The kernel: vmlinuz and the modules, extracted from the package.
 say "[2/4] extracting the kernel and its modules ($((SECONDS - started)) s so far) ..."
-KDEB=$(ls "$RFS"/var/cache/apt/archives/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | grep -v -- '-dbg_' | sort -V | tail -n 1)
-[[ -n $KDEB ]] || fail "no linux-image .deb in $RFS/var/cache/apt/archives"
+KDEB=$(ls "$RFS"/var/cache/apt/archives/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | grep -v -- '-dbg_' | "${pick[@]}" | sort -V | tail -n 1 || true)
+[[ -n $KDEB ]] || fail "no $PEER_KERNEL linux-image .deb in $RFS/var/cache/apt/archives"
 KDIR=$RFS/opt/peer-kernel
 $SUDO rm -rf "$KDIR"
 $SUDO dpkg-deb -x "$KDEB" "$KDIR" || fail "cannot extract $KDEB"
@@ -221,6 +262,19 @@ cat >"$STAGE/etc/hosts" <<'EOF'
 EOF
 echo "hosts: files" >"$STAGE/etc/nsswitch.conf"
 echo peer >"$STAGE/etc/hostname"
+
+# Our C programs: compiled on the host (bookworm's gcc and libibverbs-dev,
+# which `make deps-rdma-core` installs), linked only against libraries the
+# stage already holds (libibverbs.so.1, libc).
+if [[ ! -f /usr/include/infiniband/verbs.h ]] || ! command -v gcc >/dev/null; then
+    say "installing gcc and libibverbs-dev (for ${C_PROGRAMS[*]}) ..."
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc libibverbs-dev; } \
+        >>"$LOG" 2>&1 || fail "cannot install gcc and libibverbs-dev"
+fi
+for p in "${C_PROGRAMS[@]}"; do
+    gcc -O2 -Wall -Wextra -Werror -o "$STAGE/usr/bin/$p" "$HERE/$p.c" -libverbs >>"$LOG" 2>&1 ||
+        fail "cannot compile $p.c"
+done
 
 install -m 0755 "$HERE/init" "$STAGE/init"
 if [[ $(id -u) -eq 0 ]]; then

@@ -27,8 +27,8 @@ pub use console::PROMPT;
 pub use guest::Running;
 pub use image::{abi_dir, image, verbs_tool};
 pub use linux::{
-    LinuxPeer, MGMT_GUEST_IP, MGMT_GUEST_PORT, MGMT_HOST_IP, PEER_PROMPT, PEER_READY, PeerOptions, free_tcp_port,
-    peer_dir,
+    LinuxPeer, MGMT_GUEST_IP, MGMT_GUEST_PORT, MGMT_HOST_IP, PEER_PROMPT, PEER_READY, PeerOptions, backports_peer_dir,
+    free_tcp_port, peer_dir,
 };
 pub use make_run::MakeRun;
 pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options};

@@ -48,6 +48,19 @@ pub fn peer_dir() -> PathBuf {
     root.join("target/linux-peer")
 }
 
+/// The peer with bookworm-backports' kernel (`PEER_KERNEL=backports
+/// tests/linux-peer/build.sh`): `$LINUX_PEER_BACKPORTS_DIR`, else
+/// [`peer_dir`] with `-backports` appended. Same userspace, a kernel whose rxe
+/// has ATOMIC WRITE and FLUSH; only the tests of those boot it.
+pub fn backports_peer_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("LINUX_PEER_BACKPORTS_DIR") {
+        return PathBuf::from(d);
+    }
+    let mut d = peer_dir().into_os_string();
+    d.push("-backports");
+    PathBuf::from(d)
+}
+
 /// A free TCP port on 127.0.0.1 (for the management forwards).
 pub fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -88,6 +101,9 @@ pub struct PeerOptions {
     pub boot_timeout: Duration,
     /// Time allowed for each command (`cmd_timeout` for a longer one).
     pub cmd_timeout: Duration,
+    /// Where the kernel and initramfs are: [`peer_dir`], or
+    /// [`backports_peer_dir`] for the newer kernel.
+    pub dir: PathBuf,
 }
 
 impl PeerOptions {
@@ -110,6 +126,7 @@ impl PeerOptions {
             extra: Vec::new(),
             boot_timeout: Duration::from_secs(120),
             cmd_timeout: Duration::from_secs(60),
+            dir: peer_dir(),
         }
     }
 
@@ -169,8 +186,12 @@ pub struct LinuxPeer {
 impl LinuxPeer {
     /// Whether the kernel and initramfs are built (`make linux-peer`).
     pub fn available() -> bool {
-        let d = peer_dir();
-        d.join("vmlinuz").is_file() && d.join("initramfs.cpio").is_file()
+        Self::available_in(&peer_dir())
+    }
+
+    /// Whether the kernel and initramfs in `dir` are built.
+    pub fn available_in(dir: &std::path::Path) -> bool {
+        dir.join("vmlinuz").is_file() && dir.join("initramfs.cpio").is_file()
     }
 
     /// For tests: `true` when the peer is built; otherwise prints why the
@@ -198,8 +219,8 @@ impl LinuxPeer {
     /// them: QEMU gets SIGKILL when the thread that spawned it ends
     /// (`setpriv --pdeathsig`), so never in a short-lived thread.
     pub fn start(opts: PeerOptions) -> Result<Self, Error> {
-        let dir = peer_dir();
-        if !Self::available() {
+        let dir = opts.dir.clone();
+        if !Self::available_in(&dir) {
             return Err(plain_error(format!("no Linux peer in {} (`make linux-peer`)", dir.display())));
         }
         let qopts = opts.qemu_options(&dir);

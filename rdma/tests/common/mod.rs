@@ -33,6 +33,12 @@ pub const CAPTURES: [Capture; 9] = [
     capture!("ud_send"),
 ];
 
+/// The extended-verbs captures (tests/tests/ext_interop.rs wrote them from an
+/// appliance <-> Linux run): Linux's frames only, so they are kept apart from
+/// [`CAPTURES`], whose facts hold for two Linux peers.
+pub const EXT_CAPTURES: [Capture; 4] =
+    [capture!("send_inv_only"), capture!("send_inv_multi"), capture!("nak_rem_access"), capture!("atomic_write")];
+
 /// Total frames over all captures.
 pub const FRAME_COUNT: usize = 101;
 
@@ -112,6 +118,8 @@ pub struct SummaryLine {
     /// e.g. "RC Send Only".
     pub info: String,
     pub qpn: u32,
+    /// What tshark adds after the QP, e.g. "[Remote Access Error]" on a NAK.
+    pub note: String,
 }
 
 /// Parses tshark's one-line summaries, e.g.
@@ -123,15 +131,23 @@ pub fn read_summary(text: &str) -> Vec<SummaryLine> {
             let words: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(words[3], "→", "{line}");
             assert_eq!(words[5], "RRoCE", "{line}");
-            let qp = words.last().unwrap();
-            let qpn = u32::from_str_radix(qp.strip_prefix("QP=0x").unwrap(), 16).unwrap();
+            // The QP word ends the info (glued to it after an opcode tshark
+            // does not know: "Unknown OpCodeQP=0x..."); a NAK's reason follows.
+            let at = words.iter().position(|w| w.contains("QP=0x")).expect("a QP= word");
+            let (glued, qp) = words[at].split_at(words[at].find("QP=0x").unwrap_or(0));
+            let qpn = u32::from_str_radix(&qp[5..], 16).unwrap();
+            let mut info = words[7..at].to_vec();
+            if !glued.is_empty() {
+                info.push(glued);
+            }
             SummaryLine {
                 number: words[0].parse().unwrap(),
                 src: words[2].to_string(),
                 dst: words[4].to_string(),
                 len: words[6].parse().unwrap(),
-                info: words[7..words.len() - 1].join(" "),
+                info: info.join(" "),
                 qpn,
+                note: words[at + 1..].join(" "),
             }
         })
         .collect()

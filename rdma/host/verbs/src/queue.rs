@@ -80,7 +80,8 @@ pub struct WorkCompletion {
     pub opcode: u32,
     pub vendor_err: u32,
     pub byte_len: u32,
-    /// Immediate data, when `wc_flags` says there is some.
+    /// Immediate data, or the invalidated rkey of a SEND WITH INVALIDATE
+    /// (`ibv_wc`'s union of the two), when `wc_flags` says there is one.
     pub imm_data: Option<u32>,
     pub qp_num: u32,
     pub src_qp: u32,
@@ -93,14 +94,14 @@ pub struct WorkCompletion {
 
 impl From<Cqe> for WorkCompletion {
     fn from(c: Cqe) -> Self {
-        use verbs_ring::abi::wc_flags::WITH_IMM;
+        use verbs_ring::abi::wc_flags::{WITH_IMM, WITH_INV};
         WorkCompletion {
             wr_id: c.wr_id,
             status: WcStatus(c.status),
             opcode: c.opcode,
             vendor_err: c.vendor_err,
             byte_len: c.byte_len,
-            imm_data: (c.wc_flags & WITH_IMM != 0).then_some(c.imm_data),
+            imm_data: (c.wc_flags & (WITH_IMM | WITH_INV) != 0).then_some(c.imm_data),
             qp_num: c.qp_num,
             src_qp: c.src_qp,
             wc_flags: c.wc_flags,

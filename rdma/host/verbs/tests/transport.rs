@@ -792,3 +792,38 @@ fn ud_multicast_through_the_library() {
     send(11);
     assert!(qb_cq.wait(Duration::from_millis(300)).is_err(), "a detached group reaches nobody");
 }
+
+/// `ext_verbs` (the appliance side of the extended-verbs interop with Linux)
+/// against itself, each appliance once the target and once the initiator:
+/// windows of both types, SEND WITH INVALIDATE, the refused WRITEs, the
+/// fast-registered MR, ATOMIC WRITE and FLUSH, every phase passing on both sides.
+#[test]
+fn ext_verbs_between_two_appliances_both_roles() {
+    let pair = Pair::start();
+    let phases = "mw,rights1,rights2,frmr,atomic_write,flush";
+    for (target, initiator) in [(0, 1), (1, 0)] {
+        let port = free_port().to_string();
+        let common = ["-g", "1", "-p", &port, "-P", phases];
+        let run = |ring: usize, role: &str, server: Option<&str>| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ext_verbs"));
+            c.arg("--ring").arg(&pair.rings[ring]).args(common).args(["-R", role]).args(server);
+            c.env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+            c.spawn().unwrap()
+        };
+        let server = run(target, "target", None);
+        let client = finish(run(initiator, "initiator", Some("127.0.0.1")), "initiator");
+        let server = finish(server, "target");
+        for (role, out) in [("target", &server), ("initiator", &client)] {
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "{role} on ring {target}/{initiator}:\n{text}");
+            for p in phases.split(',') {
+                assert!(text.contains(&format!("PASS {p} as {role}\n")), "{role}: {p}\n{text}");
+            }
+            assert!(!text.contains("FAIL"), "{text}");
+        }
+        let init = String::from_utf8_lossy(&client.stdout);
+        assert_eq!(init.matches("refused: remote access error").count(), 4, "{init}");
+        let targ = String::from_utf8_lossy(&server.stdout);
+        assert_eq!(targ.matches("receive with IBV_WC_WITH_INV").count(), 2, "{targ}");
+    }
+}
