@@ -792,3 +792,130 @@ fn ud_multicast_through_the_library() {
     send(11);
     assert!(qb_cq.wait(Duration::from_millis(300)).is_err(), "a detached group reaches nobody");
 }
+
+fn srq_pingpong(ring: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_srq_pingpong"));
+    c.arg("--ring").arg(ring).args(args).env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// `srq_pingpong` with its default 16 QPs on one SRQ, and with 1 and 3:
+/// every QP of both sides prints its address line and the run completes.
+#[test]
+fn srq_pingpong_between_two_appliances() {
+    let pair = Pair::start();
+    for (qps, size) in [("16", "4096"), ("1", "1"), ("3", "70000")] {
+        let port = free_port().to_string();
+        let args = ["-g", "1", "-q", qps, "-s", size, "-n", "100", "-r", "40", "-p", &port];
+        let server = srq_pingpong(&pair.rings[0], &args).spawn().unwrap();
+        let client = srq_pingpong(&pair.rings[1], &[&args[..], &["127.0.0.1"]].concat()).output().unwrap();
+        let server = server.wait_with_output().unwrap();
+        let n: usize = qps.parse().unwrap();
+        for (who, out) in [("server", &server), ("client", &client)] {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{who} -q {qps}: {text}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(text.contains("100 iters in "), "{who}: {text}");
+            assert_eq!(text.matches("  local address:  LID 0x0000, QPN ").count(), n, "{who}: {text}");
+            assert_eq!(text.matches("  remote address:  LID 0x0000, QPN ").count(), n, "{who}: {text}");
+            assert!(text.contains("GID ::ffff:10.0.0."), "{who}: {text}");
+        }
+    }
+    // rdma-core's refusal: fewer receives than QPs.
+    let out = srq_pingpong(&pair.rings[0], &["-q", "8", "-r", "4"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rx_depth 4 is too small for 8 QPs"));
+}
+
+/// SRQ limit events end to end (IBA 10.2.9.4, as rxe): a limit armed at
+/// creation fires `IBV_EVENT_SRQ_LIMIT_REACHED` once when a receive takes
+/// the SRQ's WQE count below it, and then stays quiet; `modify_srq` re-arms
+/// it; a limit above the SRQ's size is refused, as is resizing (the ring
+/// was placed at its size).
+#[test]
+fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
+    use verbs::Srq;
+    use verbs_ring::cmd::event_type::SRQ_LIMIT_REACHED;
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap(), pb.reg_mr(64 << 10, AccessFlags::LOCAL_WRITE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(64, 1).unwrap(), db.create_cq(64, 2).unwrap());
+    let srq = Srq::create(&pb, 16, 1, 6).unwrap();
+    let attr = QpInitAttr {
+        cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, Some(&srq), &attr).unwrap();
+    let connect = |q: &Qp, remote: &Qp, peer: u8| {
+        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+        q.to_rtr(&RtrAttr {
+            port: 1,
+            path_mtu: 3,
+            dest_qp_num: remote.qp_num(),
+            rq_psn: 7,
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ..Default::default()
+        })
+        .unwrap();
+        q.to_rts(7, 1).unwrap();
+    };
+    connect(&qa, &qb, 2);
+    connect(&qb, &qa, 1);
+    let recvs: Vec<(u64, Vec<verbs::Sge>)> =
+        (0..8).map(|i| (i, vec![mb.sge(i as usize * 4096, 4096).unwrap()])).collect();
+    let posted: Vec<(u64, &[verbs::Sge])> = recvs.iter().map(|(i, s)| (*i, &s[..])).collect();
+    srq.post_recv(&posted).unwrap();
+    // Sends one message and waits for both completions.
+    let mut next = 0u64;
+    let mut exchange = || {
+        let wr = SendWr {
+            wr_id: 100 + next,
+            op: WrOp::Send,
+            sg_list: &[ma.sge(0, 64).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        qa.post_send(&[wr]).unwrap();
+        let rc = qb_cq.wait(PATIENCE).unwrap();
+        assert_eq!((rc.wr_id, rc.status.is_success(), rc.qp_num), (next, true, qb.qp_num()));
+        assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+        next += 1;
+    };
+    // Events travel with the next pump; a command round trip follows it.
+    let events = |ctx: &Context| {
+        let _ = ctx.nop();
+        let mut v = Vec::new();
+        while let Some(e) = ctx.async_event().unwrap() {
+            v.push((e.event_type, e.handle));
+        }
+        v
+    };
+    // 8 posted, limit 6: 7 and 6 left fire nothing, 5 left fires once.
+    exchange();
+    exchange();
+    assert_eq!(events(&cb), []);
+    exchange();
+    assert_eq!(events(&cb), [(SRQ_LIMIT_REACHED, srq.handle())]);
+    // Disarmed: 4 and 3 left stay quiet.
+    exchange();
+    exchange();
+    assert_eq!(events(&cb), []);
+    // modify_srq re-arms: limit 2 with 3 left fires at 1 left, once.
+    srq.set_limit(2).unwrap();
+    exchange();
+    assert_eq!(events(&cb), []);
+    exchange();
+    assert_eq!(events(&cb), [(SRQ_LIMIT_REACHED, srq.handle())]);
+    assert_eq!(events(&ca), [], "the sender's context hears nothing");
+    // rxe's refusals: a limit above the SRQ's size; resizing.
+    let e = srq.set_limit(17).unwrap_err();
+    assert_eq!(e.errno().0, "EINVAL", "{e}");
+    let e = srq.modify(verbs_ring::cmd::srq_attr_mask::MAX_WR, 32, 0).unwrap_err();
+    assert_eq!(e.errno().0, "EOPNOTSUPP", "{e}");
+}
