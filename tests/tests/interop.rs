@@ -621,3 +621,90 @@ fn rc_pingpong_c_checks_across_linux_both_ways() {
         assert!(ok && done(out) && !out.contains("invalid data"), "Linux client:\n{theirs}\nhost server:\n{ours}");
     }
 }
+
+/// The QPNs of the `  {what} address:` lines of a pingpong's output.
+fn pingpong_qpns(out: &str, what: &str) -> Vec<u32> {
+    let prefix = format!("  {what} address:");
+    out.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.split("QPN 0x").nth(1))
+        .filter_map(|r| u32::from_str_radix(r.get(..6)?, 16).ok())
+        .collect()
+}
+
+/// Linux's `ibv_srq_pingpong` (16 RC QPs on one SRQ, its default) against
+/// the host tool `srq_pingpong` over the appliance's ring, both ways: the
+/// 256-message exchange goes through hostfwd (Linux serving) and guestfwd
+/// (the host tool serving). rdma-core's program checks no data; what is
+/// checked is that both finish their iterations, each side connected the 16
+/// QPs the other announced (each one's remote QPNs are the other's local
+/// ones), and neither side's rxe counted a retry or a send error.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn srq_pingpong_host_tool_against_linux_both_ways() {
+    if !LinuxPeer::available_or_skip("srq_pingpong_host_tool_against_linux_both_ways") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let gp = free_tcp_port();
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
+    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let shm = tests::Ivshmem::temp("srq-pp", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    const RUN: Duration = Duration::from_secs(180);
+    const ITERS: u32 = 200;
+    let opts = format!("-g 1 -n {ITERS} -s 4096");
+    let check = |ours: &str, theirs: &str, who: &str| {
+        for out in [ours, theirs] {
+            assert!(out.contains(&format!("{ITERS} iters in ")), "{who}\nours:\n{ours}\ntheirs:\n{theirs}");
+        }
+        let (our_local, their_remote) = (pingpong_qpns(ours, "local"), pingpong_qpns(theirs, "remote"));
+        let (their_local, our_remote) = (pingpong_qpns(theirs, "local"), pingpong_qpns(ours, "remote"));
+        assert_eq!(our_local.len(), 16, "{who}: {ours}");
+        assert_eq!((&our_local, &their_local), (&their_remote, &our_remote), "{who}\nours:\n{ours}\ntheirs:\n{theirs}");
+    };
+
+    // Linux serves (reached through hostfwd), the host tool connects.
+    linux.cmd(&format!("ibv_srq_pingpong -d rxe0 {opts} > /tmp/srq.log 2>&1 &")).unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let t = Instant::now();
+    let hp = linux.host_port();
+    let (ok, ours) = tests::tool::finish(
+        tests::tool::spawn("srq_pingpong", &shm.path, &format!("-d rxe0 {opts} -p {hp} 127.0.0.1")).unwrap(),
+        RUN,
+    )
+    .unwrap();
+    let theirs = linux.cmd_timeout("wait; cat /tmp/srq.log", RUN).unwrap();
+    assert!(ok, "host client:\n{ours}\nLinux server:\n{theirs}");
+    check(&ours, &theirs, "host client, Linux server");
+    eprintln!("host client, Linux server: {:.1} s; {}", t.elapsed().as_secs_f64(), ours.lines().last().unwrap_or(""));
+
+    // The host tool serves on gp, Linux's client reaches it through guestfwd.
+    let t = Instant::now();
+    let server = tests::tool::Watched::spawn("srq_pingpong", &shm.path, &format!("-d rxe0 {opts} -p {gp}")).unwrap();
+    // It listens right after printing its addresses.
+    assert!(server.wait_line("local address:", RUN).is_some(), "{}", server.text());
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, theirs) =
+        linux.status(&format!("ibv_srq_pingpong -d rxe0 {opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+    let (ok, ours) = server.finish(RUN).unwrap();
+    assert!(ok && status == 0, "Linux client:\n{theirs}\nhost server:\n{ours}");
+    check(&ours, &theirs, "Linux client, host server");
+    eprintln!("Linux client, host server: {:.1} s; {}", t.elapsed().as_secs_f64(), ours.lines().last().unwrap_or(""));
+
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    let c = counters(&stats);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {
+        assert_eq!(counter(&c, err), Some(0), "Linux {err}:\n{stats}");
+    }
+}
