@@ -29,6 +29,7 @@ pub mod bootparam;
 pub mod cmd;
 pub mod events;
 pub mod format;
+pub mod mcast_report;
 pub mod ndisc;
 pub mod neigh;
 pub mod netdev;
