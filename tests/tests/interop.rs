@@ -708,3 +708,209 @@ fn srq_pingpong_host_tool_against_linux_both_ways() {
         assert_eq!(counter(&c, err), Some(0), "Linux {err}:\n{stats}");
     }
 }
+
+/// One IGMP or MLD message of a capture, with the IP fields a switch and a
+/// router look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Membership {
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    /// IPv4 TOS or IPv6 traffic class.
+    tos: u8,
+    /// TTL or hop limit.
+    ttl: u8,
+    /// IPv4 options, or the IPv6 hop-by-hop header.
+    options: Vec<u8>,
+    dst_ip: std::net::IpAddr,
+    /// IGMP type (0x16 v2 report, 0x17 leave, 0x22 v3 report) or ICMPv6 type (143).
+    kind: u8,
+    /// (record type, group) for IGMPv3 and MLDv2; (kind, group) for IGMPv2.
+    records: Vec<(u8, std::net::IpAddr)>,
+}
+
+/// The IGMP and MLD messages of a capture's frames.
+fn memberships(frames: &[&[u8]]) -> Vec<Membership> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut out = Vec::new();
+    for f in frames {
+        let (Some(dst), Some(src), Some(et)) = (f.get(0..6), f.get(6..12), f.get(12..14)) else { continue };
+        let (dst_mac, src_mac) = (dst.try_into().unwrap(), src.try_into().unwrap());
+        let v4 = |b: &[u8]| IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]));
+        let v6 = |b: &[u8]| IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap()));
+        match et {
+            [0x08, 0x00] if f.get(23) == Some(&2) => {
+                let ihl = usize::from(f[14] & 0x0f) * 4;
+                let Some(igmp) = f.get(14 + ihl..) else { continue };
+                let kind = igmp[0];
+                let records = match kind {
+                    0x16 | 0x17 => vec![(kind, v4(&igmp[4..8]))],
+                    0x22 => {
+                        let n = usize::from(u16::from_be_bytes([igmp[6], igmp[7]]));
+                        (0..n).filter_map(|i| igmp.get(8 + i * 8..16 + i * 8)).map(|r| (r[0], v4(&r[4..8]))).collect()
+                    }
+                    _ => continue,
+                };
+                out.push(Membership {
+                    src_mac,
+                    dst_mac,
+                    tos: f[15],
+                    ttl: f[22],
+                    options: f[34..14 + ihl].to_vec(),
+                    dst_ip: v4(&f[30..34]),
+                    kind,
+                    records,
+                });
+            }
+            [0x86, 0xdd] if f.get(20) == Some(&0) => {
+                let Some(hbh) = f.get(54..) else { continue };
+                let hbh_len = (usize::from(hbh[1]) + 1) * 8;
+                let Some(icmp) = hbh.get(hbh_len..) else { continue };
+                if hbh[0] != 58 || icmp.first() != Some(&143) {
+                    continue;
+                }
+                let n = usize::from(u16::from_be_bytes([icmp[6], icmp[7]]));
+                let mut records = Vec::new();
+                let mut at = 8;
+                for _ in 0..n {
+                    let Some(r) = icmp.get(at..at + 20) else { break };
+                    records.push((r[0], v6(&r[4..20])));
+                    at += 20 + usize::from(r[1]) * 4 + usize::from(u16::from_be_bytes([r[2], r[3]])) * 16;
+                }
+                let tc = (f[14] & 0x0f) << 4 | f[15] >> 4;
+                out.push(Membership {
+                    src_mac,
+                    dst_mac,
+                    tos: tc,
+                    ttl: f[21],
+                    options: hbh[..hbh_len].to_vec(),
+                    dst_ip: v6(&f[38..54]),
+                    kind: 143,
+                    records,
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// IGMP and MLD on the wire, beside what Linux sends: a host program
+/// attaches a UD QP to an IPv4-mapped and an IPv6 multicast GID through the
+/// appliance's ring and detaches it; the appliance's side of the wire is
+/// captured. The appliance must send an IGMPv2 report to the group and a
+/// Leave Group to 224.0.0.2, and MLDv2 reports to ff02::16 with a
+/// CHANGE_TO_EXCLUDE record on attach (twice, 1 s apart) and
+/// CHANGE_TO_INCLUDE on detach; and their IP framing must be Linux's: the
+/// Linux peer's own IGMPv3 report (for `ip addr add ... autojoin`) and
+/// MLDv2 report (for the solicited-node group of an address it adds) carry
+/// the same TOS, TTL 1, Router Alert option and hop-by-hop header as ours,
+/// and the same record type for a join.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them() {
+    use std::net::IpAddr;
+    if !LinuxPeer::available_or_skip("igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them") {
+        return;
+    }
+    let dump = std::env::temp_dir().join(format!("mcast-reports-{}.pcap", std::process::id()));
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    let shm = tests::Ivshmem::temp("mcast-rep", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        extra: vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", dump.display())],
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+
+    // Linux's own reports: IGMPv3 for an autojoined group, MLDv2 for the
+    // solicited-node group of a new address.
+    let out = linux
+        .cmd("ip addr add 239.7.7.7/32 dev eth0 autojoin; ip -6 addr add 2001:db8::3/64 dev eth0; echo ok")
+        .unwrap();
+    assert!(out.contains("ok"), "{out}");
+
+    let v4_group: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3];
+    let v6_group: [u8; 16] = [0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2];
+    {
+        use verbs::{Context, Qp, QpCap, QpInitAttr, qp_type};
+        let ctx = Context::open(&shm.path).unwrap();
+        let dev = ctx.device(Some("rxe0")).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(4, 0).unwrap();
+        let attr = QpInitAttr {
+            qp_type: qp_type::UD,
+            cap: QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            ..Default::default()
+        };
+        let qp = Qp::create(&pd, &cq, &cq, None, &attr).unwrap();
+        qp.attach_mcast(v4_group).unwrap();
+        qp.attach_mcast(v6_group).unwrap();
+        // The MLDv2 report's repeat falls 1 s after the first.
+        std::thread::sleep(Duration::from_millis(1800));
+        qp.detach_mcast(v4_group).unwrap();
+        qp.detach_mcast(v6_group).unwrap();
+        // And the leave's.
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    // Linux repeats its reports too; give the last ones time to come.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(app);
+    drop(linux);
+    let bytes = std::fs::read(&dump).unwrap();
+    let _ = std::fs::remove_file(&dump);
+    let frames = tests::pcap::frames(&bytes).unwrap();
+    let all = memberships(&frames);
+    const OURS: [u8; 6] = [0x52, 0x54, 0, 0, 0, 1];
+    const LINUX: [u8; 6] = [0x52, 0x54, 0, 0, 1, 3];
+    let ours: Vec<&Membership> = all.iter().filter(|m| m.src_mac == OURS).collect();
+    let theirs: Vec<&Membership> = all.iter().filter(|m| m.src_mac == LINUX).collect();
+    let show = || format!("ours: {ours:#?}\nLinux's: {theirs:#?}");
+    let g4: IpAddr = "239.1.2.3".parse().unwrap();
+    let g6: IpAddr = "ff0e::1:2".parse().unwrap();
+
+    // Ours, IPv4: one report to the group (its MAC), one leave to all-routers.
+    let v4: Vec<&&Membership> = ours.iter().filter(|m| m.kind == 0x16 || m.kind == 0x17).collect();
+    assert_eq!(v4.len(), 2, "{}", show());
+    assert_eq!(
+        (v4[0].kind, v4[0].dst_ip, v4[0].dst_mac),
+        (0x16, g4, [0x01, 0x00, 0x5e, 0x01, 0x02, 0x03]),
+        "{}",
+        show()
+    );
+    assert_eq!(v4[0].records, [(0x16, g4)]);
+    assert_eq!(
+        (v4[1].kind, v4[1].dst_ip, v4[1].dst_mac),
+        (0x17, "224.0.0.2".parse().unwrap(), [0x01, 0x00, 0x5e, 0, 0, 2])
+    );
+    assert_eq!(v4[1].records, [(0x17, g4)]);
+    // Ours, IPv6: join twice, then leave, each to ff02::16.
+    let v6: Vec<Vec<(u8, IpAddr)>> = ours.iter().filter(|m| m.kind == 143).map(|m| m.records.clone()).collect();
+    assert_eq!(v6, [vec![(4, g6)], vec![(4, g6)], vec![(3, g6)], vec![(3, g6)]], "{}", show());
+
+    // Linux's framing, field by field against ours.
+    let their_v4 =
+        theirs.iter().find(|m| m.kind == 0x22).unwrap_or_else(|| panic!("no IGMPv3 report from Linux: {}", show()));
+    assert!(their_v4.records.iter().any(|r| r.1 == "239.7.7.7".parse::<IpAddr>().unwrap()), "{}", show());
+    for m in &v4 {
+        assert_eq!((m.tos, m.ttl, &m.options), (their_v4.tos, their_v4.ttl, &their_v4.options), "{}", show());
+    }
+    assert_eq!((their_v4.ttl, &their_v4.options[..]), (1, &[0x94, 0x04, 0, 0][..]));
+    let their_v6 = theirs
+        .iter()
+        .find(|m| m.kind == 143 && m.records.iter().any(|r| r.1 == "ff02::1:ff00:3".parse::<IpAddr>().unwrap()))
+        .unwrap_or_else(|| panic!("no MLDv2 report from Linux for ff02::1:ff00:3: {}", show()));
+    let ours_v6 = ours.iter().find(|m| m.kind == 143).unwrap();
+    assert_eq!(
+        (ours_v6.ttl, &ours_v6.options, ours_v6.dst_ip, ours_v6.dst_mac),
+        (their_v6.ttl, &their_v6.options, their_v6.dst_ip, their_v6.dst_mac),
+        "{}",
+        show()
+    );
+    let join = their_v6.records.iter().find(|r| r.1 == "ff02::1:ff00:3".parse::<IpAddr>().unwrap()).unwrap();
+    assert_eq!(join.0, 4, "Linux joins with CHANGE_TO_EXCLUDE as we do: {}", show());
+}
