@@ -914,3 +914,127 @@ fn igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them() {
     let join = their_v6.records.iter().find(|r| r.1 == "ff02::1:ff00:3".parse::<IpAddr>().unwrap()).unwrap();
     assert_eq!(join.0, 4, "Linux joins with CHANGE_TO_EXCLUDE as we do: {}", show());
 }
+
+/// UD multicast send and receive with Linux rdma_rxe, both ways, through
+/// rdma_cm's `mckey` on the Linux side (rdmacm-utils: it joins the group
+/// with `rdma_join_multicast`, which on RoCE also joins the IP group, then
+/// sends or receives `-C` datagrams to QPN 0xFFFFFF with rdma_cm's UDP
+/// Q_Key 0x01234567) and a host program on the appliance's ring that
+/// attaches a UD QP to the group's IPv4-mapped GID and sends through an AH
+/// to it. perftest's own multicast mode (`ib_send_bw -g`, `ib_send_lat
+/// -g`) does not run between two Linux rxe peers (see the README), so it is
+/// not the reference here. Checked: Linux's receiver completes its 10
+/// datagrams; ours gets Linux's 10, each 40 bytes of GRH plus the 100 sent,
+/// from Linux's QP (whose number mckey also puts in the immediate data).
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ud_multicast_with_linux_mckey_both_ways() {
+    use verbs::{AccessFlags, AhAttr, Context, Qp, QpAttr, QpCap, QpInitAttr, SendFlags, SendWr, UdDest, WrOp};
+    use verbs::{qp_attr_mask, qp_state, qp_type};
+    if !LinuxPeer::available_or_skip("ud_multicast_with_linux_mckey_both_ways") {
+        return;
+    }
+    const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+    const COUNT: usize = 10;
+    const SIZE: u32 = 100;
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    let shm = tests::Ivshmem::temp("mcast-ud", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    let run = Duration::from_secs(90);
+
+    let ctx = Context::open(&shm.path).unwrap();
+    let dev = ctx.device(Some("rxe0")).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let mr = pd.reg_mr(64 << 10, AccessFlags::LOCAL_WRITE).unwrap();
+    let cq = dev.create_cq(64, 0).unwrap();
+    let attr = QpInitAttr {
+        qp_type: qp_type::UD,
+        cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qp = Qp::create(&pd, &cq, &cq, None, &attr).unwrap();
+    let init = QpAttr { qp_state: qp_state::INIT, port_num: 1, qkey: RDMA_UDP_QKEY, ..Default::default() };
+    qp.modify(&init, qp_attr_mask::STATE | qp_attr_mask::PKEY_INDEX | qp_attr_mask::PORT | qp_attr_mask::QKEY).unwrap();
+    qp.modify(&QpAttr { qp_state: qp_state::RTR, ..Default::default() }, qp_attr_mask::STATE).unwrap();
+    qp.to_rts(0, 0).unwrap();
+    let group: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1];
+
+    // The appliance sends, Linux's mckey receives.
+    let t = Instant::now();
+    linux.cmd("timeout 60 mckey -m 239.1.1.1 -b 10.0.0.3 -C 10 -S 100 > /tmp/mckey.log 2>&1 &").unwrap();
+    // mckey's output is block-buffered in a file until it exits: its join
+    // shows as the IP group on eth0 (rdma_cm joins it for RoCE), and the QP
+    // is attached when librdmacm hands over the join event, right after.
+    let joined = linux
+        .cmd_timeout(
+            "i=0; until ip maddr show dev eth0 | grep -q 239.1.1.1; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; \
+             done; sleep 1; ip maddr show dev eth0",
+            run,
+        )
+        .unwrap();
+    assert!(joined.contains("239.1.1.1"), "{joined}");
+    let ah = pd
+        .create_ah(&AhAttr {
+            dgid: group,
+            sgid_index: 1,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    mr.write(0, &[0x5a; SIZE as usize]).unwrap();
+    for i in 0..COUNT as u64 {
+        let ud = UdDest { ah: &ah, remote_qpn: 0xFF_FFFF, remote_qkey: RDMA_UDP_QKEY };
+        let wr = SendWr {
+            wr_id: i,
+            op: WrOp::Send,
+            sg_list: &[mr.sge(0, SIZE).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: Some(ud),
+        };
+        qp.post_send(&[wr]).unwrap();
+        let wc = cq.wait(run).unwrap();
+        assert!(wc.status.is_success(), "{wc:?}");
+    }
+    let theirs = linux.cmd_timeout("wait; cat /tmp/mckey.log", run).unwrap();
+    assert!(theirs.contains("mckey: joined dgid: ::ffff:239.1.1.1"), "{theirs}");
+    assert!(theirs.contains("data transfers complete") && theirs.contains("return status 0"), "{theirs}");
+    eprintln!("appliance -> Linux: {COUNT} datagrams in {:.1} s", t.elapsed().as_secs_f64());
+
+    // Linux's mckey sends, the appliance's QP receives.
+    let t = Instant::now();
+    qp.attach_mcast(group).unwrap();
+    let sges: Vec<verbs::Sge> = (0..COUNT).map(|i| mr.sge(4096 * (i + 1), 4096).unwrap()).collect();
+    let recvs: Vec<(u64, &[verbs::Sge])> =
+        sges.iter().enumerate().map(|(i, s)| (100 + i as u64, std::slice::from_ref(s))).collect();
+    qp.post_recv(&recvs).unwrap();
+    let (status, out) = linux.status("timeout 60 mckey -m 239.1.1.1 -b 10.0.0.3 -s -C 10 -S 100", run).unwrap();
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    let mut got = Vec::new();
+    for _ in 0..COUNT {
+        let wc =
+            cq.wait(Duration::from_secs(20)).unwrap_or_else(|e| panic!("after {} datagrams: {e}\n{out}", got.len()));
+        assert!(wc.status.is_success(), "{wc:?}");
+        assert_eq!(wc.byte_len, 40 + SIZE, "{wc:?}");
+        assert_eq!(wc.imm_data, Some(wc.src_qp), "mckey's immediate data is its QPN: {wc:?}");
+        got.push(wc.wr_id);
+    }
+    got.sort();
+    assert_eq!(got, (100..100 + COUNT as u64).collect::<Vec<_>>());
+    qp.detach_mcast(group).unwrap();
+    eprintln!("Linux -> appliance: {COUNT} datagrams in {:.1} s", t.elapsed().as_secs_f64());
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    assert_eq!(counter(&counters(&stats), "send_err"), Some(0), "{stats}");
+}
