@@ -919,3 +919,63 @@ fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
     let e = srq.modify(verbs_ring::cmd::srq_attr_mask::MAX_WR, 32, 0).unwrap_err();
     assert_eq!(e.errno().0, "EOPNOTSUPP", "{e}");
 }
+
+/// UD multicast to an IPv6 group (ff0e::1:2) from the link-local GID: the
+/// attached QP gets the datagram behind a GRH that is the IPv6 header as
+/// sent (source the sender's link-local address, destination the group).
+#[test]
+fn ud_multicast_to_an_ipv6_group_through_the_library() {
+    use verbs::{UdDest, qp_type};
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap(), pb.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(16, 1).unwrap(), db.create_cq(16, 2).unwrap());
+    let attr = QpInitAttr {
+        qp_type: qp_type::UD,
+        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap();
+    for q in [&qa, &qb] {
+        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+        q.modify(&verbs::QpAttr { qp_state: verbs::qp_state::RTR, ..Default::default() }, verbs::qp_attr_mask::STATE)
+            .unwrap();
+        q.to_rts(0, 0).unwrap();
+    }
+    let group: [u8; 16] = "ff0e::1:2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let sgid = da.query_gid(1, 0).unwrap().gid;
+    assert_eq!(sgid[..2], [0xfe, 0x80], "GID 0 is the link-local one");
+    qb.attach_mcast(group).unwrap();
+    qb.post_recv(&[(1, &[mb.sge(0, 1024).unwrap()][..])]).unwrap();
+    let ah = pa
+        .create_ah(&verbs::AhAttr {
+            dgid: group,
+            sgid_index: 0,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    ma.write(0, b"to an IPv6 group").unwrap();
+    let ud = UdDest { ah: &ah, remote_qpn: 0xFF_FFFF, remote_qkey: 0 };
+    let wr = SendWr {
+        wr_id: 7,
+        op: WrOp::Send,
+        sg_list: &[ma.sge(0, 16).unwrap()],
+        flags: SendFlags::SIGNALED,
+        ud: Some(ud),
+    };
+    qa.post_send(&[wr]).unwrap();
+    assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    let rc = qb_cq.wait(PATIENCE).unwrap();
+    assert_eq!((rc.wr_id, rc.status.is_success(), rc.byte_len, rc.src_qp), (1, true, 40 + 16, qa.qp_num()));
+    let grh = mb.to_vec(0, 40).unwrap();
+    assert_eq!((grh[0] >> 4, grh[7]), (6, 1), "IPv6, the AH's hop limit");
+    assert_eq!((&grh[8..24], &grh[24..40]), (&sgid[..], &group[..]));
+    assert_eq!(mb.to_vec(40, 16).unwrap(), b"to an IPv6 group");
+}
