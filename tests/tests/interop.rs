@@ -800,7 +800,8 @@ fn memberships(frames: &[&[u8]]) -> Vec<Membership> {
 /// captured. The appliance must send an IGMPv2 report to the group and a
 /// Leave Group to 224.0.0.2, and MLDv2 reports to ff02::16 with a
 /// CHANGE_TO_EXCLUDE record on attach (twice, 1 s apart) and
-/// CHANGE_TO_INCLUDE on detach; and their IP framing must be Linux's: the
+/// CHANGE_TO_INCLUDE on detach (and leave a group still joined when `rdma
+/// link delete` takes its device); and their IP framing must be Linux's: the
 /// Linux peer's own IGMPv3 report (for `ip addr add ... autojoin`) and
 /// MLDv2 report (for the solicited-node group of an address it adds) carry
 /// the same TOS, TTL 1, Router Alert option and hop-by-hop header as ours,
@@ -856,6 +857,12 @@ fn igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them() {
         qp.detach_mcast(v6_group).unwrap();
         // And the leave's.
         std::thread::sleep(Duration::from_millis(1500));
+        // A group still joined when its device goes is left too.
+        qp.attach_mcast(v4_group).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let out = app.cmd("rdma link delete rxe0").unwrap();
+        assert!(!out.contains("error"), "{out}");
+        std::thread::sleep(Duration::from_millis(500));
     }
     // Linux repeats its reports too; give the last ones time to come.
     std::thread::sleep(Duration::from_millis(500));
@@ -873,9 +880,11 @@ fn igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them() {
     let g4: IpAddr = "239.1.2.3".parse().unwrap();
     let g6: IpAddr = "ff0e::1:2".parse().unwrap();
 
-    // Ours, IPv4: one report to the group (its MAC), one leave to all-routers.
+    // Ours, IPv4: one report to the group (its MAC), one leave to
+    // all-routers; then the same again, the leave at the device's removal.
     let v4: Vec<&&Membership> = ours.iter().filter(|m| m.kind == 0x16 || m.kind == 0x17).collect();
-    assert_eq!(v4.len(), 2, "{}", show());
+    assert_eq!(v4.len(), 4, "{}", show());
+    assert_eq!((v4[2].kind, v4[3].kind), (0x16, 0x17), "{}", show());
     assert_eq!(
         (v4[0].kind, v4[0].dst_ip, v4[0].dst_mac),
         (0x16, g4, [0x01, 0x00, 0x5e, 0x01, 0x02, 0x03]),

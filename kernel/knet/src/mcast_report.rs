@@ -170,18 +170,33 @@ struct Pending {
 #[derive(Debug, Default)]
 pub struct McastReports {
     pending: Vec<Pending>,
+    /// The groups joined and not left: what [`McastReports::leave_all`]
+    /// leaves.
+    joined: Vec<IpAddr>,
 }
 
 impl McastReports {
     /// Group `group` was joined or left on this link: its report goes now,
     /// replacing any repeat of an earlier change still due.
     pub fn change(&mut self, group: IpAddr, change: Change, now: Instant) {
+        self.joined.retain(|g| *g != group);
+        if change == Change::Join {
+            self.joined.push(group);
+        }
         self.pending.retain(|p| p.group != group);
         let left = match (group, change) {
             (IpAddr::V4(_), Change::Leave) => 1,
             _ => 2,
         };
         self.pending.push(Pending { group, change, at: now, left });
+    }
+
+    /// Leaves every group still joined: the RDMA device that joined them is
+    /// gone (`rdma link delete`), and its QPs with it.
+    pub fn leave_all(&mut self, now: Instant) {
+        for g in core::mem::take(&mut self.joined) {
+            self.change(g, Change::Leave, now);
+        }
     }
 
     /// When the next report falls due.
@@ -325,5 +340,10 @@ mod tests {
         r.change(v4, Change::Leave, t(20_001));
         assert_eq!(sent(&mut r, 20_001).len(), 1);
         assert_eq!(r.poll_at(), None);
+        // The device goes: what is still joined (v6) is left, once per group.
+        r.leave_all(t(30_000));
+        r.leave_all(t(30_000));
+        assert_eq!(sent(&mut r, 30_000), [(MLD_FRAME_LEN, false)]);
+        assert_eq!(buf[14 + 40 + 16], 3, "CHANGE_TO_INCLUDE_MODE");
     }
 }

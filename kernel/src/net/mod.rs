@@ -369,7 +369,11 @@ impl Net {
         use ::rdma::rxe::mcast::GroupChange;
         let Self { links, rdma, .. } = self;
         for link in links.iter_mut() {
-            let Some(t) = rdma.transport_on(link.ifindex) else { continue };
+            let Some(t) = rdma.transport_on(link.ifindex) else {
+                // No RDMA device (any more) on this link: its groups went with it.
+                link.mcast.leave_all(now);
+                continue;
+            };
             while let Some(c) = t.poll_group_change() {
                 let (gid, change) = match c {
                     GroupChange::Joined(g) => (g, Change::Join),
