@@ -61,11 +61,16 @@ const IPV4_ROUTER_ALERT: [u8; 4] = [0x94, 0x04, 0x00, 0x00];
 /// IPTOS_PREC_INTERNETCONTROL, what Linux marks IGMP with.
 const TOS_INTERNETCONTROL: u8 = 0xc0;
 
-/// A membership change of one group on one link.
+/// What a report says about one group on one link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {
+    /// Joined (a state-change report).
     Join,
+    /// Left.
     Leave,
+    /// Still a member: the answer to a query (IGMPv2 report; MLDv2
+    /// current-state record MODE_IS_EXCLUDE).
+    Current,
 }
 
 /// The Ethernet group an IPv4 multicast address maps to (RFC 1112 6.4).
@@ -79,7 +84,9 @@ pub fn ipv4_multicast_mac(a: Ipv4Addr) -> MacAddr {
 pub fn emit_igmp(buf: &mut [u8], mac: MacAddr, src: Ipv4Addr, group: Ipv4Addr, change: Change) -> Option<usize> {
     let buf = buf.get_mut(..IGMP_FRAME_LEN)?;
     let (dst, igmp) = match change {
-        Change::Join => (group, IgmpRepr::MembershipReport { group_addr: group, version: IgmpVersion::Version2 }),
+        Change::Join | Change::Current => {
+            (group, IgmpRepr::MembershipReport { group_addr: group, version: IgmpVersion::Version2 })
+        }
         Change::Leave => (ALL_ROUTERS, IgmpRepr::LeaveGroup { group_addr: group }),
     };
     let mut eth = EthernetFrame::new_unchecked(&mut *buf);
@@ -116,6 +123,7 @@ pub fn emit_mld(buf: &mut [u8], mac: MacAddr, src: Ipv6Addr, group: Ipv6Addr, ch
     let record_type = match change {
         Change::Join => MldRecordType::ChangeToExclude,
         Change::Leave => MldRecordType::ChangeToInclude,
+        Change::Current => MldRecordType::ModeIsExclude,
     };
     let mut record = [0u8; 20];
     MldAddressRecordRepr::new(record_type, group).emit(&mut MldAddressRecord::new_unchecked(&mut record[..]));
@@ -185,7 +193,7 @@ impl McastReports {
         }
         self.pending.retain(|p| p.group != group);
         let left = match (group, change) {
-            (IpAddr::V4(_), Change::Leave) => 1,
+            (IpAddr::V4(_), Change::Leave) | (_, Change::Current) => 1,
             _ => 2,
         };
         self.pending.push(Pending { group, change, at: now, left });
@@ -196,6 +204,32 @@ impl McastReports {
     pub fn leave_all(&mut self, now: Instant) {
         for g in core::mem::take(&mut self.joined) {
             self.change(g, Change::Leave, now);
+        }
+    }
+
+    /// A router asked (general query: `group` is `None`, for the query's
+    /// family): each joined group it covers is reported once, after a delay
+    /// within the query's Max Response Time (RFC 2236 3, RFC 3810 6.2), so
+    /// that the hosts of a link do not all answer at once. The delay is a
+    /// hash of the group and the time rather than a random draw: no entropy
+    /// source is needed, and different groups still spread out. A report
+    /// already due sooner stands.
+    pub fn on_query(&mut self, q: &Query, now: Instant) {
+        let covered: Vec<IpAddr> = self
+            .joined
+            .iter()
+            .copied()
+            .filter(|g| match q.group {
+                Some(want) => *g == want,
+                None => g.is_ipv6() == q.ipv6,
+            })
+            .collect();
+        for g in covered {
+            let at = Instant::from_micros(now.as_micros() + spread(g, now) % q.max_resp_us.max(1));
+            match self.pending.iter_mut().find(|p| p.group == g) {
+                Some(p) => p.at = p.at.min(at),
+                None => self.pending.push(Pending { group: g, change: Change::Current, at, left: 1 }),
+            }
         }
     }
 
@@ -231,9 +265,116 @@ impl McastReports {
     }
 }
 
+/// A membership query: IGMPv1/v2/v3 (RFC 3376 4.1) or MLDv1/v2 (RFC 3810
+/// 5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// `None` for a general query.
+    pub group: Option<IpAddr>,
+    /// An MLD query (about IPv6 groups).
+    pub ipv6: bool,
+    /// The Max Response Time, in microseconds.
+    pub max_resp_us: u64,
+}
+
+const IGMP_QUERY: u8 = 0x11;
+const MLD_QUERY: u8 = 130;
+
+/// The Internet checksum of `data` (RFC 1071): 0 when a message carrying its
+/// checksum is intact.
+fn inet_checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// IGMPv3's and MLDv2's Max Resp Code: linear below a threshold, else a
+/// floating-point mantissa and exponent (RFC 3376 4.1.1, RFC 3810 5.1.3).
+fn exp_code(code: u32, bits: u32) -> u32 {
+    if code < 1 << (bits - 1) {
+        return code;
+    }
+    let mant_bits = bits - 4;
+    let exp = (code >> mant_bits) & 0x7;
+    let mant = code & ((1 << mant_bits) - 1);
+    (mant | 1 << mant_bits) << (exp + 3)
+}
+
+/// The query an Ethernet frame carries, if it is a well-formed IGMP or MLD
+/// query (checksum good; for MLD, hop limit 1 and a link-local source, as
+/// RFC 3810 5.1.14-15 requires); `None` for anything else.
+pub fn parse_query(frame: &[u8]) -> Option<Query> {
+    match frame.get(12..14)? {
+        [0x08, 0x00] => {
+            let ip = Ipv4Packet::new_checked(frame.get(ETH_HEADER_LEN..)?).ok()?;
+            if ip.next_header() != IpProtocol::Igmp || !ip.verify_checksum() {
+                return None;
+            }
+            let igmp = ip.payload();
+            if igmp.len() < IGMP_LEN || igmp[0] != IGMP_QUERY || inet_checksum(igmp) != 0 {
+                return None;
+            }
+            let code = u32::from(igmp[1]);
+            // Tenths of a second; IGMPv1's zero means 10 s (RFC 2236 4).
+            let tenths = match (igmp.len(), code) {
+                (IGMP_LEN, 0) => 100,
+                (IGMP_LEN, c) => c,
+                (_, c) => exp_code(c, 8),
+            };
+            let g = Ipv4Addr::new(igmp[4], igmp[5], igmp[6], igmp[7]);
+            let group = (!g.is_unspecified()).then_some(IpAddr::V4(g));
+            Some(Query { group, ipv6: false, max_resp_us: u64::from(tenths) * 100_000 })
+        }
+        [0x86, 0xdd] => {
+            let ip = Ipv6Packet::new_checked(frame.get(ETH_HEADER_LEN..)?).ok()?;
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            if ip.hop_limit() != 1 || !crate::addr::is_link_local(src) {
+                return None;
+            }
+            let payload = ip.payload();
+            let icmp = match ip.next_header() {
+                IpProtocol::HopByHop => {
+                    let len = (usize::from(*payload.get(1)?) + 1) * 8;
+                    (*payload.first()? == u8::from(IpProtocol::Icmpv6)).then(|| payload.get(len..))??
+                }
+                IpProtocol::Icmpv6 => payload,
+                _ => return None,
+            };
+            let packet = Icmpv6Packet::new_checked(icmp).ok()?;
+            // MLDv1 queries are 24 bytes, MLDv2 ones at least 28.
+            if icmp.len() < 24 || icmp[0] != MLD_QUERY || !packet.verify_checksum(&src, &dst) {
+                return None;
+            }
+            let code = u32::from(u16::from_be_bytes([icmp[4], icmp[5]]));
+            let ms = if icmp.len() >= 28 { exp_code(code, 16) } else { code };
+            let g = Ipv6Addr::from(<[u8; 16]>::try_from(icmp.get(8..24)?).ok()?);
+            let group = (!g.is_unspecified()).then_some(IpAddr::V6(g));
+            Some(Query { group, ipv6: true, max_resp_us: u64::from(ms) * 1000 })
+        }
+        _ => None,
+    }
+}
+
+/// A well-mixed 64-bit value of `group` and `now` (SplitMix64's finaliser).
+fn spread(group: IpAddr, now: Instant) -> u64 {
+    let bytes = match group {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    };
+    let mut z = bytes
+        .chunks(8)
+        .fold(now.as_micros(), |h, c| h.rotate_left(29) ^ u64::from_be_bytes(c.try_into().unwrap_or([0; 8])));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire::{Icmpv6Message, Ipv4Repr};
 
@@ -345,5 +486,117 @@ mod tests {
         r.leave_all(t(30_000));
         assert_eq!(sent(&mut r, 30_000), [(MLD_FRAME_LEN, false)]);
         assert_eq!(buf[14 + 40 + 16], 3, "CHANGE_TO_INCLUDE_MODE");
+    }
+
+    /// A general IGMPv2 query from 10.0.0.254 (max response 10 s), and an
+    /// IGMPv3 one with an exponential Max Resp Code.
+    fn igmp_query(code: u8, group: [u8; 4], v3: bool) -> Vec<u8> {
+        let igmp_len = if v3 { 12 } else { 8 };
+        let mut f = vec![0x01, 0x00, 0x5e, 0, 0, 1, 0x52, 0x54, 0, 0, 0, 9, 0x08, 0x00];
+        let total = (24 + igmp_len) as u16;
+        f.extend_from_slice(&[0x46, 0xc0]);
+        f.extend_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 1, 2, 0, 0, 10, 0, 0, 254, 224, 0, 0, 1, 0x94, 4, 0, 0]);
+        let ck = inet_checksum(&f[14..38]);
+        f[24..26].copy_from_slice(&ck.to_be_bytes());
+        let mut igmp = vec![IGMP_QUERY, code, 0, 0, group[0], group[1], group[2], group[3]];
+        if v3 {
+            igmp.extend_from_slice(&[0x02, 125, 0, 0]);
+        }
+        let ck = inet_checksum(&igmp);
+        igmp[2..4].copy_from_slice(&ck.to_be_bytes());
+        f.extend_from_slice(&igmp);
+        f
+    }
+
+    /// An MLDv2 general query from fe80::1 to ff02::1, as Linux's querier
+    /// sends it (hop-by-hop Router Alert first).
+    fn mld_query(code: u16, src: Ipv6Addr, hop_limit: u8) -> Vec<u8> {
+        let dst: Ipv6Addr = "ff02::1".parse().unwrap();
+        let mut icmp = vec![MLD_QUERY, 0, 0, 0];
+        icmp.extend_from_slice(&code.to_be_bytes());
+        icmp.extend_from_slice(&[0, 0]);
+        icmp.extend_from_slice(&[0; 16]);
+        icmp.extend_from_slice(&[0x02, 125, 0, 0]);
+        let mut f = vec![0x33, 0x33, 0, 0, 0, 1, 0x52, 0x54, 0, 0, 0, 9, 0x86, 0xdd];
+        let mut ip = [0u8; 40];
+        Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::HopByHop,
+            payload_len: 8 + icmp.len(),
+            hop_limit,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(&mut ip[..]));
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[58, 0, 5, 2, 0, 0, 1, 0]);
+        let at = f.len();
+        f.extend_from_slice(&icmp);
+        Icmpv6Packet::new_unchecked(&mut f[at..]).fill_checksum(&src, &dst);
+        f
+    }
+
+    #[test]
+    fn queries_parse_with_their_max_response_times() {
+        let q = parse_query(&igmp_query(100, [0; 4], false)).unwrap();
+        assert_eq!(q, Query { group: None, ipv6: false, max_resp_us: 10_000_000 });
+        let q = parse_query(&igmp_query(0, [239, 1, 1, 1], false)).unwrap();
+        assert_eq!((q.group, q.max_resp_us), (Some(IpAddr::V4(Ipv4Addr::new(239, 1, 1, 1))), 10_000_000), "IGMPv1");
+        // IGMPv3 code 0x8a: mantissa 0xa, exponent 0 -> (0x1a << 3) tenths.
+        assert_eq!(parse_query(&igmp_query(0x8a, [0; 4], true)).unwrap().max_resp_us, 208 * 100_000);
+        let mut bad = igmp_query(100, [0; 4], false);
+        bad[40] ^= 1;
+        assert_eq!(parse_query(&bad), None, "IGMP checksum");
+        let ll: Ipv6Addr = "fe80::1".parse().unwrap();
+        assert_eq!(
+            parse_query(&mld_query(10_000, ll, 1)),
+            Some(Query { group: None, ipv6: true, max_resp_us: 10_000_000 })
+        );
+        // MLDv2 code 0x8123: mantissa 0x123, exponent 0 -> 0x1123 << 3 ms.
+        assert_eq!(parse_query(&mld_query(0x8123, ll, 1)).unwrap().max_resp_us, (0x1123 << 3) * 1000);
+        assert_eq!(parse_query(&mld_query(10_000, ll, 2)), None, "hop limit 1 only");
+        assert_eq!(parse_query(&mld_query(10_000, "2001:db8::1".parse().unwrap(), 1)), None, "link-local source only");
+        let mut bad = mld_query(10_000, ll, 1);
+        bad[70] ^= 1;
+        assert_eq!(parse_query(&bad), None, "ICMPv6 checksum");
+        let mut buf = [0u8; 64];
+        let n =
+            emit_igmp(&mut buf, MAC, Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(239, 1, 1, 1), Change::Join).unwrap();
+        assert_eq!(parse_query(&buf[..n]), None, "a report is no query");
+    }
+
+    #[test]
+    fn a_query_is_answered_once_per_joined_group_within_its_time() {
+        let mut r = McastReports::default();
+        let (a, b) = (IpAddr::V4(Ipv4Addr::new(239, 1, 1, 1)), IpAddr::V4(Ipv4Addr::new(239, 2, 2, 2)));
+        let c = IpAddr::V6("ff0e::1".parse().unwrap());
+        let mut buf = [0u8; MLD_FRAME_LEN];
+        let drain = |r: &mut McastReports, ms| {
+            let mut scratch = [0u8; MLD_FRAME_LEN];
+            let mut n = 0;
+            while r.poll_transmit(t(ms), MAC, None, None, &mut scratch).is_some() {
+                n += 1;
+            }
+            n
+        };
+        for g in [a, b, c] {
+            r.change(g, Change::Join, t(0));
+        }
+        drain(&mut r, 0);
+        drain(&mut r, 20_000);
+        assert_eq!(r.poll_at(), None);
+        // A general IGMP query: a and b, not the IPv6 group, each once within 1 s.
+        r.on_query(&Query { group: None, ipv6: false, max_resp_us: 1_000_000 }, t(30_000));
+        assert!(r.poll_at().is_some_and(|at| at < t(31_000)));
+        assert_eq!(drain(&mut r, 31_000), 2);
+        // A group-specific MLD query for c, with the MLDv2 current-state record.
+        r.on_query(&Query { group: Some(c), ipv6: true, max_resp_us: 500_000 }, t(40_000));
+        let n = r.poll_transmit(t(40_500), MAC, None, None, &mut buf).unwrap();
+        assert_eq!((n, buf[14 + 40 + 16]), (MLD_FRAME_LEN, 2), "MODE_IS_EXCLUDE");
+        // A left group is not reported.
+        r.change(a, Change::Leave, t(50_000));
+        drain(&mut r, 50_000);
+        r.on_query(&Query { group: Some(a), ipv6: false, max_resp_us: 1_000_000 }, t(60_000));
+        assert_eq!(r.poll_at(), None);
     }
 }

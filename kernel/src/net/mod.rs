@@ -291,7 +291,7 @@ impl Net {
     fn receive(&mut self, i: usize, up: bool, now: Instant) -> usize {
         let Self { links, netdevs, rdma, discard, .. } = self;
         let Some(link) = links.get_mut(i) else { return 0 };
-        let Link { nic, neigh, nd, stack_queue, ifindex, .. } = link;
+        let Link { nic, neigh, nd, mcast, stack_queue, ifindex, .. } = link;
         let mac = nic.mac();
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         // The device on this link's netdev, looked up once per batch.
@@ -337,6 +337,17 @@ impl Net {
                     }
                 }
                 Steer::Stack if discard::is_discard(frame) => discard.record(frame, now),
+                // A router's IGMP/MLD query: the RDMA groups are reported
+                // again (smoltcp, which joins none, gets it too and ignores it).
+                Steer::Stack
+                    if group_mac(frame)
+                        && let Some(q) = knet::mcast_report::parse_query(frame) =>
+                {
+                    mcast.on_query(&q, now);
+                    if stack_queue.len() < STACK_QUEUE {
+                        stack_queue.push_back(frame.to_vec());
+                    }
+                }
                 Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
                 Steer::Stack => stats.rx_dropped += 1,
                 Steer::Drop(_) => {}
@@ -519,4 +530,9 @@ impl Net {
         }
         busy
     }
+}
+
+/// Whether a frame went to an Ethernet group address (queries always do).
+fn group_mac(frame: &[u8]) -> bool {
+    frame.first().is_some_and(|b| b & 1 != 0)
 }
