@@ -18,9 +18,13 @@
 //!
 //! smoltcp's wire types build the IGMP message, the MLDv2 record and report
 //! and the headers; the IPv4 header with its option is written here, as
-//! smoltcp's `Ipv4Repr` emits no options. Queries are not answered (no
-//! querier on the appliance's wires): a snooping switch would age the
-//! membership out after its Group Membership Interval (260 s by default).
+//! smoltcp's `Ipv4Repr` emits no options.
+//! - Queries (IGMPv1-3, MLDv1-2; [`parse_query`]) are answered for the
+//!   joined groups they cover, once each, within their Max Response Time
+//!   (RFC 2236 3, RFC 3810 6.2), so that a snooping switch or a router does
+//!   not age the membership out. IGMPv3 and MLDv1 routers get this host's
+//!   own versions (IGMPv2 reports, MLDv2 reports) back: no compatibility
+//!   modes are kept (RFC 3376 7, RFC 3810 8).
 
 use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
