@@ -621,3 +621,433 @@ fn rc_pingpong_c_checks_across_linux_both_ways() {
         assert!(ok && done(out) && !out.contains("invalid data"), "Linux client:\n{theirs}\nhost server:\n{ours}");
     }
 }
+
+/// The QPNs of the `  {what} address:` lines of a pingpong's output.
+fn pingpong_qpns(out: &str, what: &str) -> Vec<u32> {
+    let prefix = format!("  {what} address:");
+    out.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.split("QPN 0x").nth(1))
+        .filter_map(|r| u32::from_str_radix(r.get(..6)?, 16).ok())
+        .collect()
+}
+
+/// Linux's `ibv_srq_pingpong` (16 RC QPs on one SRQ, its default) against
+/// the host tool `srq_pingpong` over the appliance's ring, both ways: the
+/// 256-message exchange goes through hostfwd (Linux serving) and guestfwd
+/// (the host tool serving). rdma-core's program checks no data; what is
+/// checked is that both finish their iterations, each side connected the 16
+/// QPs the other announced (each one's remote QPNs are the other's local
+/// ones), and neither side's rxe counted a retry or a send error.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn srq_pingpong_host_tool_against_linux_both_ways() {
+    if !LinuxPeer::available_or_skip("srq_pingpong_host_tool_against_linux_both_ways") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let gp = free_tcp_port();
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
+    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let shm = tests::Ivshmem::temp("srq-pp", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    const RUN: Duration = Duration::from_secs(180);
+    const ITERS: u32 = 200;
+    let opts = format!("-g 1 -n {ITERS} -s 4096");
+    let check = |ours: &str, theirs: &str, who: &str| {
+        for out in [ours, theirs] {
+            assert!(out.contains(&format!("{ITERS} iters in ")), "{who}\nours:\n{ours}\ntheirs:\n{theirs}");
+        }
+        let (our_local, their_remote) = (pingpong_qpns(ours, "local"), pingpong_qpns(theirs, "remote"));
+        let (their_local, our_remote) = (pingpong_qpns(theirs, "local"), pingpong_qpns(ours, "remote"));
+        assert_eq!(our_local.len(), 16, "{who}: {ours}");
+        assert_eq!((&our_local, &their_local), (&their_remote, &our_remote), "{who}\nours:\n{ours}\ntheirs:\n{theirs}");
+    };
+
+    // Linux serves (reached through hostfwd), the host tool connects.
+    linux.cmd(&format!("ibv_srq_pingpong -d rxe0 {opts} > /tmp/srq.log 2>&1 &")).unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let t = Instant::now();
+    let hp = linux.host_port();
+    let (ok, ours) = tests::tool::finish(
+        tests::tool::spawn("srq_pingpong", &shm.path, &format!("-d rxe0 {opts} -p {hp} 127.0.0.1")).unwrap(),
+        RUN,
+    )
+    .unwrap();
+    let theirs = linux.cmd_timeout("wait; cat /tmp/srq.log", RUN).unwrap();
+    assert!(ok, "host client:\n{ours}\nLinux server:\n{theirs}");
+    check(&ours, &theirs, "host client, Linux server");
+    eprintln!("host client, Linux server: {:.1} s; {}", t.elapsed().as_secs_f64(), ours.lines().last().unwrap_or(""));
+
+    // The host tool serves on gp, Linux's client reaches it through guestfwd.
+    let t = Instant::now();
+    let server = tests::tool::Watched::spawn("srq_pingpong", &shm.path, &format!("-d rxe0 {opts} -p {gp}")).unwrap();
+    // It listens right after printing its addresses.
+    assert!(server.wait_line("local address:", RUN).is_some(), "{}", server.text());
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, theirs) =
+        linux.status(&format!("ibv_srq_pingpong -d rxe0 {opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+    let (ok, ours) = server.finish(RUN).unwrap();
+    assert!(ok && status == 0, "Linux client:\n{theirs}\nhost server:\n{ours}");
+    check(&ours, &theirs, "Linux client, host server");
+    eprintln!("Linux client, host server: {:.1} s; {}", t.elapsed().as_secs_f64(), ours.lines().last().unwrap_or(""));
+
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    let c = counters(&stats);
+    for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {
+        assert_eq!(counter(&c, err), Some(0), "Linux {err}:\n{stats}");
+    }
+}
+
+/// One IGMP or MLD message of a capture, with the IP fields a switch and a
+/// router look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Membership {
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    /// IPv4 TOS or IPv6 traffic class.
+    tos: u8,
+    /// TTL or hop limit.
+    ttl: u8,
+    /// IPv4 options, or the IPv6 hop-by-hop header.
+    options: Vec<u8>,
+    dst_ip: std::net::IpAddr,
+    /// IGMP type (0x16 v2 report, 0x17 leave, 0x22 v3 report) or ICMPv6 type (143).
+    kind: u8,
+    /// (record type, group) for IGMPv3 and MLDv2; (kind, group) for IGMPv2.
+    records: Vec<(u8, std::net::IpAddr)>,
+}
+
+/// The IGMP and MLD messages of a capture's frames.
+fn memberships(frames: &[&[u8]]) -> Vec<Membership> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut out = Vec::new();
+    for f in frames {
+        let (Some(dst), Some(src), Some(et)) = (f.get(0..6), f.get(6..12), f.get(12..14)) else { continue };
+        let (dst_mac, src_mac) = (dst.try_into().unwrap(), src.try_into().unwrap());
+        let v4 = |b: &[u8]| IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]));
+        let v6 = |b: &[u8]| IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap()));
+        match et {
+            [0x08, 0x00] if f.get(23) == Some(&2) => {
+                let ihl = usize::from(f[14] & 0x0f) * 4;
+                let Some(igmp) = f.get(14 + ihl..) else { continue };
+                let kind = igmp[0];
+                let records = match kind {
+                    0x16 | 0x17 => vec![(kind, v4(&igmp[4..8]))],
+                    0x22 => {
+                        let n = usize::from(u16::from_be_bytes([igmp[6], igmp[7]]));
+                        (0..n).filter_map(|i| igmp.get(8 + i * 8..16 + i * 8)).map(|r| (r[0], v4(&r[4..8]))).collect()
+                    }
+                    _ => continue,
+                };
+                out.push(Membership {
+                    src_mac,
+                    dst_mac,
+                    tos: f[15],
+                    ttl: f[22],
+                    options: f[34..14 + ihl].to_vec(),
+                    dst_ip: v4(&f[30..34]),
+                    kind,
+                    records,
+                });
+            }
+            [0x86, 0xdd] if f.get(20) == Some(&0) => {
+                let Some(hbh) = f.get(54..) else { continue };
+                let hbh_len = (usize::from(hbh[1]) + 1) * 8;
+                let Some(icmp) = hbh.get(hbh_len..) else { continue };
+                if hbh[0] != 58 || icmp.first() != Some(&143) {
+                    continue;
+                }
+                let n = usize::from(u16::from_be_bytes([icmp[6], icmp[7]]));
+                let mut records = Vec::new();
+                let mut at = 8;
+                for _ in 0..n {
+                    let Some(r) = icmp.get(at..at + 20) else { break };
+                    records.push((r[0], v6(&r[4..20])));
+                    at += 20 + usize::from(r[1]) * 4 + usize::from(u16::from_be_bytes([r[2], r[3]])) * 16;
+                }
+                let tc = (f[14] & 0x0f) << 4 | f[15] >> 4;
+                out.push(Membership {
+                    src_mac,
+                    dst_mac,
+                    tos: tc,
+                    ttl: f[21],
+                    options: hbh[..hbh_len].to_vec(),
+                    dst_ip: v6(&f[38..54]),
+                    kind: 143,
+                    records,
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// IGMP and MLD on the wire, beside what Linux sends: a host program
+/// attaches a UD QP to an IPv4-mapped and an IPv6 multicast GID through the
+/// appliance's ring and detaches it; the appliance's side of the wire is
+/// captured. The appliance must send an IGMPv2 report to the group and a
+/// Leave Group to 224.0.0.2, and MLDv2 reports to ff02::16 with a
+/// CHANGE_TO_EXCLUDE record on attach (twice, 1 s apart) and
+/// CHANGE_TO_INCLUDE on detach (and leave a group still joined when `rdma
+/// link delete` takes its device); and their IP framing must be Linux's: the
+/// Linux peer's own IGMPv3 report (for `ip addr add ... autojoin`) and
+/// MLDv2 report (for the solicited-node group of an address it adds) carry
+/// the same TOS, TTL 1, Router Alert option and hop-by-hop header as ours,
+/// and the same record type for a join.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them() {
+    use std::net::IpAddr;
+    if !LinuxPeer::available_or_skip("igmp_and_mld_reports_on_attach_and_detach_as_linux_frames_them") {
+        return;
+    }
+    let dump = std::env::temp_dir().join(format!("mcast-reports-{}.pcap", std::process::id()));
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    let shm = tests::Ivshmem::temp("mcast-rep", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        extra: vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", dump.display())],
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+
+    // Linux's own reports: IGMPv3 for an autojoined group, MLDv2 for the
+    // solicited-node group of a new address.
+    let out = linux
+        .cmd("ip addr add 239.7.7.7/32 dev eth0 autojoin; ip -6 addr add 2001:db8::3/64 dev eth0; echo ok")
+        .unwrap();
+    assert!(out.contains("ok"), "{out}");
+
+    let v4_group: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3];
+    let v6_group: [u8; 16] = [0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2];
+    {
+        use verbs::{Context, Qp, QpCap, QpInitAttr, qp_type};
+        let ctx = Context::open(&shm.path).unwrap();
+        let dev = ctx.device(Some("rxe0")).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(4, 0).unwrap();
+        let attr = QpInitAttr {
+            qp_type: qp_type::UD,
+            cap: QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            ..Default::default()
+        };
+        let qp = Qp::create(&pd, &cq, &cq, None, &attr).unwrap();
+        qp.attach_mcast(v4_group).unwrap();
+        qp.attach_mcast(v6_group).unwrap();
+        // The MLDv2 report's repeat falls 1 s after the first.
+        std::thread::sleep(Duration::from_millis(1800));
+        qp.detach_mcast(v4_group).unwrap();
+        qp.detach_mcast(v6_group).unwrap();
+        // And the leave's.
+        std::thread::sleep(Duration::from_millis(1500));
+        // A group still joined when its device goes is left too.
+        qp.attach_mcast(v4_group).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let out = app.cmd("rdma link delete rxe0").unwrap();
+        assert!(!out.contains("error"), "{out}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Linux repeats its reports too; give the last ones time to come.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(app);
+    drop(linux);
+    let bytes = std::fs::read(&dump).unwrap();
+    let _ = std::fs::remove_file(&dump);
+    let frames = tests::pcap::frames(&bytes).unwrap();
+    let all = memberships(&frames);
+    const OURS: [u8; 6] = [0x52, 0x54, 0, 0, 0, 1];
+    const LINUX: [u8; 6] = [0x52, 0x54, 0, 0, 1, 3];
+    let ours: Vec<&Membership> = all.iter().filter(|m| m.src_mac == OURS).collect();
+    let theirs: Vec<&Membership> = all.iter().filter(|m| m.src_mac == LINUX).collect();
+    let show = || format!("ours: {ours:#?}\nLinux's: {theirs:#?}");
+    let g4: IpAddr = "239.1.2.3".parse().unwrap();
+    let g6: IpAddr = "ff0e::1:2".parse().unwrap();
+
+    // Ours, IPv4: one report to the group (its MAC), one leave to
+    // all-routers; then the same again, the leave at the device's removal.
+    let v4: Vec<&&Membership> = ours.iter().filter(|m| m.kind == 0x16 || m.kind == 0x17).collect();
+    assert_eq!(v4.len(), 4, "{}", show());
+    assert_eq!((v4[2].kind, v4[3].kind), (0x16, 0x17), "{}", show());
+    assert_eq!(
+        (v4[0].kind, v4[0].dst_ip, v4[0].dst_mac),
+        (0x16, g4, [0x01, 0x00, 0x5e, 0x01, 0x02, 0x03]),
+        "{}",
+        show()
+    );
+    assert_eq!(v4[0].records, [(0x16, g4)]);
+    assert_eq!(
+        (v4[1].kind, v4[1].dst_ip, v4[1].dst_mac),
+        (0x17, "224.0.0.2".parse().unwrap(), [0x01, 0x00, 0x5e, 0, 0, 2])
+    );
+    assert_eq!(v4[1].records, [(0x17, g4)]);
+    // Ours, IPv6: join twice, then leave, each to ff02::16.
+    let v6: Vec<Vec<(u8, IpAddr)>> = ours.iter().filter(|m| m.kind == 143).map(|m| m.records.clone()).collect();
+    assert_eq!(v6, [vec![(4, g6)], vec![(4, g6)], vec![(3, g6)], vec![(3, g6)]], "{}", show());
+
+    // Linux's framing, field by field against ours.
+    let their_v4 =
+        theirs.iter().find(|m| m.kind == 0x22).unwrap_or_else(|| panic!("no IGMPv3 report from Linux: {}", show()));
+    assert!(their_v4.records.iter().any(|r| r.1 == "239.7.7.7".parse::<IpAddr>().unwrap()), "{}", show());
+    for m in &v4 {
+        assert_eq!((m.tos, m.ttl, &m.options), (their_v4.tos, their_v4.ttl, &their_v4.options), "{}", show());
+    }
+    assert_eq!((their_v4.ttl, &their_v4.options[..]), (1, &[0x94, 0x04, 0, 0][..]));
+    let their_v6 = theirs
+        .iter()
+        .find(|m| m.kind == 143 && m.records.iter().any(|r| r.1 == "ff02::1:ff00:3".parse::<IpAddr>().unwrap()))
+        .unwrap_or_else(|| panic!("no MLDv2 report from Linux for ff02::1:ff00:3: {}", show()));
+    let ours_v6 = ours.iter().find(|m| m.kind == 143).unwrap();
+    assert_eq!(
+        (ours_v6.ttl, &ours_v6.options, ours_v6.dst_ip, ours_v6.dst_mac),
+        (their_v6.ttl, &their_v6.options, their_v6.dst_ip, their_v6.dst_mac),
+        "{}",
+        show()
+    );
+    let join = their_v6.records.iter().find(|r| r.1 == "ff02::1:ff00:3".parse::<IpAddr>().unwrap()).unwrap();
+    assert_eq!(join.0, 4, "Linux joins with CHANGE_TO_EXCLUDE as we do: {}", show());
+}
+
+/// UD multicast send and receive with Linux rdma_rxe, both ways, through
+/// rdma_cm's `mckey` on the Linux side (rdmacm-utils: it joins the group
+/// with `rdma_join_multicast`, which on RoCE also joins the IP group, then
+/// sends or receives `-C` datagrams to QPN 0xFFFFFF with rdma_cm's UDP
+/// Q_Key 0x01234567) and a host program on the appliance's ring that
+/// attaches a UD QP to the group's IPv4-mapped GID and sends through an AH
+/// to it. perftest's own multicast mode (`ib_send_bw -g`, `ib_send_lat
+/// -g`) does not run between two Linux rxe peers (see the README), so it is
+/// not the reference here. Checked: Linux's receiver completes its 10
+/// datagrams; ours gets Linux's 10, each 40 bytes of GRH plus the 100 sent,
+/// from Linux's QP (whose number mckey also puts in the immediate data).
+/// IPv4 only: Linux 6.1's rdma_cm refuses an IPv6 multicast join on RoCE v2
+/// (`mckey -m ff0e::1:2 -b 2001:db8::3`: "failure joining: Unknown error
+/// 524", ENOTSUPP), so no Linux program here receives an IPv6 group; ours is
+/// tested in the simulator and by the MLD capture above.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ud_multicast_with_linux_mckey_both_ways() {
+    use verbs::{AccessFlags, AhAttr, Context, Qp, QpAttr, QpCap, QpInitAttr, SendFlags, SendWr, UdDest, WrOp};
+    use verbs::{qp_attr_mask, qp_state, qp_type};
+    if !LinuxPeer::available_or_skip("ud_multicast_with_linux_mckey_both_ways") {
+        return;
+    }
+    const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+    const COUNT: usize = 10;
+    const SIZE: u32 = 100;
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
+    let shm = tests::Ivshmem::temp("mcast-ud", 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    let run = Duration::from_secs(90);
+
+    let ctx = Context::open(&shm.path).unwrap();
+    let dev = ctx.device(Some("rxe0")).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let mr = pd.reg_mr(64 << 10, AccessFlags::LOCAL_WRITE).unwrap();
+    let cq = dev.create_cq(64, 0).unwrap();
+    let attr = QpInitAttr {
+        qp_type: qp_type::UD,
+        cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qp = Qp::create(&pd, &cq, &cq, None, &attr).unwrap();
+    let init = QpAttr { qp_state: qp_state::INIT, port_num: 1, qkey: RDMA_UDP_QKEY, ..Default::default() };
+    qp.modify(&init, qp_attr_mask::STATE | qp_attr_mask::PKEY_INDEX | qp_attr_mask::PORT | qp_attr_mask::QKEY).unwrap();
+    qp.modify(&QpAttr { qp_state: qp_state::RTR, ..Default::default() }, qp_attr_mask::STATE).unwrap();
+    qp.to_rts(0, 0).unwrap();
+    let group: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1];
+
+    // The appliance sends, Linux's mckey receives.
+    let t = Instant::now();
+    linux.cmd("timeout 60 mckey -m 239.1.1.1 -b 10.0.0.3 -C 10 -S 100 > /tmp/mckey.log 2>&1 &").unwrap();
+    // mckey's output is block-buffered in a file until it exits: its join
+    // shows as the IP group on eth0 (rdma_cm joins it for RoCE), and the QP
+    // is attached when librdmacm hands over the join event, right after.
+    let joined = linux
+        .cmd_timeout(
+            "i=0; until ip maddr show dev eth0 | grep -q 239.1.1.1; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; \
+             done; sleep 1; ip maddr show dev eth0",
+            run,
+        )
+        .unwrap();
+    assert!(joined.contains("239.1.1.1"), "{joined}");
+    let ah = pd
+        .create_ah(&AhAttr {
+            dgid: group,
+            sgid_index: 1,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    mr.write(0, &[0x5a; SIZE as usize]).unwrap();
+    for i in 0..COUNT as u64 {
+        let ud = UdDest { ah: &ah, remote_qpn: 0xFF_FFFF, remote_qkey: RDMA_UDP_QKEY };
+        let wr = SendWr {
+            wr_id: i,
+            op: WrOp::Send,
+            sg_list: &[mr.sge(0, SIZE).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: Some(ud),
+        };
+        qp.post_send(&[wr]).unwrap();
+        let wc = cq.wait(run).unwrap();
+        assert!(wc.status.is_success(), "{wc:?}");
+    }
+    let theirs = linux.cmd_timeout("wait; cat /tmp/mckey.log", run).unwrap();
+    assert!(theirs.contains("mckey: joined dgid: ::ffff:239.1.1.1"), "{theirs}");
+    assert!(theirs.contains("data transfers complete") && theirs.contains("return status 0"), "{theirs}");
+    eprintln!("appliance -> Linux: {COUNT} datagrams in {:.1} s", t.elapsed().as_secs_f64());
+
+    // Linux's mckey sends, the appliance's QP receives.
+    let t = Instant::now();
+    qp.attach_mcast(group).unwrap();
+    let sges: Vec<verbs::Sge> = (0..COUNT).map(|i| mr.sge(4096 * (i + 1), 4096).unwrap()).collect();
+    let recvs: Vec<(u64, &[verbs::Sge])> =
+        sges.iter().enumerate().map(|(i, s)| (100 + i as u64, std::slice::from_ref(s))).collect();
+    qp.post_recv(&recvs).unwrap();
+    let (status, out) = linux.status("timeout 60 mckey -m 239.1.1.1 -b 10.0.0.3 -s -C 10 -S 100", run).unwrap();
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    let mut got = Vec::new();
+    for _ in 0..COUNT {
+        let wc =
+            cq.wait(Duration::from_secs(20)).unwrap_or_else(|e| panic!("after {} datagrams: {e}\n{out}", got.len()));
+        assert!(wc.status.is_success(), "{wc:?}");
+        assert_eq!(wc.byte_len, 40 + SIZE, "{wc:?}");
+        assert_eq!(wc.imm_data, Some(wc.src_qp), "mckey's immediate data is its QPN: {wc:?}");
+        got.push(wc.wr_id);
+    }
+    got.sort();
+    assert_eq!(got, (100..100 + COUNT as u64).collect::<Vec<_>>());
+    qp.detach_mcast(group).unwrap();
+    eprintln!("Linux -> appliance: {COUNT} datagrams in {:.1} s", t.elapsed().as_secs_f64());
+    let stats = linux.cmd("rdma statistic show").unwrap();
+    assert_eq!(counter(&counters(&stats), "send_err"), Some(0), "{stats}");
+}

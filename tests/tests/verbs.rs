@@ -322,3 +322,130 @@ fn the_rc_pingpong_tool_runs_between_two_appliances_both_ways() {
         }
     }
 }
+
+/// A multicast router's queries are answered (RFC 2236 3, RFC 3810 6.2): with
+/// a UD QP attached to an IPv4-mapped and an IPv6 group through the ring, an
+/// IGMPv2 general query and an MLDv2 general query injected on the wire
+/// (from a router that is not there) are each followed, within their Max
+/// Response Time, by a report of the group: an IGMPv2 Membership Report,
+/// and an MLDv2 report with a MODE_IS_EXCLUDE record; a query for a group
+/// nobody joined gets no answer; destroying the QP leaves both groups.
+#[test]
+fn igmp_and_mld_queries_are_answered_for_the_attached_groups() {
+    use std::net::UdpSocket;
+    let (wire, port) = (free_udp_port(), free_udp_port());
+    let shm = Ivshmem::temp("mcast-query", REGION);
+    let dump = std::env::temp_dir().join(format!("mcast-query-{}.pcap", std::process::id()));
+    let mut a = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", port, wire)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        extra: vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", dump.display())],
+        ..Options::default()
+    })
+    .unwrap();
+    assert!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let inject = UdpSocket::bind(("127.0.0.1", wire)).unwrap();
+    let v4_group: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3];
+    let v6_group: [u8; 16] = [0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2];
+    let checksum = |data: &[u8]| {
+        let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    };
+    // IGMPv2 general query from 10.0.0.254 to 224.0.0.1, Max Resp Time 1 s.
+    let igmp_query = |group: [u8; 4]| {
+        let mut ip = vec![0x46, 0xc0, 0, 32, 0, 0, 0x40, 0, 1, 2, 0, 0, 10, 0, 0, 254, 224, 0, 0, 1, 0x94, 4, 0, 0];
+        let ck = checksum(&ip);
+        ip[10..12].copy_from_slice(&ck.to_be_bytes());
+        let mut igmp = vec![0x11, 10, 0, 0, group[0], group[1], group[2], group[3]];
+        let ck = checksum(&igmp);
+        igmp[2..4].copy_from_slice(&ck.to_be_bytes());
+        [&[0x01, 0x00, 0x5e, 0, 0, 1, 0x52, 0x54, 0, 0, 0, 0xfe, 0x08, 0x00][..], &ip, &igmp].concat()
+    };
+    // MLDv2 general query from fe80::fe to ff02::1, Max Resp Code 1000 ms,
+    // behind a hop-by-hop Router Alert; the ICMPv6 checksum over the
+    // pseudo-header.
+    let mld_query = || {
+        let src: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xfe];
+        let dst: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let mut icmp = vec![130, 0, 0, 0, 0x03, 0xe8, 0, 0];
+        icmp.extend_from_slice(&[0; 16]);
+        icmp.extend_from_slice(&[0x02, 125, 0, 0]);
+        let pseudo = [&src[..], &dst, &(icmp.len() as u32).to_be_bytes(), &[0, 0, 0, 58], &icmp].concat();
+        let ck = checksum(&pseudo);
+        icmp[2..4].copy_from_slice(&ck.to_be_bytes());
+        let mut ip = vec![0x60, 0, 0, 0];
+        ip.extend_from_slice(&((8 + icmp.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 1]);
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let hbh = [58, 0, 5, 2, 0, 0, 1, 0];
+        [&[0x33, 0x33, 0, 0, 0, 1, 0x52, 0x54, 0, 0, 0, 0xfe, 0x86, 0xdd][..], &ip, &hbh, &icmp].concat()
+    };
+    {
+        let ctx = Context::open(&shm.path).unwrap();
+        let dev = ctx.device(Some("rxe0")).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(4, 0).unwrap();
+        let attr = QpInitAttr {
+            qp_type: verbs::qp_type::UD,
+            cap: QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            ..Default::default()
+        };
+        let qp = Qp::create(&pd, &cq, &cq, None, &attr).unwrap();
+        qp.attach_mcast(v4_group).unwrap();
+        qp.attach_mcast(v6_group).unwrap();
+        // Past the joins' own repeats (IGMPv2's is 10 s away: the query's
+        // answer comes first), then one query of each kind and one for a
+        // group nobody joined.
+        std::thread::sleep(Duration::from_millis(2500));
+        for f in [igmp_query([0; 4]), mld_query(), igmp_query([239, 9, 9, 9])] {
+            inject.send_to(&f, ("127.0.0.1", port)).unwrap();
+        }
+        // The answers are due within 1 s; on a loaded TCG host the guest
+        // may run late, so wait for them (QEMU writes the capture as
+        // frames pass) rather than for a fixed time.
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            std::thread::sleep(Duration::from_millis(250));
+            let bytes = std::fs::read(&dump).unwrap_or_default();
+            let Ok(frames) = tests::pcap::frames(&bytes) else { continue };
+            let (igmp, mld) = reports(&frames);
+            if igmp.len() >= 2 && mld.contains(&2) {
+                break;
+            }
+        }
+        assert!(a.cmd("version").unwrap().starts_with("RoCE appliance"));
+    }
+    drop(a);
+    let bytes = std::fs::read(&dump).unwrap();
+    let _ = std::fs::remove_file(&dump);
+    let frames = tests::pcap::frames(&bytes).unwrap();
+    let (kinds, mld) = reports(&frames);
+    // IGMPv2 reports (type 0x16) for 239.1.2.3: the join's, then the
+    // answer; none for 239.9.9.9; then the leave as the QP is destroyed.
+    let g = [239, 1, 2, 3];
+    assert_eq!(kinds, [(0x16, g), (0x16, g), (0x17, g)], "IGMP messages");
+    // MLDv2 reports: the join's two CHANGE_TO_EXCLUDE records, the answer's
+    // MODE_IS_EXCLUDE, then the leave's CHANGE_TO_INCLUDE (its repeat may
+    // come after the capture ended).
+    assert!(mld.len() >= 4 && mld[..3] == [4, 4, 2] && mld[3..].iter().all(|&t| t == 3), "MLDv2 record types: {mld:?}");
+}
+
+/// Our IGMP messages (type, group) and the record types of our MLDv2
+/// reports, in capture order.
+fn reports(frames: &[&[u8]]) -> (Vec<(u8, [u8; 4])>, Vec<u8>) {
+    let ours: Vec<&[u8]> =
+        frames.iter().copied().filter(|f| f.get(6..12) == Some(&[0x52, 0x54, 0, 0, 0, 1][..])).collect();
+    let igmp = ours
+        .iter()
+        .filter(|f| f.len() >= 46 && f[12..14] == [0x08, 0x00] && f[23] == 2)
+        .map(|f| (f[38], [f[42], f[43], f[44], f[45]]))
+        .collect();
+    let mld =
+        ours.iter().filter(|f| f.len() >= 71 && f[12..14] == [0x86, 0xdd] && f[62] == 143).map(|f| f[70]).collect();
+    (igmp, mld)
+}

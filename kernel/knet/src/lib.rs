@@ -10,6 +10,8 @@
 //!   the per-device counters.
 //! - [`neigh`]: the non-blocking neighbour caches the RDMA path resolves next
 //!   hops with, over [`arp`] (IPv4) and [`ndisc`] (IPv6 neighbour discovery).
+//! - [`mcast_report`]: the IGMPv2 and MLDv2 reports for the multicast groups
+//!   the RDMA devices' UD QPs join and leave.
 //! - [`format`]: iproute2- and ping-shaped console output.
 //! - [`cmd`]: the console's `ip` and `ping` argument parsers.
 //! - [`bootparam`]: the `ip=` kernel command-line parameter.
@@ -29,6 +31,7 @@ pub mod bootparam;
 pub mod cmd;
 pub mod events;
 pub mod format;
+pub mod mcast_report;
 pub mod ndisc;
 pub mod neigh;
 pub mod netdev;

@@ -27,6 +27,7 @@ use drivers::nic::Nic;
 use drivers::virtio_net::VirtioNet;
 use hal::{KernelHal, PciConfig};
 use kbase::pci::Function;
+use knet::mcast_report::{Change, McastReports};
 use knet::neigh::{ArpTable, NdTable, NeighConfig};
 use knet::netdev::{NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
@@ -50,6 +51,9 @@ pub struct Link {
     pub ifindex: IfIndex,
     pub neigh: ArpTable,
     pub nd: NdTable,
+    /// IGMP/MLD reports for the multicast groups the RDMA device on this
+    /// link joined and left.
+    pub mcast: McastReports,
     pub iface: Interface,
     pub sockets: SocketSet<'static>,
     stack_queue: VecDeque<Vec<u8>>,
@@ -138,6 +142,7 @@ impl Net {
             ifindex,
             neigh,
             nd,
+            mcast: McastReports::default(),
             iface,
             sockets: SocketSet::new(Vec::new()),
             stack_queue: queue,
@@ -286,7 +291,7 @@ impl Net {
     fn receive(&mut self, i: usize, up: bool, now: Instant) -> usize {
         let Self { links, netdevs, rdma, discard, .. } = self;
         let Some(link) = links.get_mut(i) else { return 0 };
-        let Link { nic, neigh, nd, stack_queue, ifindex, .. } = link;
+        let Link { nic, neigh, nd, mcast, stack_queue, ifindex, .. } = link;
         let mac = nic.mac();
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         // The device on this link's netdev, looked up once per batch.
@@ -332,6 +337,17 @@ impl Net {
                     }
                 }
                 Steer::Stack if discard::is_discard(frame) => discard.record(frame, now),
+                // A router's IGMP/MLD query: the RDMA groups are reported
+                // again (smoltcp, which joins none, gets it too and ignores it).
+                Steer::Stack
+                    if group_mac(frame)
+                        && let Some(q) = knet::mcast_report::parse_query(frame) =>
+                {
+                    mcast.on_query(&q, now);
+                    if stack_queue.len() < STACK_QUEUE {
+                        stack_queue.push_back(frame.to_vec());
+                    }
+                }
                 Steer::Stack if stack_queue.len() < STACK_QUEUE => stack_queue.push_back(frame.to_vec()),
                 Steer::Stack => stats.rx_dropped += 1,
                 Steer::Drop(_) => {}
@@ -356,6 +372,56 @@ impl Net {
             };
             t.poll(now, &mut rdma::NicSink { nic: &mut link.nic, stats });
         }
+    }
+
+    /// Hands each link the multicast groups its RDMA device joined or left
+    /// since the last pass, to report on the wire.
+    fn take_group_changes(&mut self, now: Instant) {
+        use ::rdma::rxe::mcast::GroupChange;
+        let Self { links, rdma, .. } = self;
+        for link in links.iter_mut() {
+            let Some(t) = rdma.transport_on(link.ifindex) else {
+                // No RDMA device (any more) on this link: its groups went with it.
+                link.mcast.leave_all(now);
+                continue;
+            };
+            while let Some(c) = t.poll_group_change() {
+                let (gid, change) = match c {
+                    GroupChange::Joined(g) => (g, Change::Join),
+                    GroupChange::Left(g) => (g, Change::Leave),
+                };
+                let group = match gid.to_ipv4_mapped() {
+                    Some(v4) => core::net::IpAddr::V4(v4),
+                    None => core::net::IpAddr::V6(core::net::Ipv6Addr::from(gid.0)),
+                };
+                link.mcast.change(group, change, now);
+            }
+        }
+    }
+
+    /// Sends the IGMP/MLD reports that fell due, from each netdev's IPv4
+    /// address and IPv6 link-local address.
+    fn transmit_mcast_reports(&mut self, now: Instant) -> bool {
+        let mut sent = false;
+        for link in self.links.iter_mut() {
+            if link.mcast.poll_at().is_none_or(|t| t > now) {
+                continue;
+            }
+            let Some(dev) = self.netdevs.by_index(link.ifindex).map(|d| d.snapshot()) else { continue };
+            let v4 = dev.ipv4.first().map(|c| c.address());
+            let ll = dev.ipv6.iter().map(|c| c.address()).find(|a| knet::addr::is_link_local(*a));
+            let mut frame = [0u8; knet::mcast_report::MLD_FRAME_LEN];
+            while let Some(len) = link.mcast.poll_transmit(now, dev.mac, v4, ll, &mut frame) {
+                let bytes = &frame[..len];
+                if link.nic.transmit(len, |buf| buf.copy_from_slice(bytes)).is_some()
+                    && let Some(s) = self.netdevs.stats_mut(link.ifindex)
+                {
+                    s.record_tx(len);
+                }
+                sent = true;
+            }
+        }
+        sent
     }
 
     /// Sends what the neighbour tables queued (ARP requests and replies,
@@ -393,7 +459,7 @@ impl Net {
                 .iface
                 .poll_at(smol_now(now), &l.sockets)
                 .map(|t| Instant::from_micros(t.total_micros().max(0) as u64));
-            [smol, l.neigh.poll_at(), l.nd.poll_at()]
+            [smol, l.neigh.poll_at(), l.nd.poll_at(), l.mcast.poll_at()]
         });
         let links = links.flatten().min();
         let rxe = self.rdma.transports().filter_map(|t| t.next_deadline(now)).min();
@@ -450,6 +516,8 @@ impl Net {
         }
         prof::TRANSPORT.time(|| self.poll_transports(now));
         busy |= self.transmit_neigh(now);
+        self.take_group_changes(now);
+        busy |= self.transmit_mcast_reports(now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
         for link in self.links.iter_mut() {
@@ -462,4 +530,9 @@ impl Net {
         }
         busy
     }
+}
+
+/// Whether a frame went to an Ethernet group address (queries always do).
+fn group_mac(frame: &[u8]) -> bool {
+    frame.first().is_some_and(|b| b & 1 != 0)
 }

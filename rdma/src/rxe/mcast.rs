@@ -9,7 +9,7 @@
 //! and the low 23 bits of the IPv4 address; RFC 2464 7: 33:33 and the low 32
 //! bits of the IPv6 address).
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
 use crate::core::gid::Gid;
@@ -58,11 +58,22 @@ pub enum McastError {
     Full,
 }
 
+/// A group appearing (first QP attached) or going (last QP detached): what
+/// the netdev must hear to report the membership on the wire (IGMP/MLD), as
+/// Linux's rdma_cm joins the IP group for a RoCE multicast join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupChange {
+    Joined(Gid),
+    Left(Gid),
+}
+
 /// Every group of a device and the QPs attached to each.
 #[derive(Debug, Default)]
 pub struct Groups {
     groups: BTreeMap<[u8; 16], Vec<QpHandle>>,
     total: u32,
+    /// Changes not yet taken by [`Groups::poll_change`].
+    changes: VecDeque<GroupChange>,
 }
 
 impl Groups {
@@ -83,6 +94,9 @@ impl Groups {
         if members.len() as u32 >= MAX_MCAST_QP_ATTACH {
             return Err(McastError::Full);
         }
+        if members.is_empty() {
+            self.changes.push_back(GroupChange::Joined(*gid));
+        }
         members.push(qp);
         self.total += 1;
         Ok(())
@@ -96,6 +110,7 @@ impl Groups {
         self.total -= 1;
         if members.is_empty() {
             self.groups.remove(&gid.0);
+            self.changes.push_back(GroupChange::Left(*gid));
         }
         Ok(())
     }
@@ -111,6 +126,11 @@ impl Groups {
     /// The QPs attached to `gid`'s group (empty: no such group).
     pub fn members(&self, gid: &Gid) -> &[QpHandle] {
         self.groups.get(&gid.0).map_or(&[], |m| &m[..])
+    }
+
+    /// The oldest group change not yet taken.
+    pub fn poll_change(&mut self) -> Option<GroupChange> {
+        self.changes.pop_front()
     }
 
     /// Whether any QP is attached to `gid`.
@@ -155,5 +175,23 @@ mod test {
             groups.detach(&g, QpHandle(i)).expect("attached");
         }
         assert!(!groups.has(&g), "the last detach removes the group");
+    }
+
+    #[test]
+    fn a_group_is_reported_joined_at_its_first_qp_and_left_at_its_last() {
+        let (a, b) = (Gid::from_ipv4(Ipv4Addr::new(239, 0, 0, 1)), Gid::from_ipv6("ff12::1".parse().unwrap()));
+        let mut groups = Groups::default();
+        groups.attach(&a, QpHandle(1)).unwrap();
+        groups.attach(&a, QpHandle(2)).unwrap();
+        groups.attach(&b, QpHandle(1)).unwrap();
+        assert_eq!(groups.poll_change(), Some(GroupChange::Joined(a)));
+        assert_eq!(groups.poll_change(), Some(GroupChange::Joined(b)));
+        assert_eq!(groups.poll_change(), None, "the second QP of a group changes nothing");
+        groups.detach(&a, QpHandle(2)).unwrap();
+        assert_eq!(groups.poll_change(), None);
+        groups.detach_all(QpHandle(1));
+        assert_eq!(groups.poll_change(), Some(GroupChange::Left(a)));
+        assert_eq!(groups.poll_change(), Some(GroupChange::Left(b)));
+        assert_eq!(groups.poll_change(), None);
     }
 }

@@ -587,6 +587,12 @@ impl<M: Memory> RxeTransport<M> {
         })
     }
 
+    /// The next multicast group that appeared or went on this device (for
+    /// the netdev's IGMP/MLD reports).
+    pub fn poll_group_change(&mut self) -> Option<mcast::GroupChange> {
+        self.mcast.poll_change()
+    }
+
     /// `ibv_detach_mcast`.
     pub fn detach_mcast(&mut self, qp: QpHandle, gid: &Gid) -> Result<()> {
         self.qps.get(qp.0).ok_or(VerbsError::BadHandle("QP"))?;

@@ -43,6 +43,7 @@ pub mod mw;
 pub mod names;
 pub mod pd;
 pub mod perf;
+pub mod pingpong;
 pub mod queue;
 
 pub use context::{AsyncEvent, Context, DEFAULT_RING, Link, Options, RING_ENV, SlotInfo, resolve_ring};

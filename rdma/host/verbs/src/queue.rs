@@ -705,12 +705,24 @@ impl<'a> Srq<'a> {
         self.max_wr
     }
 
-    /// `ibv_modify_srq` (limit only).
-    pub fn set_limit(&self, srq_limit: u32) -> Result<()> {
-        let req =
-            cmd::ModifySrqReq { srq_handle: self.handle, attr_mask: cmd::srq_attr_mask::LIMIT, max_wr: 0, srq_limit };
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// `ibv_modify_srq`: `attr_mask` of [`cmd::srq_attr_mask`]. The appliance
+    /// re-arms the limit (`LIMIT`: the SRQ then raises
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED` once, when a receive leaves fewer WQEs
+    /// than `srq_limit`); it refuses resizing (`MAX_WR`, EOPNOTSUPP), as
+    /// the ring was placed at its size.
+    pub fn modify(&self, attr_mask: u32, max_wr: u32, srq_limit: u32) -> Result<()> {
+        let req = cmd::ModifySrqReq { srq_handle: self.handle, attr_mask, max_wr, srq_limit };
         self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::MODIFY_SRQ, &req)?;
         Ok(())
+    }
+
+    /// [`Srq::modify`] of the limit alone (0 disarms).
+    pub fn set_limit(&self, srq_limit: u32) -> Result<()> {
+        self.modify(cmd::srq_attr_mask::LIMIT, 0, srq_limit)
     }
 
     /// `ibv_post_srq_recv`.

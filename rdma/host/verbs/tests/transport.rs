@@ -827,3 +827,190 @@ fn ext_verbs_between_two_appliances_both_roles() {
         assert_eq!(targ.matches("receive with IBV_WC_WITH_INV").count(), 2, "{targ}");
     }
 }
+
+fn srq_pingpong(ring: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_srq_pingpong"));
+    c.arg("--ring").arg(ring).args(args).env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// `srq_pingpong` with its default 16 QPs on one SRQ, and with 1 and 3:
+/// every QP of both sides prints its address line and the run completes.
+#[test]
+fn srq_pingpong_between_two_appliances() {
+    let pair = Pair::start();
+    for (qps, size) in [("16", "4096"), ("1", "1"), ("3", "70000")] {
+        let port = free_port().to_string();
+        let args = ["-g", "1", "-q", qps, "-s", size, "-n", "100", "-r", "40", "-p", &port];
+        let server = srq_pingpong(&pair.rings[0], &args).spawn().unwrap();
+        let client = srq_pingpong(&pair.rings[1], &[&args[..], &["127.0.0.1"]].concat()).output().unwrap();
+        let server = server.wait_with_output().unwrap();
+        let n: usize = qps.parse().unwrap();
+        for (who, out) in [("server", &server), ("client", &client)] {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{who} -q {qps}: {text}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(text.contains("100 iters in "), "{who}: {text}");
+            assert_eq!(text.matches("  local address:  LID 0x0000, QPN ").count(), n, "{who}: {text}");
+            assert_eq!(text.matches("  remote address:  LID 0x0000, QPN ").count(), n, "{who}: {text}");
+            assert!(text.contains("GID ::ffff:10.0.0."), "{who}: {text}");
+        }
+    }
+    // rdma-core's refusal: fewer receives than QPs.
+    let out = srq_pingpong(&pair.rings[0], &["-q", "8", "-r", "4"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rx_depth 4 is too small for 8 QPs"));
+}
+
+/// SRQ limit events end to end (IBA 10.2.9.4, as rxe): a limit armed at
+/// creation fires `IBV_EVENT_SRQ_LIMIT_REACHED` once when a receive takes
+/// the SRQ's WQE count below it, and then stays quiet; `modify_srq` re-arms
+/// it; a limit above the SRQ's size is refused, as is resizing (the ring
+/// was placed at its size).
+#[test]
+fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
+    use verbs::Srq;
+    use verbs_ring::cmd::event_type::SRQ_LIMIT_REACHED;
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap(), pb.reg_mr(64 << 10, AccessFlags::LOCAL_WRITE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(64, 1).unwrap(), db.create_cq(64, 2).unwrap());
+    let srq = Srq::create(&pb, 16, 1, 6).unwrap();
+    let attr = QpInitAttr {
+        cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, Some(&srq), &attr).unwrap();
+    let connect = |q: &Qp, remote: &Qp, peer: u8| {
+        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+        q.to_rtr(&RtrAttr {
+            port: 1,
+            path_mtu: 3,
+            dest_qp_num: remote.qp_num(),
+            rq_psn: 7,
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ..Default::default()
+        })
+        .unwrap();
+        q.to_rts(7, 1).unwrap();
+    };
+    connect(&qa, &qb, 2);
+    connect(&qb, &qa, 1);
+    let recvs: Vec<(u64, Vec<verbs::Sge>)> =
+        (0..8).map(|i| (i, vec![mb.sge(i as usize * 4096, 4096).unwrap()])).collect();
+    let posted: Vec<(u64, &[verbs::Sge])> = recvs.iter().map(|(i, s)| (*i, &s[..])).collect();
+    srq.post_recv(&posted).unwrap();
+    // Sends one message and waits for both completions.
+    let mut next = 0u64;
+    let mut exchange = || {
+        let wr = SendWr {
+            wr_id: 100 + next,
+            op: WrOp::Send,
+            sg_list: &[ma.sge(0, 64).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        qa.post_send(&[wr]).unwrap();
+        let rc = qb_cq.wait(PATIENCE).unwrap();
+        assert_eq!((rc.wr_id, rc.status.is_success(), rc.qp_num), (next, true, qb.qp_num()));
+        assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+        next += 1;
+    };
+    // Events travel with the next pump; a command round trip follows it.
+    let events = |ctx: &Context| {
+        let _ = ctx.nop();
+        let mut v = Vec::new();
+        while let Some(e) = ctx.async_event().unwrap() {
+            v.push((e.event_type, e.handle));
+        }
+        v
+    };
+    // 8 posted, limit 6: 7 and 6 left fire nothing, 5 left fires once.
+    exchange();
+    exchange();
+    assert_eq!(events(&cb), []);
+    exchange();
+    assert_eq!(events(&cb), [(SRQ_LIMIT_REACHED, srq.handle())]);
+    // Disarmed: 4 and 3 left stay quiet.
+    exchange();
+    exchange();
+    assert_eq!(events(&cb), []);
+    // modify_srq re-arms: limit 2 with 3 left fires at 1 left, once.
+    srq.set_limit(2).unwrap();
+    exchange();
+    assert_eq!(events(&cb), []);
+    exchange();
+    assert_eq!(events(&cb), [(SRQ_LIMIT_REACHED, srq.handle())]);
+    assert_eq!(events(&ca), [], "the sender's context hears nothing");
+    // rxe's refusals: a limit above the SRQ's size; resizing.
+    let e = srq.set_limit(17).unwrap_err();
+    assert_eq!(e.errno().0, "EINVAL", "{e}");
+    let e = srq.modify(verbs_ring::cmd::srq_attr_mask::MAX_WR, 32, 0).unwrap_err();
+    assert_eq!(e.errno().0, "EOPNOTSUPP", "{e}");
+}
+
+/// UD multicast to an IPv6 group (ff0e::1:2) from the link-local GID: the
+/// attached QP gets the datagram behind a GRH that is the IPv6 header as
+/// sent (source the sender's link-local address, destination the group).
+#[test]
+fn ud_multicast_to_an_ipv6_group_through_the_library() {
+    use verbs::{UdDest, qp_type};
+    let pair = Pair::start();
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap(), pb.reg_mr(4096, AccessFlags::LOCAL_WRITE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(16, 1).unwrap(), db.create_cq(16, 2).unwrap());
+    let attr = QpInitAttr {
+        qp_type: qp_type::UD,
+        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap();
+    for q in [&qa, &qb] {
+        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
+        q.modify(&verbs::QpAttr { qp_state: verbs::qp_state::RTR, ..Default::default() }, verbs::qp_attr_mask::STATE)
+            .unwrap();
+        q.to_rts(0, 0).unwrap();
+    }
+    let group: [u8; 16] = "ff0e::1:2".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let sgid = da.query_gid(1, 0).unwrap().gid;
+    assert_eq!(sgid[..2], [0xfe, 0x80], "GID 0 is the link-local one");
+    qb.attach_mcast(group).unwrap();
+    qb.post_recv(&[(1, &[mb.sge(0, 1024).unwrap()][..])]).unwrap();
+    let ah = pa
+        .create_ah(&verbs::AhAttr {
+            dgid: group,
+            sgid_index: 0,
+            hop_limit: 1,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    ma.write(0, b"to an IPv6 group").unwrap();
+    let ud = UdDest { ah: &ah, remote_qpn: 0xFF_FFFF, remote_qkey: 0 };
+    let wr = SendWr {
+        wr_id: 7,
+        op: WrOp::Send,
+        sg_list: &[ma.sge(0, 16).unwrap()],
+        flags: SendFlags::SIGNALED,
+        ud: Some(ud),
+    };
+    qa.post_send(&[wr]).unwrap();
+    assert!(qa_cq.wait(PATIENCE).unwrap().status.is_success());
+    let rc = qb_cq.wait(PATIENCE).unwrap();
+    assert_eq!((rc.wr_id, rc.status.is_success(), rc.byte_len, rc.src_qp), (1, true, 40 + 16, qa.qp_num()));
+    let grh = mb.to_vec(0, 40).unwrap();
+    assert_eq!((grh[0] >> 4, grh[7]), (6, 1), "IPv6, the AH's hop limit");
+    assert_eq!((&grh[8..24], &grh[24..40]), (&sgid[..], &group[..]));
+    assert_eq!(mb.to_vec(40, 16).unwrap(), b"to an IPv6 group");
+}

@@ -1,8 +1,6 @@
 //! `rc_pingpong`: ibv_rc_pingpong for the appliance. Same options and the
-//! same TCP exchange on port 18515: each side sends the 52-byte message
-//! `"%04x:%06x:%06x:%s"` (LID, QPN, PSN, GID as 32 hex digits, NUL
-//! terminated); the client sends first, the server answers after moving
-//! its QP to RTS, and the client confirms with `"done"`. Without a server
+//! same TCP exchange on port 18515 ([`verbs::pingpong`]: one 52-byte
+//! address message each way, then the client's `"done"`). Without a server
 //! name it is the server. The buffer holds rdma-core's 0x7b fill and serves
 //! both sends and receives, as rdma-core's does. `-c` is rdma-core's check
 //! (`verbs_ring::show::pingpong`): the client marks its message, and each
@@ -10,12 +8,11 @@
 //! rdma-core's `invalid data in page N` lines after the results (and, unlike
 //! rdma-core, exiting 1 then). Without `-c` nothing is checked.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use verbs::cli::{RingArgs, fail};
+use verbs::cli::fail;
+use verbs::pingpong::{Dest, PingpongArgs, client_exchange, die, psn, server_exchange};
 use verbs::{AccessFlags, Device, Error, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr, WrOp, names};
 use verbs_ring::show::pingpong;
 
@@ -28,130 +25,46 @@ const STALL: Duration = Duration::from_secs(30);
 #[command(name = "rc_pingpong", about = "Ping-pong over an RC connection (as ibv_rc_pingpong)")]
 struct Cli {
     #[command(flatten)]
-    ring: RingArgs,
-    /// listen on/connect to port PORT
-    #[arg(short = 'p', long = "port", default_value_t = 18515)]
-    port: u16,
-    /// use IB device DEV (default first device found)
-    #[arg(short = 'd', long = "ib-dev")]
-    dev: Option<String>,
-    /// use port PORT of IB device
-    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
-    ib_port: u8,
-    /// size of message to exchange
-    #[arg(short = 's', long = "size", default_value_t = 4096)]
-    size: usize,
-    /// path MTU
-    #[arg(short = 'm', long = "mtu", default_value_t = 1024)]
-    mtu: u32,
-    /// number of receives to post at a time
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
-    rx_depth: u32,
-    /// number of exchanges
-    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
-    iters: u32,
-    /// service level value
-    #[arg(short = 'l', long = "sl", default_value_t = 0)]
-    sl: u8,
-    /// sleep on CQ events (accepted; completions are polled)
-    #[arg(short = 'e', long = "events")]
-    events: bool,
-    /// local port GID index
-    #[arg(short = 'g', long = "gid-idx")]
-    gid_idx: Option<u8>,
+    pp: PingpongArgs,
     /// validate received buffer
     #[arg(short = 'c', long = "chk")]
     chk: bool,
-    /// server to connect to (else: be the server)
-    servername: Option<String>,
-}
-
-/// One side's address: what the 52-byte message carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Dest {
-    lid: u16,
-    qpn: u32,
-    psn: u32,
-    gid: [u8; 16],
-}
-
-impl Dest {
-    /// `"%04x:%06x:%06x:%s"` with the GID as 32 hex digits, NUL terminated: 52 bytes.
-    fn to_wire(self) -> [u8; 52] {
-        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
-        let s = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn & 0xff_ffff, self.psn & 0xff_ffff);
-        let mut out = [0u8; 52];
-        out[..51].copy_from_slice(s.as_bytes());
-        out
-    }
-
-    fn from_wire(m: &[u8; 52]) -> Option<Dest> {
-        let s = std::str::from_utf8(&m[..51]).ok()?;
-        let mut f = s.split(':');
-        let lid = u16::from_str_radix(f.next()?, 16).ok()?;
-        let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
-        let psn = u32::from_str_radix(f.next()?, 16).ok()?;
-        let g = f.next()?;
-        if g.len() != 32 || f.next().is_some() {
-            return None;
-        }
-        let mut gid = [0u8; 16];
-        for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(g.get(2 * i..2 * i + 2)?, 16).ok()?;
-        }
-        Some(Dest { lid, qpn, psn, gid })
-    }
-
-    fn print(&self, what: &str) {
-        println!(
-            "  {what} address:  LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {}",
-            self.lid,
-            self.qpn,
-            self.psn,
-            verbs_ring::show::words::GidText(&self.gid)
-        );
-    }
-}
-
-fn die(msg: &str) -> ! {
-    eprintln!("{msg}");
-    verbs::cli::exit(1)
 }
 
 fn main() {
     let cli = Cli::parse();
-    let _ = cli.events;
-    let Some(mtu) = names::mtu_enum(cli.mtu) else { die("Invalid MTU (256, 512, 1024, 2048 or 4096)") };
-    if cli.size == 0 || cli.size > u32::MAX as usize || cli.iters == 0 || cli.rx_depth == 0 {
+    let _ = cli.pp.events;
+    let Some(mtu) = names::mtu_enum(cli.pp.mtu) else { die("Invalid MTU (256, 512, 1024, 2048 or 4096)") };
+    if cli.pp.size == 0 || cli.pp.size > u32::MAX as usize || cli.pp.iters == 0 || cli.pp.rx_depth == 0 {
         die("size, iters and rx-depth must be positive");
     }
-    let dev = cli.ring.device(cli.dev.as_deref()).unwrap_or_else(|e| fail("rc_pingpong", &e));
+    let dev = cli.pp.ring.device(cli.pp.dev.as_deref()).unwrap_or_else(|e| fail("rc_pingpong", &e));
     if let Err(e) = run(&cli, &dev, mtu) {
         fail("rc_pingpong", &e)
     }
 }
 
 fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
-    let port_attr = dev.query_port(cli.ib_port)?;
+    let port_attr = dev.query_port(cli.pp.ib_port)?;
     let pd = dev.alloc_pd()?;
-    let mr = pd.reg_mr(cli.size, AccessFlags::LOCAL_WRITE)?;
-    mr.write(0, &vec![pingpong::FILL; cli.size])?;
-    let rx_depth = cli.rx_depth;
+    let mr = pd.reg_mr(cli.pp.size, AccessFlags::LOCAL_WRITE)?;
+    mr.write(0, &vec![pingpong::FILL; cli.pp.size])?;
+    let rx_depth = cli.pp.rx_depth;
     let cq = dev.create_cq(rx_depth + 1, 0)?;
     let attr = QpInitAttr {
         cap: QpCap { max_send_wr: 1, max_recv_wr: rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
         ..Default::default()
     };
     let qp = Qp::create(&pd, &cq, &cq, None, &attr)?;
-    qp.to_init(cli.ib_port, AccessFlags::NONE_REMOTE)?;
+    qp.to_init(cli.pp.ib_port, AccessFlags::NONE_REMOTE)?;
 
-    let sge = [mr.sge(0, cli.size as u32)?];
+    let sge = [mr.sge(0, cli.pp.size as u32)?];
     let recvs: Vec<(u64, &[verbs::Sge])> = (0..rx_depth).map(|_| (RECV_WRID, &sge[..])).collect();
     qp.post_recv(&recvs)?;
     let mut routs = rx_depth;
 
-    let gid = match cli.gid_idx {
-        Some(i) => dev.query_gid(cli.ib_port, u32::from(i))?.gid,
+    let gid = match cli.pp.gid_idx {
+        Some(i) => dev.query_gid(cli.pp.ib_port, u32::from(i))?.gid,
         None if port_attr.link_layer == 2 => die("Couldn't get local LID (RoCE needs a GID: use -g GID_INDEX)"),
         None => [0; 16],
     };
@@ -160,44 +73,31 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
 
     let connect = |rem: &Dest| -> verbs::Result<()> {
         qp.to_rtr(&RtrAttr {
-            port: cli.ib_port,
+            port: cli.pp.ib_port,
             path_mtu: mtu,
             dest_qp_num: rem.qpn,
             rq_psn: rem.psn,
             dlid: rem.lid,
             dgid: rem.gid,
-            sgid_index: cli.gid_idx.unwrap_or(0),
+            sgid_index: cli.pp.gid_idx.unwrap_or(0),
             max_dest_rd_atomic: 1,
             min_rnr_timer: 12,
         })?;
         qp.to_rts(me.psn, 1)
     };
-    let _ = cli.sl;
+    let _ = cli.pp.sl;
 
-    let rem = match &cli.servername {
+    let rem = match &cli.pp.servername {
         Some(host) => {
-            let mut s = connect_retry(host, cli.port);
-            s.write_all(&me.to_wire()).unwrap_or_else(|e| die(&format!("Couldn't send local address: {e}")));
-            let rem = read_dest(&mut s);
+            let rem = client_exchange(host, cli.pp.port, &[me], 1)[0];
             connect(&rem)?;
-            let _ = s.write_all(b"done\0");
             rem
         }
-        None => {
-            let listener = TcpListener::bind(("0.0.0.0", cli.port))
-                .unwrap_or_else(|e| die(&format!("Couldn't listen to port {}: {e}", cli.port)));
-            let (mut s, _) = listener.accept().unwrap_or_else(|e| die(&format!("accept() failed: {e}")));
-            let rem = read_dest(&mut s);
-            connect(&rem)?;
-            s.write_all(&me.to_wire()).unwrap_or_else(|e| die(&format!("Couldn't send local address: {e}")));
-            let mut done = [0u8; 5];
-            let _ = s.read_exact(&mut done);
-            rem
-        }
+        None => server_exchange(cli.pp.port, &[me], 1, |r: &[Dest]| connect(&r[0]))?[0],
     };
     rem.print("remote");
 
-    let client = cli.servername.is_some();
+    let client = cli.pp.servername.is_some();
     let (mut scnt, mut rcnt) = (0u32, 0u32);
     let mut pending = RECV_WRID;
     // Sends carry what the buffer holds: the fill, then what was received.
@@ -213,17 +113,17 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let start = Instant::now();
     if client {
         if cli.chk {
-            let mut msg = vec![pingpong::FILL; cli.size];
+            let mut msg = vec![pingpong::FILL; cli.pp.size];
             pingpong::mark(&mut msg);
             mr.write(0, &msg)?;
         }
         send()?;
         pending |= SEND_WRID;
     }
-    let mut buf = vec![0u8; cli.size];
+    let mut buf = vec![0u8; cli.pp.size];
     let mut bad_pages = std::collections::BTreeSet::new();
     let mut last_progress = Instant::now();
-    while rcnt < cli.iters || scnt < cli.iters {
+    while rcnt < cli.pp.iters || scnt < cli.pp.iters {
         let wc = cq.wait(STALL).map_err(|e| match e {
             Error::TimedOut { .. } => {
                 die(&format!("no completion for {}s (scnt={scnt}, rcnt={rcnt})", STALL.as_secs()))
@@ -252,12 +152,12 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
             other => die(&format!("Completion for unknown wr_id {other}")),
         }
         pending &= !wc.wr_id;
-        if scnt < cli.iters && pending == 0 {
+        if scnt < cli.pp.iters && pending == 0 {
             send()?;
             pending = RECV_WRID | SEND_WRID;
         }
         if last_progress.elapsed() > Duration::from_secs(1) {
-            eprint!("\r{rcnt}/{} iters", cli.iters);
+            eprint!("\r{rcnt}/{} iters", cli.pp.iters);
             last_progress = Instant::now();
         }
     }
@@ -265,9 +165,9 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     if secs > 1.0 {
         eprint!("\r");
     }
-    let bytes = cli.size as u64 * u64::from(cli.iters) * 2;
+    let bytes = cli.pp.size as u64 * u64::from(cli.pp.iters) * 2;
     println!("{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec", bytes as f64 * 8.0 / secs / 1e6);
-    println!("{} iters in {secs:.2} seconds = {:.2} usec/iter", cli.iters, secs * 1e6 / f64::from(cli.iters));
+    println!("{} iters in {secs:.2} seconds = {:.2} usec/iter", cli.pp.iters, secs * 1e6 / f64::from(cli.pp.iters));
     for &page in &bad_pages {
         println!("{}", pingpong::InvalidPage(page));
     }
@@ -275,45 +175,4 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
         verbs::cli::exit(1);
     }
     Ok(())
-}
-
-/// A random 24-bit PSN.
-fn psn() -> u32 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    (t.subsec_nanos() ^ std::process::id().wrapping_mul(2_654_435_761)) & 0xff_ffff
-}
-
-fn connect_retry(host: &str, port: u16) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match TcpStream::connect((host, port)) {
-            Ok(s) => return s,
-            Err(e) if Instant::now() > deadline => die(&format!("Couldn't connect to {host}:{port}: {e}")),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
-fn read_dest(s: &mut TcpStream) -> Dest {
-    let mut m = [0u8; 52];
-    s.read_exact(&mut m).unwrap_or_else(|e| die(&format!("Couldn't read remote address: {e}")));
-    Dest::from_wire(&m).unwrap_or_else(|| die("Couldn't parse remote address"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_52_byte_message() {
-        let mut gid = [0u8; 16];
-        gid[10..].copy_from_slice(&[0xff, 0xff, 10, 0, 0, 1]);
-        let d = Dest { lid: 0, qpn: 0x11, psn: 0xabcdef, gid };
-        let w = d.to_wire();
-        assert_eq!(&w[..], b"0000:000011:abcdef:00000000000000000000ffff0a000001\0");
-        assert_eq!(Dest::from_wire(&w), Some(d));
-        let mut bad = w;
-        bad[5] = b'x';
-        assert_eq!(Dest::from_wire(&bad), None);
-    }
 }
