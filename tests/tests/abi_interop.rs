@@ -63,12 +63,17 @@ struct Setup {
 
 /// One appliance (10.0.0.1, rxe0, a ring) and one Linux peer (10.0.0.3).
 fn setup(tag: &str) -> Setup {
+    setup_with_region(tag, REGION)
+}
+
+/// `setup` with a ring of `region` bytes (a larger buffer area per context).
+fn setup_with_region(tag: &str, region: u64) -> Setup {
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let gp = free_tcp_port();
     let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
     opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
     let mut linux = LinuxPeer::start(opts).unwrap();
-    let shm = Ivshmem::temp(tag, REGION);
+    let shm = Ivshmem::temp(tag, region);
     let mut app = Appliance::boot(Options {
         nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
         append: "ip=10.0.0.1/24".into(),
@@ -183,4 +188,63 @@ fn rdmacm_programs_against_linux_both_roles() {
         );
     }
     cm_both_roles(&mut s, "ib_write_bw", "-d rxe0 -F -R -n 200 -s 65536", "-d rxe0 -F -R -n 200 -s 65536 ADDR");
+}
+
+/// `ibv_uc_pingpong` and `ibv_srq_pingpong` (its default 16 QPs on one
+/// SRQ, plain and with completion events).
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn uc_and_srq_pingpong_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("uc_and_srq_pingpong_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-srq");
+    tcp_both_roles(&mut s, "ibv_uc_pingpong", "-d rxe0 -g 1 -n 100", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_uc_pingpong", "-d rxe0 -g 1 -n 100 -s 65536", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_srq_pingpong", "-d rxe0 -g 1 -n 100", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_srq_pingpong", "-d rxe0 -g 1 -n 100 -e", "100 iters in");
+}
+
+/// perftest's one-sided programs and the latency ones: `ib_read_bw`,
+/// `ib_atomic_bw`, `ib_write_lat`, `ib_read_lat`.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn perftest_read_atomic_and_latency_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("perftest_read_atomic_and_latency_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-perf");
+    tcp_both_roles(&mut s, "ib_read_bw", "-d rxe0 -F -x 1 -n 200 -s 65536", "BW average");
+    tcp_both_roles(&mut s, "ib_atomic_bw", "-d rxe0 -F -x 1 -n 200", "BW average");
+    tcp_both_roles(&mut s, "ib_write_lat", "-d rxe0 -F -x 1 -n 200 -s 64", "t_avg");
+    tcp_both_roles(&mut s, "ib_read_lat", "-d rxe0 -F -x 1 -n 200 -s 64", "t_avg");
+}
+
+/// perftest's `-a` (every size from 2 B to 8 MiB, which perftest gives no
+/// option to bound) for one bandwidth and one latency program, 20
+/// iterations a size. The ring is 256 MiB so that a context's buffer area
+/// (about 31 MiB) holds perftest's buffers for 8 MiB messages.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn perftest_all_sizes_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("perftest_all_sizes_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup_with_region("abi-all", 256 << 20);
+    tcp_both_roles(&mut s, "ib_write_bw", "-d rxe0 -F -x 1 -a -n 20", "8388608");
+    tcp_both_roles(&mut s, "ib_write_lat", "-d rxe0 -F -x 1 -a -n 20", "8388608");
+}
+
+/// rdmacm-utils' `ucmatose` (RC, 2 connections) and `udaddy` (UD), and
+/// `ib_send_bw -R`, over rdma_cm.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ucmatose_udaddy_and_send_bw_over_rdma_cm_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("ucmatose_udaddy_and_send_bw_over_rdma_cm_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-cm2");
+    cm_both_roles(&mut s, "ucmatose", "-c 2 -b ADDR", "-c 2 -s ADDR");
+    cm_both_roles(&mut s, "udaddy", "-c 2 -b ADDR", "-c 2 -s ADDR");
+    cm_both_roles(&mut s, "ib_send_bw", "-d rxe0 -F -R -n 200 -s 65536", "-d rxe0 -F -R -n 200 -s 65536 ADDR");
 }
