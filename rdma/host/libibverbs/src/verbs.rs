@@ -17,6 +17,7 @@ use crate::channel::{self, ChanObj};
 use crate::datapath;
 use crate::ffi::{self, code, guard, minus_one, ptr_or_errno, set_errno};
 use crate::mem;
+use crate::mw;
 use crate::state::*;
 
 fn zeroed<T>() -> T {
@@ -141,6 +142,9 @@ fn open_device(dev: *mut DevObj) -> Result<*mut ibv_context, c_int> {
     c.ops.post_send = Some(datapath::post_send);
     c.ops.post_recv = Some(datapath::post_recv);
     c.ops.post_srq_recv = Some(datapath::post_srq_recv);
+    c.ops.alloc_mw = Some(mw::alloc_mw);
+    c.ops.bind_mw = Some(mw::bind_mw);
+    c.ops.dealloc_mw = Some(mw::dealloc_mw);
     // The command "fd" is the async pipe's read end too: nothing reads it.
     c.cmd_fd = fds[0];
     c.async_fd = fds[0];
