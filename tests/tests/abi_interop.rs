@@ -101,14 +101,16 @@ fn tcp_both_roles(s: &mut Setup, prog: &str, args: &str, expect: &str) {
 /// (`ib_read_lat`'s server only lends its memory): the host server must
 /// print `server_expect`, the host client `expect`.
 fn tcp_both_roles_with(s: &mut Setup, prog: &str, args: &str, expect: &str, server_expect: &str) {
+    let t = Instant::now();
     s.linux.cmd(&format!("{prog} {args} > /tmp/abi.log 2>&1 &")).unwrap();
     s.linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let (ok, ours) = finish(host(prog, &s.shm.path, &format!("{args} -p {} 127.0.0.1", s.hp)), RUN).unwrap();
     let theirs = s.linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN).unwrap();
     assert!(ok && ours.contains(expect), "{prog} {args}: host client:\n{ours}\nLinux server:\n{theirs}");
     assert!(theirs.contains("exit=0"), "{prog} {args}: Linux server:\n{theirs}\nhost client:\n{ours}");
-    eprintln!("{prog} {args}: Linux server / host client pass");
+    eprintln!("{prog} {args}: Linux server / host client pass ({:.1} s)", t.elapsed().as_secs_f64());
 
+    let t = Instant::now();
     let server = host(prog, &s.shm.path, &format!("{args} -p {}", s.gp));
     std::thread::sleep(Duration::from_secs(2));
     let (status, theirs) = s.linux.status(&format!("{prog} {args} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
@@ -119,7 +121,7 @@ fn tcp_both_roles_with(s: &mut Setup, prog: &str, args: &str, expect: &str, serv
     );
     assert!(theirs.contains(expect), "{prog} {args}: Linux client:\n{theirs}\nhost server:\n{ours}");
     assert_eq!(status, 0, "{prog} {args}: Linux client:\n{theirs}\nhost server:\n{ours}");
-    eprintln!("{prog} {args}: host server / Linux client pass");
+    eprintln!("{prog} {args}: host server / Linux client pass ({:.1} s)", t.elapsed().as_secs_f64());
 }
 
 /// `server_args` / `client_args ADDR` over rdma_cm (no TCP): Linux serves
