@@ -121,15 +121,17 @@ fn a_program_that_exits_detaches_its_slot() {
     use verbs_ring::abi::{ctx_state, reclaim_reason};
     let pair = Pair::start();
     let child = program("/usr/bin/ibv_devinfo", &pair.rings[0]).spawn().unwrap();
-    let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ctx = verbs::Context::open(&pair.rings[0]).unwrap();
     let start = std::time::Instant::now();
     let left = loop {
         let slots = ctx.slots();
-        let theirs = slots.iter().find(|s| s.pid == pid && s.state == ctx_state::FREE);
-        let reused = slots.iter().find(|s| s.pid == std::process::id() && s.generation > 0);
+        // A fresh pair: a slot used before was the program's (a detach
+        // clears the pid, a lease expiry leaves it).
+        let used = |s: &&verbs::SlotInfo| s.generation > 0;
+        let theirs = slots.iter().filter(used).find(|s| s.state == ctx_state::FREE);
+        let reused = slots.iter().filter(used).find(|s| s.pid == std::process::id());
         if let Some(s) = theirs.or(reused) {
             break s.reclaim_reason;
         }
