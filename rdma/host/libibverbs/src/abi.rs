@@ -502,6 +502,32 @@ pub mod qp_init_attr_mask {
     pub const SEND_OPS_FLAGS: u32 = 1 << 6;
 }
 
+/// `IBV_QPT_RC`, `IBV_QPT_UC`, `IBV_QPT_UD` (`enum ibv_qp_type`).
+pub const IBV_QPT_RC: core::ffi::c_int = 2;
+pub const IBV_QPT_UC: core::ffi::c_int = 3;
+pub const IBV_QPT_UD: core::ffi::c_int = 4;
+
+/// `IBV_QP_EX_WITH_*` bits of `ibv_qp_init_attr_ex::send_ops_flags`, and
+/// the ones each QP type takes (rdma-core's rxe provider's sets, with ATOMIC
+/// WRITE on RC, which the appliance implements).
+pub mod send_ops {
+    pub const RDMA_WRITE: u64 = 1 << 0;
+    pub const RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+    pub const SEND: u64 = 1 << 2;
+    pub const SEND_WITH_IMM: u64 = 1 << 3;
+    pub const RDMA_READ: u64 = 1 << 4;
+    pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+    pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    pub const LOCAL_INV: u64 = 1 << 7;
+    pub const BIND_MW: u64 = 1 << 8;
+    pub const SEND_WITH_INV: u64 = 1 << 9;
+    pub const ATOMIC_WRITE: u64 = 1 << 12;
+
+    pub const UD: u64 = SEND | SEND_WITH_IMM;
+    pub const UC: u64 = UD | RDMA_WRITE | RDMA_WRITE_WITH_IMM | BIND_MW | SEND_WITH_INV;
+    pub const RC: u64 = UC | RDMA_READ | ATOMIC_CMP_AND_SWP | ATOMIC_FETCH_AND_ADD | LOCAL_INV | ATOMIC_WRITE;
+}
+
 /// `union ibv_gid` holds two `__be64`: 8-byte aligned.
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Default)]

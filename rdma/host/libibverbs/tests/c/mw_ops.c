@@ -2,9 +2,10 @@
  * against rdma-core 44's verbs.h uses them: memory windows (ibv_alloc_mw,
  * ibv_bind_mw for type 1, IBV_WR_BIND_MW in ibv_post_send for type 2B,
  * ibv_dealloc_mw), IBV_WR_LOCAL_INV, the ibv_qp_ex wr_bind_mw /
- * wr_local_inv / wr_send_inv / wr_atomic_write calls, a receive completed
- * WITH_INV with the invalidated rkey, ibv_attach_mcast / ibv_detach_mcast,
- * and the errors for bad arguments.
+ * wr_local_inv / wr_send_inv / wr_atomic_write calls and the send_ops_flags
+ * each QP type takes, a receive completed WITH_INV with the invalidated
+ * rkey, ibv_attach_mcast / ibv_detach_mcast, and the errors for bad
+ * arguments.
  *
  * The peer is tests/mw.rs on the other host-simulated appliance; the two
  * exchange one line at a time on stdin/stdout. Any failed check prints
@@ -75,6 +76,17 @@ int main(void)
 				  IBV_QP_EX_WITH_SEND_WITH_INV |
 				  IBV_QP_EX_WITH_ATOMIC_WRITE,
 	};
+	/* Operations the QP type cannot carry are refused, as rxe does. */
+	ia.qp_type = IBV_QPT_UD;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &ia) && errno == EOPNOTSUPP,
+	      "UD QP with BIND_MW");
+	ia.qp_type = IBV_QPT_RC;
+	ia.send_ops_flags |= IBV_QP_EX_WITH_TSO;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &ia) && errno == EOPNOTSUPP,
+	      "RC QP with TSO");
+	ia.send_ops_flags &= ~IBV_QP_EX_WITH_TSO;
 	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &ia);
 	CHECK(qp, "create_qp_ex");
 	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
