@@ -63,12 +63,17 @@ struct Setup {
 
 /// One appliance (10.0.0.1, rxe0, a ring) and one Linux peer (10.0.0.3).
 fn setup(tag: &str) -> Setup {
+    setup_with_region(tag, REGION)
+}
+
+/// `setup` with a ring of `region` bytes (a larger buffer area per context).
+fn setup_with_region(tag: &str, region: u64) -> Setup {
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let gp = free_tcp_port();
     let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
     opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
     let mut linux = LinuxPeer::start(opts).unwrap();
-    let shm = Ivshmem::temp(tag, REGION);
+    let shm = Ivshmem::temp(tag, region);
     let mut app = Appliance::boot(Options {
         nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
         append: "ip=10.0.0.1/24".into(),
@@ -89,38 +94,60 @@ fn setup(tag: &str) -> Setup {
 /// then the host serves and Linux connects; every side must succeed and
 /// print `expect`.
 fn tcp_both_roles(s: &mut Setup, prog: &str, args: &str, expect: &str) {
+    tcp_both_roles_with(s, prog, args, expect, expect)
+}
+
+/// [`tcp_both_roles`] for programs whose server does not print the figures
+/// (`ib_read_lat`'s server only lends its memory): the host server must
+/// print `server_expect`, the host client `expect`.
+fn tcp_both_roles_with(s: &mut Setup, prog: &str, args: &str, expect: &str, server_expect: &str) {
+    let t = Instant::now();
     s.linux.cmd(&format!("{prog} {args} > /tmp/abi.log 2>&1 &")).unwrap();
     s.linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let (ok, ours) = finish(host(prog, &s.shm.path, &format!("{args} -p {} 127.0.0.1", s.hp)), RUN).unwrap();
     let theirs = s.linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN).unwrap();
     assert!(ok && ours.contains(expect), "{prog} {args}: host client:\n{ours}\nLinux server:\n{theirs}");
     assert!(theirs.contains("exit=0"), "{prog} {args}: Linux server:\n{theirs}\nhost client:\n{ours}");
-    eprintln!("{prog} {args}: Linux server / host client pass");
+    eprintln!("{prog} {args}: Linux server / host client pass ({:.1} s)", t.elapsed().as_secs_f64());
 
+    let t = Instant::now();
     let server = host(prog, &s.shm.path, &format!("{args} -p {}", s.gp));
     std::thread::sleep(Duration::from_secs(2));
     let (status, theirs) = s.linux.status(&format!("{prog} {args} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
     let (ok, ours) = finish(server, RUN).unwrap();
-    assert!(ok && ours.contains(expect), "{prog} {args}: host server:\n{ours}\nLinux client:\n{theirs}");
+    assert!(
+        ok && ours.contains(server_expect),
+        "{prog} {args}: host server (ok {ok}):\n{ours}\nLinux client:\n{theirs}"
+    );
+    assert!(theirs.contains(expect), "{prog} {args}: Linux client:\n{theirs}\nhost server:\n{ours}");
     assert_eq!(status, 0, "{prog} {args}: Linux client:\n{theirs}\nhost server:\n{ours}");
-    eprintln!("{prog} {args}: host server / Linux client pass");
+    eprintln!("{prog} {args}: host server / Linux client pass ({:.1} s)", t.elapsed().as_secs_f64());
 }
 
 /// `server_args` / `client_args ADDR` over rdma_cm (no TCP): Linux serves
-/// at 10.0.0.3 and the host connects (retried while nothing listens),
+/// at 10.0.0.3 and the host connects (retried while nothing listens, which
+/// the Linux program may take a while to do under TCG),
 /// then the host serves at 10.0.0.1 and Linux connects.
 fn cm_both_roles(s: &mut Setup, prog: &str, server_args: &str, client_args: &str) {
     s.linux.cmd(&format!("{prog} {} > /tmp/abi.log 2>&1 &", server_args.replace("ADDR", "10.0.0.3"))).unwrap();
     let start = Instant::now();
     let (ok, ours) = loop {
         let (ok, out) = finish(host(prog, &s.shm.path, &client_args.replace("ADDR", "10.0.0.3")), RUN).unwrap();
-        let refused = out.contains("error 8") || out.contains("error: 8") || out.contains("CM event bl blka 8");
+        // Nothing listens yet: a REJ with reason 8 (invalid service ID) for
+        // RC, a SIDR REP with status 1 (IB_SIDR_UNSUPPORTED) for UD.
+        let refused = out.contains("error 8")
+            || out.contains("error: 8")
+            || out.contains("CM event bl blka 8")
+            || out.contains("RDMA_CM_EVENT_UNREACHABLE, error: 1\n");
         if ok || !refused || start.elapsed() > Duration::from_secs(60) {
             break (ok, out);
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let theirs = s.linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN).unwrap();
+    let theirs = s
+        .linux
+        .cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN)
+        .unwrap_or_else(|e| panic!("{prog}: Linux server did not finish: {e}\nhost client:\n{ours}"));
     assert!(ok, "{prog}: host client:\n{ours}\nLinux server:\n{theirs}");
     assert!(theirs.contains("exit=0"), "{prog}: Linux server:\n{theirs}\nhost client:\n{ours}");
     eprintln!("{prog} {client_args}: Linux server / host client pass");
@@ -183,4 +210,65 @@ fn rdmacm_programs_against_linux_both_roles() {
         );
     }
     cm_both_roles(&mut s, "ib_write_bw", "-d rxe0 -F -R -n 200 -s 65536", "-d rxe0 -F -R -n 200 -s 65536 ADDR");
+}
+
+/// `ibv_uc_pingpong` and `ibv_srq_pingpong` (its default 16 QPs on one
+/// SRQ, plain and with completion events).
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn uc_and_srq_pingpong_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("uc_and_srq_pingpong_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-srq");
+    tcp_both_roles(&mut s, "ibv_uc_pingpong", "-d rxe0 -g 1 -n 100", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_uc_pingpong", "-d rxe0 -g 1 -n 100 -s 65536", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_srq_pingpong", "-d rxe0 -g 1 -n 100", "100 iters in");
+    tcp_both_roles(&mut s, "ibv_srq_pingpong", "-d rxe0 -g 1 -n 100 -e", "100 iters in");
+}
+
+/// perftest's one-sided programs and the latency ones: `ib_read_bw`,
+/// `ib_atomic_bw`, `ib_write_lat`, `ib_read_lat`.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn perftest_read_atomic_and_latency_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("perftest_read_atomic_and_latency_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-perf");
+    tcp_both_roles(&mut s, "ib_read_bw", "-d rxe0 -F -x 1 -n 200 -s 65536", "BW average");
+    tcp_both_roles(&mut s, "ib_atomic_bw", "-d rxe0 -F -x 1 -n 200", "BW average");
+    tcp_both_roles(&mut s, "ib_write_lat", "-d rxe0 -F -x 1 -n 200 -s 64", "t_avg");
+    // The server of a READ latency test only answers the reads: it prints
+    // its peer's address and no figures.
+    tcp_both_roles_with(&mut s, "ib_read_lat", "-d rxe0 -F -x 1 -n 200 -s 64", "t_avg", "remote address:");
+}
+
+/// perftest's `-a` (every size from 2 B to 8 MiB, which perftest gives no
+/// option to bound) for one bandwidth and one latency program, 20
+/// iterations a size. The ring is 256 MiB so that a context's buffer area
+/// (about 31 MiB) holds perftest's buffers for 8 MiB messages.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn perftest_all_sizes_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("perftest_all_sizes_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup_with_region("abi-all", 256 << 20);
+    tcp_both_roles(&mut s, "ib_write_bw", "-d rxe0 -F -x 1 -a -n 20", "8388608");
+    tcp_both_roles(&mut s, "ib_write_lat", "-d rxe0 -F -x 1 -a -n 20", "8388608");
+}
+
+/// rdmacm-utils' `ucmatose` (RC, 2 connections) and `udaddy` (UD), and
+/// `ib_send_bw -R`, over rdma_cm.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn ucmatose_udaddy_and_send_bw_over_rdma_cm_against_linux_both_roles() {
+    if !LinuxPeer::available_or_skip("ucmatose_udaddy_and_send_bw_over_rdma_cm_against_linux_both_roles") {
+        return;
+    }
+    let mut s = setup("abi-cm2");
+    cm_both_roles(&mut s, "udaddy", "-c 2 -b ADDR", "-c 2 -s ADDR");
+    cm_both_roles(&mut s, "ucmatose", "-c 2 -b ADDR", "-c 2 -s ADDR");
+    cm_both_roles(&mut s, "ib_send_bw", "-d rxe0 -F -R -n 200 -s 65536", "-d rxe0 -F -R -n 200 -s 65536 ADDR");
 }

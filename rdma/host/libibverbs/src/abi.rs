@@ -43,15 +43,18 @@ pub type QueryDeviceExFn =
     unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut ibv_device_attr_ex, usize) -> c_int;
 pub type CreateQpExFn = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
 pub type CreateCqExFn = unsafe extern "C" fn(*mut ibv_context, *mut c_void) -> *mut c_void;
+pub type AllocMwFn = unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw;
+pub type BindMwFn = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
+pub type DeallocMwFn = unsafe extern "C" fn(*mut ibv_mw) -> c_int;
 
-/// `struct ibv_context_ops`: the entries the inline calls use, the rest
-/// (`_compat_*`, memory windows) left null.
+/// `struct ibv_context_ops`: the entries the inline calls use (the data
+/// path and memory windows), the `_compat_*` rest left null.
 #[repr(C)]
 pub struct ibv_context_ops {
     pub _compat: [*mut c_void; 7],
-    pub alloc_mw: *mut c_void,
-    pub bind_mw: *mut c_void,
-    pub dealloc_mw: *mut c_void,
+    pub alloc_mw: Option<AllocMwFn>,
+    pub bind_mw: Option<BindMwFn>,
+    pub dealloc_mw: Option<DeallocMwFn>,
     pub _compat_create_cq: *mut c_void,
     pub poll_cq: Option<PollCqFn>,
     pub req_notify_cq: Option<ReqNotifyFn>,
@@ -218,6 +221,36 @@ pub struct ibv_mr {
     pub rkey: u32,
 }
 
+/// `IBV_MW_TYPE_1`, `IBV_MW_TYPE_2` (`enum ibv_mw_type`).
+pub const IBV_MW_TYPE_1: c_int = 1;
+pub const IBV_MW_TYPE_2: c_int = 2;
+
+#[repr(C)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    pub type_: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: c_uint,
+}
+
+/// `ibv_bind_mw`'s request (type 1 windows).
+#[repr(C)]
+pub struct ibv_mw_bind {
+    pub wr_id: u64,
+    pub send_flags: c_uint,
+    pub bind_info: ibv_mw_bind_info,
+}
+
 #[repr(C)]
 pub struct ibv_comp_channel {
     pub context: *mut ibv_context,
@@ -311,8 +344,27 @@ pub struct ibv_send_wr {
     pub wr: WrUnion,
     /// `qp_type.xrc.remote_srqn`.
     pub qp_type: u32,
-    /// The `bind_mw` / `tso` union: unused here.
-    pub _bind_mw_tso: [u64; 6],
+    /// The `bind_mw` / `tso` union (TSO is for raw packet QPs: unused).
+    pub bind_mw: WrBindMwTso,
+}
+
+/// `ibv_send_wr::bind_mw` (IBV_WR_BIND_MW): the window, its new rkey and
+/// what to bind it to.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct WrBindMw {
+    pub mw: *mut ibv_mw,
+    pub rkey: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// The `bind_mw` / `tso` union of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union WrBindMwTso {
+    pub bind_mw: WrBindMw,
+    /// `tso`: a header pointer and two u16s.
+    pub _tso: [u64; 2],
 }
 
 #[repr(C)]
@@ -374,14 +426,14 @@ pub struct ibv_qp_ex {
     pub wr_flags: c_uint,
     pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
     pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
-    pub wr_bind_mw: *mut c_void,
-    pub wr_local_inv: *mut c_void,
+    pub wr_bind_mw: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_mw, u32, *const ibv_mw_bind_info)>,
+    pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
     pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
     pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
     pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
     pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
-    pub wr_send_inv: *mut c_void,
+    pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_send_tso: *mut c_void,
     pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
     pub wr_set_xrc_srqn: *mut c_void,
@@ -392,7 +444,7 @@ pub struct ibv_qp_ex {
     pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
     pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
     pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
-    pub wr_atomic_write: *mut c_void,
+    pub wr_atomic_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void)>,
 }
 
 #[repr(C)]
@@ -448,6 +500,32 @@ pub struct ibv_qp_init_attr_ex {
 pub mod qp_init_attr_mask {
     pub const PD: u32 = 1 << 0;
     pub const SEND_OPS_FLAGS: u32 = 1 << 6;
+}
+
+/// `IBV_QPT_RC`, `IBV_QPT_UC`, `IBV_QPT_UD` (`enum ibv_qp_type`).
+pub const IBV_QPT_RC: core::ffi::c_int = 2;
+pub const IBV_QPT_UC: core::ffi::c_int = 3;
+pub const IBV_QPT_UD: core::ffi::c_int = 4;
+
+/// `IBV_QP_EX_WITH_*` bits of `ibv_qp_init_attr_ex::send_ops_flags`, and
+/// the ones each QP type takes (rdma-core's rxe provider's sets, with ATOMIC
+/// WRITE on RC, which the appliance implements).
+pub mod send_ops {
+    pub const RDMA_WRITE: u64 = 1 << 0;
+    pub const RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+    pub const SEND: u64 = 1 << 2;
+    pub const SEND_WITH_IMM: u64 = 1 << 3;
+    pub const RDMA_READ: u64 = 1 << 4;
+    pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+    pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    pub const LOCAL_INV: u64 = 1 << 7;
+    pub const BIND_MW: u64 = 1 << 8;
+    pub const SEND_WITH_INV: u64 = 1 << 9;
+    pub const ATOMIC_WRITE: u64 = 1 << 12;
+
+    pub const UD: u64 = SEND | SEND_WITH_IMM;
+    pub const UC: u64 = UD | RDMA_WRITE | RDMA_WRITE_WITH_IMM | BIND_MW | SEND_WITH_INV;
+    pub const RC: u64 = UC | RDMA_READ | ATOMIC_CMP_AND_SWP | ATOMIC_FETCH_AND_ADD | LOCAL_INV | ATOMIC_WRITE;
 }
 
 /// `union ibv_gid` holds two `__be64`: 8-byte aligned.
@@ -590,12 +668,15 @@ pub fn layout_checks() -> Vec<Check> {
         ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
         ibv_pd { context, handle }
         ibv_mr { context, pd, addr, length, handle, lkey, rkey }
+        ibv_mw { context, pd, rkey, handle }
+        ibv_mw_bind_info { mr, addr, length, mw_access_flags }
+        ibv_mw_bind { wr_id, send_flags, bind_info }
         ibv_comp_channel { context, fd, refcnt }
         ibv_cq { context, channel, cq_context, handle, cqe, mutex, cond, comp_events_completed, async_events_completed }
         ibv_wc { wr_id, status, opcode, vendor_err, byte_len, imm_data, qp_num, src_qp, wc_flags, pkey_index, slid,
             sl, dlid_path_bits }
         ibv_sge { addr, length, lkey }
-        ibv_send_wr { wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type }
+        ibv_send_wr { wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type, bind_mw }
         ibv_recv_wr { wr_id, next, sg_list, num_sge }
         ibv_srq { context, srq_context, pd, handle, mutex, cond, events_completed }
         ibv_srq_attr { max_wr, max_sge, srq_limit }
@@ -622,6 +703,7 @@ pub fn layout_checks() -> Vec<Check> {
     );
     // The members of the unions and the placeholders we skip over.
     let wr = offset_of!(ibv_send_wr, wr);
+    let bind = offset_of!(ibv_send_wr, bind_mw);
     let extra = [
         ("offsetof(struct ibv_send_wr, wr.rdma.rkey)", wr + offset_of!(WrRdma, rkey)),
         ("offsetof(struct ibv_send_wr, wr.atomic.compare_add)", wr + offset_of!(WrAtomic, compare_add)),
@@ -630,7 +712,12 @@ pub fn layout_checks() -> Vec<Check> {
         ("offsetof(struct ibv_send_wr, wr.ud.ah)", wr + offset_of!(WrUd, ah)),
         ("offsetof(struct ibv_send_wr, wr.ud.remote_qpn)", wr + offset_of!(WrUd, remote_qpn)),
         ("offsetof(struct ibv_send_wr, wr.ud.remote_qkey)", wr + offset_of!(WrUd, remote_qkey)),
-        ("offsetof(struct ibv_send_wr, bind_mw)", offset_of!(ibv_send_wr, _bind_mw_tso)),
+        ("offsetof(struct ibv_send_wr, bind_mw.mw)", bind + offset_of!(WrBindMw, mw)),
+        ("offsetof(struct ibv_send_wr, bind_mw.rkey)", bind + offset_of!(WrBindMw, rkey)),
+        ("offsetof(struct ibv_send_wr, bind_mw.bind_info)", bind + offset_of!(WrBindMw, bind_info)),
+        ("sizeof(((struct ibv_send_wr *)0)->bind_mw)", size_of::<WrBindMwTso>()),
+        ("offsetof(struct ibv_mw, type)", offset_of!(ibv_mw, type_)),
+        ("sizeof(enum ibv_mw_type)", size_of::<c_int>()),
         ("sizeof(struct ibv_send_wr)", size_of::<ibv_send_wr>()),
         ("offsetof(struct ibv_context_ops, _compat_create_cq)", offset_of!(ibv_context_ops, _compat_create_cq)),
         ("offsetof(struct verbs_context, advise_mr)", offset_of!(verbs_context, _unsupported)),

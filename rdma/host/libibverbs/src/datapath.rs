@@ -86,6 +86,48 @@ impl SendQueue {
     }
 }
 
+/// A BIND_MW's arguments, as the ring's WQE carries them.
+struct Bind {
+    mw_rkey: u32,
+    new_rkey: u32,
+    mr_lkey: u32,
+    addr: u64,
+    length: u64,
+    access: u32,
+}
+
+/// The fields of a BIND_MW of window `mw` to `info` with key `rkey`, as
+/// rxe's provider fills its WQE: the window named by its current rkey, the
+/// MR by its lkey (none: an unbind, which must be of zero length).
+///
+/// # Safety
+/// `mw` is null or a window of this library; `info.mr` null or an MR of
+/// this library.
+unsafe fn bind_fields(mw: *mut ibv_mw, rkey: u32, info: &ibv_mw_bind_info) -> Result<Bind, c_int> {
+    if mw.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's promise.
+    let mw_rkey = unsafe { (*mw).rkey };
+    let mr_lkey = if info.mr.is_null() {
+        if info.length != 0 {
+            return Err(libc::EINVAL);
+        }
+        0
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { (*info.mr).lkey }
+    };
+    Ok(Bind { mw_rkey, new_rkey: rkey, mr_lkey, addr: info.addr, length: info.length, access: info.mw_access_flags })
+}
+
+/// A BIND_MW into the ring's WQE fields (`verbs_ring::abi::SendWqe`'s use,
+/// the host library's `WrOp::BindMw`).
+fn set_bind(h: &mut SendWqe, b: Bind) {
+    (h.rkey, h.imm_data, h.ud_remote_qkey) = (b.mw_rkey, b.new_rkey, b.mr_lkey);
+    (h.remote_addr, h.compare_add, h.ud_remote_qpn) = (b.addr, b.length, b.access);
+}
+
 /// The ring WQE of one `ibv_send_wr`.
 fn build(q: &QpObj, cap_inline: u32, w: &ibv_send_wr) -> Result<Building, c_int> {
     let op = u32::try_from(w.opcode).map_err(|_| libc::EINVAL)?;
@@ -103,11 +145,20 @@ fn build(q: &QpObj, cap_inline: u32, w: &ibv_send_wr) -> Result<Building, c_int>
             let a = unsafe { w.wr.atomic };
             (h.remote_addr, h.rkey, h.compare_add, h.swap) = (a.remote_addr, a.rkey, a.compare_add, a.swap);
         }
+        wr_opcode::LOCAL_INV => {}
+        wr_opcode::BIND_MW => {
+            // SAFETY: plain data, as above; BIND_MW means the `bind_mw` member.
+            let b = unsafe { w.bind_mw.bind_mw };
+            // SAFETY: the window and MR a BIND_MW names are this library's
+            // (C API); null ones are refused or mean "unbind".
+            set_bind(&mut h, unsafe { bind_fields(b.mw, b.rkey, &b.bind_info) }?);
+        }
         _ => return Err(libc::EINVAL),
     }
     match op {
         wr_opcode::SEND_WITH_IMM | wr_opcode::RDMA_WRITE_WITH_IMM => h.imm_data = u32::from_be(w.imm_data),
-        wr_opcode::SEND_WITH_INV => h.imm_data = w.imm_data,
+        // `invalidate_rkey`, in host order.
+        wr_opcode::SEND_WITH_INV | wr_opcode::LOCAL_INV => h.imm_data = w.imm_data,
         _ => {}
     }
     if q.qp_type == qp_type::UD {
@@ -392,6 +443,51 @@ unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut ibv_qp_ex, rkey: u32, addr: u
     begin(qpx, wr_opcode::ATOMIC_FETCH_AND_ADD, |w| (w.rkey, w.remote_addr, w.compare_add) = (rkey, addr, add))
 }
 
+unsafe extern "C" fn wr_send_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    begin(qpx, wr_opcode::SEND_WITH_INV, |w| w.imm_data = invalidate_rkey)
+}
+
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    begin(qpx, wr_opcode::LOCAL_INV, |w| w.imm_data = invalidate_rkey)
+}
+
+unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+    let fields = if info.is_null() {
+        Err(libc::EINVAL)
+    } else {
+        // SAFETY: `info` is the program's bind info, `mw` and `info.mr`
+        // its window and MR (C API), valid for the call.
+        unsafe { bind_fields(mw, rkey, &*info) }
+    };
+    match fields {
+        Ok(b) => begin(qpx, wr_opcode::BIND_MW, |w| set_bind(w, b)),
+        Err(e) => fail(qpx, e),
+    }
+}
+
+/// IBA 1.5 ATOMIC WRITE of the 8 bytes at `data` (`ibv_wr_atomic_write`).
+unsafe extern "C" fn wr_atomic_write(qpx: *mut ibv_qp_ex, rkey: u32, addr: u64, data: *const c_void) {
+    if data.is_null() {
+        return fail(qpx, libc::EINVAL);
+    }
+    let mut bytes = [0u8; 8];
+    // SAFETY: verbs.h: `atomic_wr` points to the 8 bytes to write.
+    unsafe { std::ptr::copy_nonoverlapping(data.cast::<u8>(), bytes.as_mut_ptr(), 8) };
+    // The ring carries the bytes as they lie in memory (`WrOp::AtomicWrite`).
+    let value = u64::from_le_bytes(bytes);
+    begin(qpx, wr_opcode::ATOMIC_WRITE, |w| (w.rkey, w.remote_addr, w.compare_add) = (rkey, addr, value))
+}
+
+/// A request of the batch that cannot be built: `wr_complete` reports `e`
+/// and posts nothing (as a provider that refuses a WQE).
+fn fail(qpx: *mut ibv_qp_ex, e: c_int) {
+    with_sq(qpx, |_, sq| {
+        if sq.build_error == 0 {
+            sq.build_error = e;
+        }
+    })
+}
+
 fn last(sq: &mut SendQueue, f: impl FnOnce(&mut Building) -> Result<(), c_int>) {
     let r = match sq.building.last_mut() {
         Some(b) => f(b),
@@ -454,6 +550,10 @@ unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, ah: *mut ibv_ah, remote
 pub fn fill_qp_ex(x: &mut ibv_qp_ex) {
     x.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
     x.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    x.wr_atomic_write = Some(wr_atomic_write);
+    x.wr_bind_mw = Some(wr_bind_mw);
+    x.wr_local_inv = Some(wr_local_inv);
+    x.wr_send_inv = Some(wr_send_inv);
     x.wr_rdma_read = Some(wr_rdma_read);
     x.wr_rdma_write = Some(wr_rdma_write);
     x.wr_rdma_write_imm = Some(wr_rdma_write_imm);

@@ -10,6 +10,8 @@
 //! datapath  post/poll through the context's ops table, ibv_qp_ex wr_*
 //! channel   completion channels on real fds, the CQ watcher thread
 //! mem       application memory registration: pages moved into the ring
+//! mw        memory windows: alloc, dealloc, type 1 bind (context ops)
+//! mcast     UD multicast attach/detach
 //! misc      strings, rates, sysfs answers, unsupported verbs, PRIVATE_34
 //! ```
 //!
@@ -24,7 +26,9 @@ pub mod abi;
 pub mod channel;
 pub mod datapath;
 pub mod ffi;
+pub mod mcast;
 pub mod mem;
 pub mod misc;
+pub mod mw;
 pub mod state;
 pub mod verbs;

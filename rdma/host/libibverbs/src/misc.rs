@@ -187,17 +187,6 @@ pub unsafe extern "C" fn ibv_read_ibdev_sysfs_file(
     unsafe { ibv_read_sysfs_file((*dev).ibdev_path.as_ptr(), file, buf, size) }
 }
 
-/// Multicast is not offered yet.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_attach_mcast(_qp: *mut ibv_qp, _gid: *const c_void, _lid: u16) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_detach_mcast(_qp: *mut ibv_qp, _gid: *const c_void, _lid: u16) -> c_int {
-    libc::EOPNOTSUPP
-}
-
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
     libc::EOPNOTSUPP

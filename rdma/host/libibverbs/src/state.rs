@@ -57,7 +57,26 @@ pub fn shared() -> Result<Arc<Shared>, c_int> {
     }
     let s = Arc::new(Shared { ctx, ring, fd, moved: Moved::default() });
     *g = Some(s.clone());
+    detach_at_exit();
     Ok(s)
+}
+
+/// Give the appliance's slot back when the program exits (or unloads this
+/// library), as the Rust tools do: a C program's exit runs no Rust
+/// destructors, and each slot left behind stays taken until its lease runs
+/// out, so a few short-lived programs in a row (a client retried until its
+/// server listens) would find every slot taken (`EBUSY`).
+pub(crate) fn detach_at_exit() {
+    extern "C" fn detach() {
+        crate::ffi::guard((), verbs::context::detach_all);
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `detach` is a plain function of this library; linked from
+        // libc_nonshared, `atexit` runs it at exit or when this library is
+        // unloaded, whichever comes first, so it never outlives its code.
+        unsafe { libc::atexit(detach) };
+    });
 }
 
 impl Shared {

@@ -17,6 +17,7 @@ use crate::channel::{self, ChanObj};
 use crate::datapath;
 use crate::ffi::{self, code, guard, minus_one, ptr_or_errno, set_errno};
 use crate::mem;
+use crate::mw;
 use crate::state::*;
 
 fn zeroed<T>() -> T {
@@ -141,6 +142,9 @@ fn open_device(dev: *mut DevObj) -> Result<*mut ibv_context, c_int> {
     c.ops.post_send = Some(datapath::post_send);
     c.ops.post_recv = Some(datapath::post_recv);
     c.ops.post_srq_recv = Some(datapath::post_srq_recv);
+    c.ops.alloc_mw = Some(mw::alloc_mw);
+    c.ops.bind_mw = Some(mw::bind_mw);
+    c.ops.dealloc_mw = Some(mw::dealloc_mw);
     // The command "fd" is the async pipe's read end too: nothing reads it.
     c.cmd_fd = fds[0];
     c.async_fd = fds[0];
@@ -781,9 +785,9 @@ fn create_qp(ctx: *mut ibv_context, pd: *mut ibv_pd, a: &ibv_qp_init_attr) -> Re
     let (scq, rcq) = unsafe { (ffi::cq(a.send_cq)?, ffi::cq(a.recv_cq)?) };
     let srq = if a.srq.is_null() { None } else { Some(unsafe { ffi::srq(a.srq) }?) };
     let qpt = match a.qp_type {
-        2 => cmd::qp_type::RC,
-        3 => cmd::qp_type::UC,
-        4 => cmd::qp_type::UD,
+        IBV_QPT_RC => cmd::qp_type::RC,
+        IBV_QPT_UC => cmd::qp_type::UC,
+        IBV_QPT_UD => cmd::qp_type::UD,
         _ => return Err(libc::EOPNOTSUPP),
     };
     let cap = cmd::QpCap {
@@ -886,6 +890,19 @@ unsafe extern "C" fn create_qp_ex_op(ctx: *mut ibv_context, attr: *mut ibv_qp_in
             let known = qp_init_attr_mask::PD | qp_init_attr_mask::SEND_OPS_FLAGS;
             if a.comp_mask & qp_init_attr_mask::PD == 0 || a.comp_mask & !known != 0 {
                 return Err(libc::EOPNOTSUPP);
+            }
+            // As rxe's provider: a `wr_*` call the QP type cannot carry
+            // (TSO, XRC, reads on UC, ...) is refused at creation.
+            if a.comp_mask & qp_init_attr_mask::SEND_OPS_FLAGS != 0 {
+                let takes = match a.qp_type {
+                    IBV_QPT_RC => send_ops::RC,
+                    IBV_QPT_UC => send_ops::UC,
+                    IBV_QPT_UD => send_ops::UD,
+                    _ => 0,
+                };
+                if a.send_ops_flags & !takes != 0 {
+                    return Err(libc::EOPNOTSUPP);
+                }
             }
             let base = ibv_qp_init_attr {
                 qp_context: a.qp_context,

@@ -112,3 +112,31 @@ fn perftest_write_read_and_atomics() {
         assert!(t.contains(needle), "{prog}: {t}");
     }
 }
+
+/// A C program's exit gives its slot back (the library detaches at exit)
+/// instead of leaving it taken until its lease runs out: the slot it had
+/// says it was left by a detach, whether it is free again or already ours.
+#[test]
+fn a_program_that_exits_detaches_its_slot() {
+    use verbs_ring::abi::{ctx_state, reclaim_reason};
+    let pair = Pair::start();
+    let child = program("/usr/bin/ibv_devinfo", &pair.rings[0]).spawn().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ctx = verbs::Context::open(&pair.rings[0]).unwrap();
+    let start = std::time::Instant::now();
+    let left = loop {
+        let slots = ctx.slots();
+        // A fresh pair: a slot used before was the program's (a detach
+        // clears the pid, a lease expiry leaves it).
+        let used = |s: &&verbs::SlotInfo| s.generation > 0;
+        let theirs = slots.iter().filter(used).find(|s| s.state == ctx_state::FREE);
+        let reused = slots.iter().filter(used).find(|s| s.pid == std::process::id());
+        if let Some(s) = theirs.or(reused) {
+            break s.reclaim_reason;
+        }
+        assert!(start.elapsed() < common::PATIENCE, "{slots:?}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert_eq!(reclaim_reason::name(left), reclaim_reason::name(reclaim_reason::DETACHED));
+}

@@ -169,6 +169,7 @@ pub fn global() -> Result<&'static Global, c_int> {
     let g = GLOBAL.get_or_init(|| {
         let ring = verbs::resolve_ring(None);
         let ctx = Context::open(&ring).map_err(|e| errno_of(&e))?;
+        detach_at_exit();
         let chan = EventChannel::new(&ctx);
         Ok(Global { ctx, chan, reg: Mutex::default(), devs: Mutex::default() })
     });
@@ -178,6 +179,25 @@ pub fn global() -> Result<&'static Global, c_int> {
         let _ = std::thread::Builder::new().name("rdmacm-events".into()).spawn(move || watch(g));
     });
     Ok(g)
+}
+
+/// Give the appliance's slot back when the program exits (or unloads this
+/// library): a C program's exit runs no Rust destructors, and a slot left
+/// behind stays taken until its lease runs out, so a few short-lived
+/// programs in a row (a client retried until its server listens) would find
+/// every slot taken (`EBUSY`). The firmware's reclaim of what the program
+/// left sends a DREQ for each connection still up, as a lease expiry does.
+fn detach_at_exit() {
+    extern "C" fn detach() {
+        let _ = std::panic::catch_unwind(verbs::context::detach_all);
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `detach` is a plain function of this library; linked from
+        // libc_nonshared, `atexit` runs it at exit or when this library is
+        // unloaded, whichever comes first, so it never outlives its code.
+        unsafe { libc::atexit(detach) };
+    });
 }
 
 /// The watcher: move each CM event of this process to its id's channel.

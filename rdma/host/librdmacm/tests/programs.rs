@@ -152,3 +152,40 @@ fn perftest_write_and_send_bw_over_rdma_cm_both_roles() {
         }
     }
 }
+
+/// A program's exit gives both its slots back (librdmacm's and
+/// libibverbs', each library detaches at exit) instead of leaving them
+/// taken until their leases run out: each says it was left by a detach,
+/// whether free again or already ours.
+#[test]
+fn a_program_that_exits_detaches_both_its_slots() {
+    use verbs_ring::abi::{ctx_state, reclaim_reason};
+    let pair = Pair::start();
+    // A client with nothing to connect to: refused, it exits at once.
+    let port = free_port().to_string();
+    let child =
+        program("/usr/bin/ucmatose", &pair.rings[0]).args(["-s", IP[1], "-p", &port, "-c", "1"]).spawn().unwrap();
+    let (ok, out) = finish(child, "ucmatose");
+    assert!(!ok && out.contains("REJECTED"), "{out}");
+    let ctx = verbs::Context::open(&pair.rings[0]).unwrap();
+    let start = Instant::now();
+    let left: Vec<u32> = loop {
+        let slots = ctx.slots();
+        let left: Vec<u32> = slots
+            .iter()
+            .filter(|s| {
+                // A fresh pair: a slot used before was the program's (a
+                // detach clears the pid, a lease expiry leaves it).
+                s.generation > 0 && (s.state == ctx_state::FREE || s.pid == std::process::id())
+            })
+            .map(|s| s.reclaim_reason)
+            .collect();
+        if left.len() == 2 {
+            break left;
+        }
+        assert!(start.elapsed() < PATIENCE, "{slots:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let names: Vec<&str> = left.iter().map(|r| reclaim_reason::name(*r)).collect();
+    assert_eq!(names, [reclaim_reason::name(reclaim_reason::DETACHED); 2]);
+}
