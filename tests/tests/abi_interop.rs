@@ -15,8 +15,8 @@
 
 #![deny(unsafe_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use tests::tool::finish;
@@ -29,25 +29,9 @@ const REGION: u64 = 64 << 20;
 /// One program run, connection set-up included.
 const RUN: Duration = Duration::from_secs(240);
 
-/// The folder holding our two libraries.
-fn abi_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("ROCE_ABI_DIR") {
-        return PathBuf::from(d);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace").join("target/abi")
-}
-
 /// Debian's `prog` on the host, over our libraries and the appliance's ring.
 fn host(prog: &str, ring: &Path, args: &str) -> Child {
-    let lib = abi_dir();
-    assert!(lib.join("librdmacm.so.1").exists(), "no {}/librdmacm.so.1: run `make abi` first", lib.display());
-    Command::new(format!("/usr/bin/{prog}"))
-        .args(args.split_whitespace())
-        .env("LD_LIBRARY_PATH", &lib)
-        .env("RDMA_RING", ring)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    tests::tool::spawn_unmodified(prog, ring, args)
         .unwrap_or_else(|e| panic!("{prog}: {e} (make deps-rdma-core installs Debian's programs)"))
 }
 
