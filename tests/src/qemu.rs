@@ -135,6 +135,24 @@ pub struct Appliance {
 const EXIT_FAILED: i32 = 3; // isa-debug-exit: (1 << 1) | 1
 
 impl Appliance {
+    /// The common single node: 10.0.0.1/24 on a wire to nowhere, a ring of
+    /// `region` bytes (file tagged `tag`) and `rxe0` on `eth0`, active.
+    pub fn with_ring(tag: &str, region: u64) -> Result<(Self, Ivshmem), Error> {
+        let shm = Ivshmem::temp(tag, region);
+        let (p1, p2) = (crate::free_udp_port(), crate::free_udp_port());
+        let mut app = Appliance::boot(Options {
+            nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+            append: "ip=10.0.0.1/24".into(),
+            ivshmem: Some(shm.clone()),
+            ..Options::default()
+        })?;
+        let out = app.cmd("rdma link add rxe0 type rxe netdev eth0")?;
+        if !out.contains("rxe0: set active") {
+            return Err(Error { message: format!("rdma link add: {out}"), console_tail: app.transcript() });
+        }
+        Ok((app, shm))
+    }
+
     /// Starts QEMU and waits for the first prompt.
     pub fn boot(opts: Options) -> Result<Self, Error> {
         let a = Self::start(opts)?;

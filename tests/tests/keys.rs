@@ -6,7 +6,7 @@
 
 #![deny(unsafe_code)]
 
-use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::Appliance;
 use verbs::{AccessFlags, Context};
 
 /// Registrations per boot, each deregistered before the next, so every one
@@ -15,16 +15,7 @@ const ROUNDS: usize = 24;
 
 /// One boot's rkeys, in registration order.
 fn rkeys_of_one_boot(tag: &str) -> Vec<u32> {
-    let shm = Ivshmem::temp(tag, 16 << 20);
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let mut app = Appliance::boot(Options {
-        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
-        append: "ip=10.0.0.1/24".into(),
-        ivshmem: Some(shm.clone()),
-        ..Options::default()
-    })
-    .unwrap();
-    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let (_app, shm) = Appliance::with_ring(tag, 16 << 20).unwrap();
     let ctx = Context::open(&shm.path).unwrap();
     let dev = ctx.device(Some("rxe0")).unwrap();
     let pd = dev.alloc_pd().unwrap();

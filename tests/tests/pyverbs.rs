@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tests::tool::finish;
-use tests::{Appliance, Ivshmem, Nic, Options, abi_dir, free_udp_port};
+use tests::{Appliance, abi_dir};
 
 /// Debian's interpreter: pyverbs is installed for it, not for another
 /// `python3` that may come first on PATH.
@@ -26,16 +26,7 @@ fn pyverbs_over_our_libibverbs() {
         probe.is_ok_and(|s| s.success()),
         "{PYTHON} cannot import pyverbs: `make deps-rdma-core` installs python3-pyverbs"
     );
-    let shm = Ivshmem::temp("pyverbs", 64 << 20);
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let mut app = Appliance::boot(Options {
-        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
-        append: "ip=10.0.0.1/24".into(),
-        ivshmem: Some(shm.clone()),
-        ..Options::default()
-    })
-    .unwrap();
-    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let (_app, shm) = Appliance::with_ring("pyverbs", 64 << 20).unwrap();
 
     let child = Command::new(PYTHON)
         .arg(&script)
