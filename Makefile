@@ -222,6 +222,7 @@ interop: abi deps-rdma-core
 		--test interop --test perftest --test cm --test ext_interop -- --ignored --test-threads=1 --nocapture
 	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
 		-- --ignored --test-threads=1 --nocapture
+	cargo test -p librdmacm --test programs perftest -- --ignored
 
 clean:
 	cargo clean

@@ -47,8 +47,11 @@ pub fn lib_dir() -> &'static Path {
 }
 
 /// Debian's program `prog` over our libraries and ring `ring`.
+/// Run under `stdbuf -oL`, so what it prints can be watched line by line
+/// (a pipe would otherwise hold perftest's lines until it exits).
 pub fn program(prog: &str, ring: &Path) -> std::process::Command {
-    let mut c = std::process::Command::new(prog);
+    let mut c = std::process::Command::new("stdbuf");
+    c.args(["-oL", prog]);
     c.env("LD_LIBRARY_PATH", lib_dir())
         .env("RDMA_RING", ring)
         .stdout(std::process::Stdio::piped())
