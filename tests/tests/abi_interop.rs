@@ -117,13 +117,7 @@ fn cm_both_roles(s: &mut Setup, prog: &str, server_args: &str, client_args: &str
     let start = Instant::now();
     let (ok, ours) = loop {
         let (ok, out) = finish(host(prog, &s.shm.path, &client_args.replace("ADDR", "10.0.0.3")), RUN).unwrap();
-        // Nothing listens yet: a REJ with reason 8 (invalid service ID) for
-        // RC, a SIDR REP with status 1 (IB_SIDR_UNSUPPORTED) for UD.
-        let refused = out.contains("error 8")
-            || out.contains("error: 8")
-            || out.contains("CM event bl blka 8")
-            || out.contains("RDMA_CM_EVENT_UNREACHABLE, error: 1\n");
-        if ok || !refused || start.elapsed() > Duration::from_secs(60) {
+        if ok || !refused(&out) || start.elapsed() > Duration::from_secs(60) {
             break (ok, out);
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -138,11 +132,31 @@ fn cm_both_roles(s: &mut Setup, prog: &str, server_args: &str, client_args: &str
 
     let server = host(prog, &s.shm.path, &server_args.replace("ADDR", "10.0.0.1"));
     std::thread::sleep(Duration::from_secs(2));
-    let (status, theirs) = s.linux.status(&format!("{prog} {}", client_args.replace("ADDR", "10.0.0.1")), RUN).unwrap();
+    // The host server may not listen yet either (perftest takes a few
+    // seconds to set up under load): the Linux client tries again.
+    let start = Instant::now();
+    let (status, theirs) = loop {
+        let (status, out) =
+            s.linux.status(&format!("{prog} {}", client_args.replace("ADDR", "10.0.0.1")), RUN).unwrap();
+        if status == 0 || !refused(&out) || start.elapsed() > Duration::from_secs(60) {
+            break (status, out);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let (ok, ours) = finish(server, RUN).unwrap();
     assert!(ok, "{prog}: host server:\n{ours}\nLinux client:\n{theirs}");
     assert_eq!(status, 0, "{prog}: Linux client:\n{theirs}\nhost server:\n{ours}");
     eprintln!("{prog} {server_args}: host server / Linux client pass");
+}
+
+/// Whether a client's output says nothing listened yet: a REJ with reason 8
+/// (invalid service ID) for RC, a SIDR REP with status 1
+/// (IB_SIDR_UNSUPPORTED) for UD.
+fn refused(out: &str) -> bool {
+    out.contains("error 8")
+        || out.contains("error: 8")
+        || out.contains("CM event bl blka 8")
+        || out.contains("RDMA_CM_EVENT_UNREACHABLE, error: 1\n")
 }
 
 /// The short run `make interop-smoke` includes: ibv_rc_pingpong each way
