@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 #[must_use]
 pub struct Running {
     from: usize,
+    /// The line as typed; the shell echoes it before running it.
+    line: String,
 }
 
 pub(crate) struct Guest {
@@ -90,7 +92,7 @@ impl Guest {
         let from = self.console.len();
         self.send(line.as_bytes())?;
         self.send(b"\r")?;
-        Ok(Running { from })
+        Ok(Running { from, line: line.to_owned() })
     }
 
     /// Types a line that keeps running and returns once its output shows `needle`.
@@ -105,9 +107,10 @@ impl Guest {
     /// Waits for the prompt that ends a typed line; returns its output. The
     /// prompt the line was typed at does not count: the one after the echo does.
     pub(crate) fn finish_cmd(&mut self, running: Running, timeout: Duration) -> Result<String, Error> {
+        let prompt = self.prompt;
         let body = self
             .console
-            .wait_for(running.from, timeout, |b| find_after(b, b"\r\n"))
+            .wait_for(running.from, timeout, |b| echo_end(b, &running.line, prompt))
             .ok_or_else(|| self.error("no echo".into()))?;
         let end = self.wait_prompt(running.from + body, timeout)?;
         Ok(self.console.text_between(running.from + body, end))
@@ -156,6 +159,41 @@ impl Drop for Guest {
     }
 }
 
+/// Where the echo of `line` ends in what the console printed since it was
+/// typed. The echo is the line itself and a line end; a log line or a bare
+/// line end may come first, so the first line end alone is not enough. When
+/// the line does not show verbatim (editing keys, a shell that wraps long
+/// lines), the first non-empty line is the echo, taken once the prompt after
+/// it shows that the command finished.
+fn echo_end(printed: &[u8], line: &str, prompt: &str) -> Option<usize> {
+    if let Some(e) = (!line.is_empty()).then(|| find_after(printed, line.as_bytes())).flatten() {
+        return find_after(&printed[e..], b"\r\n").map(|p| e + p);
+    }
+    let first = find_after(printed, b"\r\n")?;
+    ((first > 2 || line.is_empty()) && find_prompt_of(&printed[first..], prompt).is_some()).then_some(first)
+}
+
 pub(crate) fn plain_error(message: String) -> Error {
     Error { message, console_tail: String::new() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::echo_end;
+
+    #[test]
+    fn the_echo_is_found_after_a_stray_line_end() {
+        let printed = b"\r\nrdma link show\r\nlink rxe0/1 state ACTIVE\r\nroce> ";
+        assert_eq!(echo_end(printed, "rdma link show", "roce> "), Some(18));
+        let logged = b"[ 1.000] port up\r\nlog level\r\nlog level\r\nroce> ";
+        assert_eq!(echo_end(logged, "log level", "roce> "), Some(29));
+    }
+
+    #[test]
+    fn an_edited_line_ends_at_its_first_line_end_once_the_prompt_shows() {
+        let line = "ab\x08c";
+        assert_eq!(echo_end(b"ab\x08 \x08c\r\n", line, "roce> "), None);
+        assert_eq!(echo_end(b"ab\x08 \x08c\r\nerror: x\r\nroce> ", line, "roce> "), Some(8));
+        assert_eq!(echo_end(b"\r\nroce> ", "", "roce> "), Some(2));
+    }
 }
