@@ -17,6 +17,7 @@ mod linux;
 pub mod load;
 mod make_run;
 pub mod pcap;
+pub mod progress;
 mod qemu;
 pub mod rc;
 pub mod relay;

@@ -62,6 +62,17 @@ pub fn write_tables(name: &str, md: &str, csv: &str, load: &crate::load::Watch) 
     Ok(dir)
 }
 
+/// Draws `target/bench/<name>.png` (see [`bar_chart`]) and says so, or says
+/// why no chart was drawn: a missing chart never fails a benchmark run.
+pub fn write_chart(name: &str, title: &str, y_label: &str, groups: &[String], series: &[(&str, Vec<f64>)]) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/bench/{name}.png"));
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    match bar_chart(&path, title, y_label, &groups, series) {
+        Ok(()) => println!("written: target/bench/{name}.png"),
+        Err(e) => println!("no chart for {name}: {e}"),
+    }
+}
+
 /// The TTF the charts' text is drawn with (Debian's fonts-dejavu-core, which
 /// `make bench` installs when missing).
 pub const CHART_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 use std::time::Duration;
-use tests::report::{bar_chart, median, usec_per_iter, write_tables};
+use tests::report::{median, usec_per_iter, write_chart, write_tables};
 use tests::{Appliance, LinuxPeer, Nic, Options, PeerOptions, free_udp_port};
 
 const SIZES: [u32; 3] = [2, 4096, 65536];
@@ -88,12 +88,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // (label, results by size)
     let mut rows: Vec<(&str, Vec<f64>)> = Vec::new();
+    // Four pairs, each size `runs` times.
+    let mut progress = tests::progress::Progress::new("bench-interop", 4 * SIZES.len() * runs);
     let mut measure =
         |label: &'static str, server: &mut End, client: &mut End| -> Result<(), Box<dyn std::error::Error>> {
             let mut by_size = Vec::new();
             for size in SIZES {
                 let mut v = Vec::new();
-                for _ in 0..runs {
+                for k in 1..=runs {
+                    progress.step(&format!("{label}: {size} B, run {k}/{runs}"));
                     v.push(pingpong(server, client, &format!("-g 1 -n {iters} -s {size}"))?);
                 }
                 let m = median(&mut v);
@@ -144,20 +147,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         csv.push('\n');
     }
     println!("\n{md}");
-    let dir = write_tables("interop", &md, &csv, &load)?;
+    write_tables("interop", &md, &csv, &load)?;
     let groups: Vec<String> = SIZES.iter().map(|s| format!("{s} B")).collect();
-    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
     let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(label, v)| (*label, v.clone())).collect();
-    match bar_chart(
-        &dir.join("interop.png"),
-        "ibv_rc_pingpong round trip (usec/iter, lower is faster)",
-        "usec/iter",
-        &groups,
-        &series,
-    ) {
-        Ok(()) => println!("written: target/bench/interop.png"),
-        Err(e) => println!("no chart: {e}"),
-    }
+    write_chart("interop", "ibv_rc_pingpong round trip (usec/iter, lower is faster)", "usec/iter", &groups, &series);
     println!(
         "written: target/bench/interop.md, target/bench/interop.csv (ratio = usec/iter / Linux<->Linux; lower is faster)"
     );

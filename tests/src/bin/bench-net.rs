@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 use std::time::Duration;
-use tests::report::{median, number_after, write_tables};
+use tests::report::{median, number_after, write_chart, write_tables};
 use tests::{Appliance, Nic, Options, free_udp_port};
 
 const SIZES: [usize; 5] = [64, 1024, 1514, 4200, 9014];
@@ -36,6 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut csv = String::from("frame_bytes,sent_fps,received_fps,received_gbps,loss_percent\n");
     println!("netbench: {runs} runs of {ms} ms per size, medians");
+    let mut received_gbps = Vec::new();
     for size in SIZES {
         let (mut sent_fps, mut rx_fps, mut gbps, mut loss) = (vec![], vec![], vec![], vec![]);
         for _ in 0..runs {
@@ -56,10 +57,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "{size:>5} B: sent {:>8.0} frames/s, received {:>8.0} frames/s, {:>6.3} Gb/s, loss {:>5.1}%",
             row.0, row.1, row.2, row.3
         );
+        received_gbps.push(row.2);
         writeln!(md, "| {size} | {:.0} | {:.0} | {:.3} | {:.1}% |", row.0, row.1, row.2, row.3)?;
         writeln!(csv, "{size},{:.0},{:.0},{:.4},{:.2}", row.0, row.1, row.2, row.3)?;
     }
     write_tables("net", &md, &csv, &load)?;
     println!("written: target/bench/net.md, target/bench/net.csv");
+    let groups: Vec<String> = SIZES.iter().map(|s| format!("{s} B frames")).collect();
+    write_chart(
+        "net",
+        "Wire limit: UDP frames received from the other appliance (Gb/s, higher is faster)",
+        "Gb/s",
+        &groups,
+        &[("received", received_gbps)],
+    );
     Ok(())
 }

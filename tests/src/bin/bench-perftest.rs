@@ -16,11 +16,12 @@
 #![deny(unsafe_code)]
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
-use tests::report::{bar_chart, median, number_after, perftest_row, write_tables};
+use tests::progress::Progress;
+use tests::report::{median, number_after, perftest_row, write_chart, write_tables};
 use tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
     free_udp_port,
@@ -138,11 +139,17 @@ struct Figures {
     lat_p99: f64,
 }
 
-fn measure(label: &str, server: &mut End, client: &mut End, runs: usize) -> Res<Figures> {
+/// The pairs `main` measures; each is [`STEPS`] perftest runs per round.
+const PAIRS: usize = 7;
+/// perftest runs per pair and round: each WRITE size, then SEND latency.
+const STEPS: usize = BW.len() + 1;
+
+fn measure(label: &str, server: &mut End, client: &mut End, runs: usize, progress: &mut Progress) -> Res<Figures> {
     let mut f = Figures::default();
     for (size, iters) in BW {
         let (mut gbps, mut mpps) = (vec![], vec![]);
-        for _ in 0..runs {
+        for k in 1..=runs {
+            progress.step(&format!("{label}: WRITE {size} B, run {k}/{runs}"));
             let out = perftest(server, client, "write_bw", &format!("-x 1 -s {size} -n {iters}"))?;
             let row = perftest_row(&out, size, iters).ok_or(format!("no result row:\n{out}"))?;
             // peak MB/s, average MB/s (MB = 2^20), Mpps
@@ -157,7 +164,8 @@ fn measure(label: &str, server: &mut End, client: &mut End, runs: usize) -> Res<
         }
     }
     let (mut med, mut p99) = (vec![], vec![]);
-    for _ in 0..runs {
+    for k in 1..=runs {
+        progress.step(&format!("{label}: SEND 2 B latency, run {k}/{runs}"));
         let out = perftest(server, client, "send_lat", &format!("-x 1 -s 2 -n {LAT_ITERS}"))?;
         let row = perftest_row(&out, 2, LAT_ITERS).ok_or(format!("no result row:\n{out}"))?;
         // min, max, typical, average, stdev, 99%, 99.9%
@@ -269,6 +277,8 @@ fn main() -> Res<()> {
         "perftest on a {MTU}-byte wire (RoCE MTU 4096), medians of {runs} runs; appliances on {accel}, Linux on tcg"
     );
     let mut rows: Vec<(&str, Figures)> = Vec::new();
+    let mut progress = Progress::new("bench-perftest", PAIRS * STEPS * runs);
+    let p = &mut progress;
     {
         let (p1, p2) = (free_udp_port(), free_udp_port());
         let mut a = linux(wire("52:54:00:00:01:03", p1, p2), "10.0.0.3/24", None)?;
@@ -276,7 +286,7 @@ fn main() -> Res<()> {
         a.wait_ready()?;
         b.wait_ready()?;
         let label = "Linux <-> Linux";
-        rows.push((label, measure(label, &mut End::Linux(a), &mut End::Linux(b), runs)?));
+        rows.push((label, measure(label, &mut End::Linux(a), &mut End::Linux(b), runs, p)?));
     }
     {
         let (p1, p2) = (free_udp_port(), free_udp_port());
@@ -286,14 +296,14 @@ fn main() -> Res<()> {
         l.wait_ready()?;
         let mut l = End::Linux(l);
         let label = "appliance client, Linux server";
-        rows.push((label, measure(label, &mut l, &mut a, runs)?));
+        rows.push((label, measure(label, &mut l, &mut a, runs, p)?));
         let label = "Linux client, appliance server";
-        rows.push((label, measure(label, &mut a, &mut l, runs)?));
+        rows.push((label, measure(label, &mut a, &mut l, runs, p)?));
         set_host(&mut a, Host::CAbi);
         let label = "C ABI: appliance client, Linux server";
-        rows.push((label, measure(label, &mut l, &mut a, runs)?));
+        rows.push((label, measure(label, &mut l, &mut a, runs, p)?));
         let label = "C ABI: Linux client, appliance server";
-        rows.push((label, measure(label, &mut a, &mut l, runs)?));
+        rows.push((label, measure(label, &mut a, &mut l, runs, p)?));
     }
     let raw;
     {
@@ -301,11 +311,11 @@ fn main() -> Res<()> {
         let mut a = appliance(wire("52:54:00:00:00:01", p1, p2), "10.0.0.1", "bench-a")?;
         let mut b = appliance(wire("52:54:00:00:00:02", p2, p1), "10.0.0.2", "bench-b")?;
         let label = "appliance <-> appliance";
-        rows.push((label, measure(label, &mut a, &mut b, runs)?));
+        rows.push((label, measure(label, &mut a, &mut b, runs, p)?));
         set_host(&mut a, Host::CAbi);
         set_host(&mut b, Host::CAbi);
         let label = "C ABI: appliance <-> appliance";
-        rows.push((label, measure(label, &mut a, &mut b, runs)?));
+        rows.push((label, measure(label, &mut a, &mut b, runs, p)?));
         let (End::Appliance { app: tx, .. }, End::Appliance { app: rx, .. }) = (&mut a, &mut b) else { unreachable!() };
         raw = raw_limit(tx, rx, "10.0.0.2", ROCE_FRAME, runs)?;
         println!("raw frame limit at {ROCE_FRAME} B: {:.0} frames/s, {:.3} Gb/s", raw.0, raw.1);
@@ -362,21 +372,16 @@ fn main() -> Res<()> {
     )?;
     cabi_table(&mut md, &mut csv, &figures)?;
     println!("\n{md}");
-    let dir = write_tables("perftest", &md, &csv, &load)?;
+    write_tables("perftest", &md, &csv, &load)?;
     let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
-    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
     let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (*l, f.gbps.clone())).collect();
-    let chart: PathBuf = dir.join("perftest.png");
-    match bar_chart(
-        &chart,
+    write_chart(
+        "perftest",
         "RDMA WRITE bandwidth (ib_write_bw / write_bw, Gb/s, higher is faster)",
         "Gb/s",
         &groups,
         &series,
-    ) {
-        Ok(()) => println!("written: target/bench/perftest.png"),
-        Err(e) => println!("no chart: {e}"),
-    }
+    );
     println!("written: target/bench/perftest.md, target/bench/perftest.csv");
     Ok(())
 }

@@ -7,7 +7,7 @@
 #![deny(unsafe_code)]
 
 use std::fmt::Write as _;
-use tests::report::{median, number_before, write_tables};
+use tests::report::{median, number_before, write_chart, write_tables};
 use tests::{Appliance, Nic, Options, free_udp_port};
 
 const SIZES: [u32; 4] = [2, 1024, 4096, 65536];
@@ -32,7 +32,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut md = String::from("| message bytes | MTU | usec/iter | Mbit/s |\n|---:|---:|---:|---:|\n");
     let mut csv = String::from("bytes,mtu,usec_per_iter,mbit_per_s\n");
     println!("appliance <-> appliance ibv_rc_pingpong, {iters} iterations, medians of {runs} runs");
-    for mtu in [1024, 4096] {
+    let mut by_mtu: Vec<(&str, Vec<f64>)> = vec![("MTU 1024", vec![]), ("MTU 4096", vec![])];
+    for (mtu, series) in [1024, 4096].into_iter().zip(&mut by_mtu) {
         for size in SIZES {
             let (mut lat, mut bw) = (vec![], vec![]);
             for _ in 0..runs {
@@ -45,11 +46,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let (l, m) = (median(&mut lat), median(&mut bw));
             println!("{size:>6} B, MTU {mtu}: {l:>9.2} usec/iter, {m:>9.2} Mbit/s");
+            series.1.push(l);
             writeln!(md, "| {size} | {mtu} | {l:.2} | {m:.2} |")?;
             writeln!(csv, "{size},{mtu},{l:.3},{m:.3}")?;
         }
     }
     write_tables("rdma", &md, &csv, &load)?;
     println!("written: target/bench/rdma.md, target/bench/rdma.csv");
+    let groups: Vec<String> = SIZES.iter().map(|s| format!("{s} B")).collect();
+    write_chart(
+        "rdma",
+        "appliance <-> appliance ibv_rc_pingpong round trip (usec/iter, lower is faster)",
+        "usec/iter",
+        &groups,
+        &by_mtu,
+    );
     Ok(())
 }

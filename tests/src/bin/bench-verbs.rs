@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use tests::rc::connect;
-use tests::report::{median, write_tables};
+use tests::report::{median, write_chart, write_tables};
 use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
 use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
@@ -181,5 +181,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     write_tables("verbs", &md, &csv, &load)?;
     println!("written: target/bench/verbs.md, target/bench/verbs.csv");
+    // The bandwidth rows, the ones on one scale.
+    let (groups, gbps): (Vec<String>, Vec<f64>) =
+        rows.iter().filter(|(_, _, unit)| *unit == "Gb/s").map(|(name, v, _)| (name.clone(), *v)).unzip();
+    if !gbps.is_empty() {
+        write_chart(
+            "verbs",
+            "Host program -> ring -> RDMA WRITE on one QP (Gb/s, higher is faster)",
+            "Gb/s",
+            &groups,
+            &[("appliance <-> appliance", gbps)],
+        );
+    }
     Ok(())
 }
