@@ -7,6 +7,7 @@
 //! maps it onto the region offset its pages moved to ([`crate::mem`]).
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering::Relaxed;
 
 use verbs_ring::abi::{CQE_SIZE, Cqe, SendWqe, Sge, send_flags, wc_flags, wr_opcode};
 use verbs_ring::cmd::qp_type;
@@ -335,6 +336,14 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
             // SAFETY: `wc` holds `n` entries (C API); `got < n`.
             unsafe { wc.add(got).write(to_wc(&cqe)) };
             got += 1;
+        }
+        drop(ring);
+        if got == 0 && n > 0 {
+            let mut round = c.idle.load(Relaxed);
+            verbs::backoff(&mut round);
+            c.idle.store(round, Relaxed);
+        } else {
+            c.idle.store(0, Relaxed);
         }
         got as c_int
     })

@@ -9,6 +9,7 @@
 
 use std::ffi::{CString, c_int};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use verbs::{Context, Error};
@@ -167,6 +168,9 @@ pub struct CqObj {
     pub sh: Arc<Shared>,
     pub fw: u32,
     pub ring: Mutex<verbs_ring::ring::Consumer>,
+    /// Empty polls in a row: a program that spins on `ibv_poll_cq` backs
+    /// off as our tools do, so it does not take a core from the appliance.
+    pub idle: AtomicU32,
 }
 
 /// A receive queue's producer side (a QP's RQ or an SRQ).

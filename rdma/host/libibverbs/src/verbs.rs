@@ -6,6 +6,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU32;
 
 use verbs_ring::abi::{CQE_SIZE, RecvWqe, SendWqe};
 use verbs_ring::cmd::{self, nr};
@@ -716,6 +717,7 @@ pub unsafe extern "C" fn ibv_create_cq(
                 sh: c.sh.clone(),
                 fw: 0,
                 ring: Mutex::new(Consumer::new(placeholder)),
+                idle: AtomicU32::new(0),
             }));
             let req = cmd::CreateCqReq {
                 user_handle: obj as u64,

@@ -93,7 +93,7 @@ fn cmd_name(n: u16) -> &'static str {
 }
 
 /// Escalating wait between polls: spin, then yield, then short sleeps.
-pub(crate) fn backoff(round: &mut u32) {
+pub fn backoff(round: &mut u32) {
     *round = round.saturating_add(1);
     if *round < 64 {
         std::hint::spin_loop();

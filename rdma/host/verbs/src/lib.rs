@@ -46,7 +46,7 @@ pub mod perf;
 pub mod pingpong;
 pub mod queue;
 
-pub use context::{AsyncEvent, Context, DEFAULT_RING, Link, Options, RING_ENV, SlotInfo, resolve_ring};
+pub use context::{AsyncEvent, Context, DEFAULT_RING, Link, Options, RING_ENV, SlotInfo, backoff, resolve_ring};
 pub use device::{Device, DeviceAttr, GidEntry, PortAttr, ResourceCounts};
 pub use error::{Error, Result};
 pub use fastreg::FastRegMr;
