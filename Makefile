@@ -143,7 +143,7 @@ deps-rdma-core:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(RDMA_CORE_PKGS) >/dev/null; }
 
 qemu-test: image deps-qemu abi deps-rdma-core
-	cargo build --release -q -p verbs --bins
+	cargo build --release -q -p verbs --bins --examples
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
 
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)

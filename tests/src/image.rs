@@ -44,7 +44,7 @@ pub fn verbs_tool(name: &str) -> PathBuf {
         let target_dir = root.join("target/tools");
         let status = Command::new(env!("CARGO"))
             .current_dir(&root)
-            .args(["build", "--release", "-q", "-p", "verbs", "--bins", "--target-dir"])
+            .args(["build", "--release", "-q", "-p", "verbs", "--bins", "--examples", "--target-dir"])
             .arg(&target_dir)
             .status()
             .expect("cannot run cargo to build the verbs tools");

@@ -449,3 +449,19 @@ fn reports(frames: &[&[u8]]) -> (Vec<(u8, [u8; 4])>, Vec<u8>) {
         ours.iter().filter(|f| f.len() >= 71 && f[12..14] == [0x86, 0xdd] && f[62] == 143).map(|f| f[70]).collect();
     (igmp, mld)
 }
+
+/// The library's example (rdma/host/verbs/examples/rdma_write.rs) does what
+/// its comment says: one process, two rings, a WRITE and a READ back.
+#[test]
+fn the_rdma_write_example_runs_between_two_appliances() {
+    let (_a, _b, s1, s2) = pair("example");
+    let example = tests::verbs_tool("examples/rdma_write");
+    let out = Command::new(&example)
+        .arg(&s1.path)
+        .arg(&s2.path)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (cargo build --release -p verbs --examples)", example.display()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{text}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("RDMA WRITE of 30 bytes from QP") && text.contains("READ back intact"), "{text}");
+}

@@ -29,6 +29,23 @@
 //! with one release store as the doorbell. Every failure is an [`Error`]
 //! with the errno a libibverbs call would give.
 //!
+//! A first look at an appliance (`make run` boots one whose ring is
+//! `/dev/shm/roce-appliance-1`); `examples/rdma_write.rs` goes on to an RDMA
+//! WRITE and READ between two:
+//!
+//! ```no_run
+//! use verbs::Context;
+//! # fn main() -> verbs::Result<()> {
+//! let ctx = Context::open("/dev/shm/roce-appliance-1".as_ref())?;
+//! for dev in ctx.devices()? {
+//!     let port = dev.query_port(1)?;
+//!     let gid = dev.query_gid(1, 1)?;
+//!     println!("{}: port 1 state {} gid[1] {:02x?}", dev.name(), port.state, gid.gid);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! All platform `unsafe` lives in `shm-host` (the mapping); this crate has
 //! none.
 #![deny(unsafe_code)]
