@@ -33,6 +33,12 @@ fn two_appliances_ping_each_other() {
     let out = b.cmd("ping 10.0.0.1 -c 2 -i 100 -s 1000").unwrap();
     assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
     assert!(out.contains("1008 bytes from 10.0.0.1"), "{out}");
+    // Each learnt the other as Linux would: the asker from the reply to its
+    // request (smoltcp's, for `ping`), the answerer from the request.
+    let out = a.cmd("ip neigh").unwrap();
+    assert!(out.contains("10.0.0.2 dev eth0 lladdr 52:54:00:00:00:02 REACHABLE"), "{out}");
+    let out = b.cmd("ip -4 neigh").unwrap();
+    assert!(out.contains("10.0.0.1 dev eth0 lladdr 52:54:00:00:00:01 "), "{out}");
 }
 
 /// IPv6 between two appliances: the link-local addresses from the MACs,
@@ -54,6 +60,9 @@ fn ipv6_addresses_ping_and_neighbours() {
     assert!(out.contains("PING fe80::5054:ff:fe00:2(fe80::5054:ff:fe00:2) 56 data bytes"), "{out}");
     assert!(out.contains("3 packets transmitted, 3 received, 0% packet loss"), "{out}");
     assert!(out.contains("64 bytes from fe80::5054:ff:fe00:2: icmp_seq=3 ttl=64 time="), "{out}");
+    // a learnt b from the advertisement its ping asked for.
+    let out = a.cmd("ip -6 neigh").unwrap();
+    assert!(out.contains("fe80::5054:ff:fe00:2 dev eth0 lladdr 52:54:00:00:00:02 REACHABLE"), "{out}");
     // b learnt a from a's solicitation for b's address.
     let out = b.cmd("ip -6 neigh").unwrap();
     assert!(out.contains("fe80::5054:ff:fe00:1 dev eth0 lladdr 52:54:00:00:00:01 STALE"), "{out}");

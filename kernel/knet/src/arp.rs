@@ -120,8 +120,13 @@ impl ArpTable {
             }
             return Ok(if answer { NeighInput::ReplyQueued } else { NeighInput::Updated });
         }
-        let state = if operation == ArpOperation::Reply && to_us { NeighState::Reachable } else { NeighState::Stale };
-        if self.learn(spa, sha, state, now, false) { Ok(NeighInput::Updated) } else { Ok(NeighInput::Ignored) }
+        let solicited = operation == ArpOperation::Reply && to_us;
+        let state = if solicited { NeighState::Reachable } else { NeighState::Stale };
+        // A reply to us for our address that we did not ask for was asked
+        // for by the stack we share the device with (smoltcp's `ping`): the
+        // host asked, so the host learns it, as Linux's one table would.
+        let create = solicited && !answer && self.is_local(tpa);
+        if self.learn(spa, sha, state, now, create) { Ok(NeighInput::Updated) } else { Ok(NeighInput::Ignored) }
     }
 }
 
@@ -241,6 +246,25 @@ mod tests {
         assert_eq!(n.process_arp(&req, t(0)), Ok(NeighInput::Updated));
         assert_eq!(sent(&mut n, t(0)), None);
         assert_eq!(n.entries().next().unwrap(), NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Stale });
+    }
+
+    #[test]
+    fn a_reply_the_shared_stack_asked_for_is_learnt_reachable() {
+        let cfg = NeighConfig { answer_requests: false, ..NeighConfig::default() };
+        let mut n = ArpTable::new(2, IfName::try_from("eth0").unwrap(), OURS, cfg);
+        n.set_local_addrs(&[Ipv4Cidr::new(MY_IP, 24)]);
+        // smoltcp's ping asked; the reply comes to our MAC and address.
+        let reply = arp(ArpOperation::Reply, OURS, PEER, PEER_IP, MY_IP);
+        assert_eq!(n.process_arp(&reply, t(0)), Ok(NeighInput::Updated));
+        assert_eq!(
+            n.entries().next().unwrap(),
+            NeighView { ip: PEER_IP, mac: Some(PEER), state: NeighState::Reachable }
+        );
+        // A reply to another address, or broadcast, still teaches nothing new.
+        let other = Ipv4Addr::new(10, 0, 0, 9);
+        let stray = arp(ArpOperation::Reply, OURS, MacAddr([2, 0, 0, 0, 0, 9]), other, Ipv4Addr::new(10, 0, 0, 77));
+        assert_eq!(n.process_arp(&stray, t(0)), Ok(NeighInput::Ignored));
+        assert_eq!(n.entries().count(), 1);
     }
 
     #[test]

@@ -231,12 +231,22 @@ impl NdTable {
         if target.is_multicast() || self.is_local(target) {
             return NeighInput::Ignored;
         }
-        let Some(e) = self.entry(target) else { return NeighInput::Ignored };
+        let solicited = flags.contains(NdiscNeighborFlags::SOLICITED);
+        let Some(e) = self.entry(target) else {
+            // Solicited by the stack we share the device with (see ARP's
+            // replies): the host asked, so the host learns it.
+            return match lladdr {
+                Some(mac) if solicited && !self.config().answer_requests => {
+                    self.learn(target, mac, NeighState::Reachable, now, true);
+                    NeighInput::Updated
+                }
+                _ => NeighInput::Ignored,
+            };
+        };
         let (old_mac, old_state) = (e.mac, e.state);
         // Without the option the entry's own MAC is confirmed, if it has one.
         let Some(mac) = lladdr.or(old_mac) else { return NeighInput::Ignored };
-        let state =
-            if flags.contains(NdiscNeighborFlags::SOLICITED) { NeighState::Reachable } else { NeighState::Stale };
+        let state = if solicited { NeighState::Reachable } else { NeighState::Stale };
         let valid = !matches!(old_state, NeighState::Incomplete | NeighState::Failed);
         if valid && old_mac != Some(mac) && !flags.contains(NdiscNeighborFlags::OVERRIDE) {
             self.suspect(target, now);
@@ -438,11 +448,22 @@ mod tests {
 
     #[test]
     fn refuses_and_ignores() {
-        let mut n = table();
+        // The only stack on its device did not ask for this advertisement
+        // of an unknown neighbour: nothing learnt.
+        let mut n = table_with(NeighConfig::default());
         let flags = NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE;
-        // Unsolicited advertisement for an unknown neighbour: nothing learnt.
         assert_eq!(n.process_ndisc(&na(flags, Some(PEER)), t(0)), Ok(NeighInput::Ignored));
         assert_eq!(n.entries().count(), 0);
+        // Sharing the device with smoltcp, a solicited one was smoltcp's
+        // question: learnt; an unsolicited one still is not.
+        let mut shared = table();
+        assert_eq!(shared.process_ndisc(&na(NdiscNeighborFlags::OVERRIDE, Some(PEER)), t(0)), Ok(NeighInput::Ignored));
+        assert_eq!(shared.entries().count(), 0);
+        assert_eq!(shared.process_ndisc(&na(flags, Some(PEER)), t(0)), Ok(NeighInput::Updated));
+        assert_eq!(
+            shared.entries().next().unwrap(),
+            NeighView { ip: peer_ll(), mac: Some(PEER), state: NeighState::Reachable }
+        );
         n.lookup_or_request(peer_ll(), t(0));
         // Through a router (hop limit 254).
         let nd = NdiscRepr::NeighborAdvert { flags, target_addr: peer_ll(), lladdr: ll(PEER) };
