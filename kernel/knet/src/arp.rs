@@ -42,6 +42,12 @@ impl Family for Arp {
         local.iter().find(|c| c.contains_addr(&target)).or(local.first()).map(|c| c.address())
     }
 
+    /// An ARP announcement (RFC 5227 3): a broadcast request for our own
+    /// address, from it.
+    fn announcement(addr: Ipv4Addr) -> Option<Tx<Ipv4Addr>> {
+        Some(Tx::Request { dst_mac: None, src: addr, target: addr })
+    }
+
     fn emit(buf: &mut [u8], mac: MacAddr, tx: &Tx<Ipv4Addr>) -> usize {
         let (operation, eth_dst, tha, spa, tpa) = match *tx {
             Tx::Request { dst_mac, src, target } => {
@@ -382,6 +388,40 @@ mod tests {
         assert_eq!(n.take_completion(), Some((PEER_IP, Resolution::Failed)));
         let mut buf = [0u8; 41];
         assert_eq!(n.poll_transmit(t(0), &mut buf), Err(BufferTooSmall));
+    }
+
+    #[test]
+    fn an_address_that_comes_up_is_announced_once() {
+        use crate::netdev::{NetdevConfig, Netdevs};
+        let mut devs = Netdevs::new();
+        devs.register(&NetdevConfig::ethernet(OURS)).unwrap();
+        let mut n = ArpTable::new(2, IfName::try_from("eth0").unwrap(), OURS, NeighConfig::default());
+        // The chain keeps what it queued: hand over only the new events.
+        let mut seen = 0;
+        let mut apply = |devs: &mut Netdevs, n: &mut ArpTable| {
+            let evs: Vec<_> = devs.chain().queued().skip(seen).cloned().collect();
+            seen += evs.len();
+            evs.iter().for_each(|e| n.apply_event(e));
+        };
+        // Added while down: nothing said yet.
+        devs.add_ipv4("eth0", parse_ipv4_cidr("10.0.0.1/24").unwrap()).unwrap();
+        apply(&mut devs, &mut n);
+        assert_eq!(sent(&mut n, t(0)), None);
+        // Up: a broadcast request for our own address, from it.
+        devs.set_up("eth0", true).unwrap();
+        apply(&mut devs, &mut n);
+        let announce = Some((MacAddr::BROADCAST, ArpOperation::Request, MY_IP, MacAddr([0; 6]), MY_IP));
+        assert_eq!(sent(&mut n, t(0)), announce);
+        assert_eq!(sent(&mut n, t(0)), None);
+        // A second address while up: that one alone.
+        let second = Ipv4Addr::new(10, 0, 1, 1);
+        devs.add_ipv4("eth0", parse_ipv4_cidr("10.0.1.1/24").unwrap()).unwrap();
+        apply(&mut devs, &mut n);
+        assert_eq!(
+            sent(&mut n, t(0)),
+            Some((MacAddr::BROADCAST, ArpOperation::Request, second, MacAddr([0; 6]), second))
+        );
+        assert_eq!(sent(&mut n, t(0)), None);
     }
 
     proptest::proptest! {

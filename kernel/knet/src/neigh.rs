@@ -68,6 +68,12 @@ pub trait Family {
     /// Writes `tx` from `mac` into `buf` (at least [`Family::FRAME_LEN`] bytes)
     /// and returns the frame's length.
     fn emit(buf: &mut [u8], mac: MacAddr, tx: &Tx<Self::Addr>) -> usize;
+    /// What tells the segment that `addr` is ours at our MAC when it comes
+    /// up or moves (a switch learns our port from it, neighbours their
+    /// entry), if the family sends one.
+    fn announcement(_addr: Self::Addr) -> Option<Tx<Self::Addr>> {
+        None
+    }
 }
 
 /// A frame the table wants sent.
@@ -240,7 +246,25 @@ impl<F: Family> NeighTable<F> {
             return;
         }
         self.dev = IfName::try_from(ev.dev.name.as_str()).unwrap_or_default();
-        self.local = F::locals(&ev.dev);
+        let before = core::mem::replace(&mut self.local, F::locals(&ev.dev));
+        // Announce what became reachable: an address added while running, or
+        // every address when the device comes up, gets carrier or a new MAC.
+        let running = ev.dev.up && ev.dev.carrier;
+        let all_new =
+            matches!(ev.kind, NetdevEventKind::Up | NetdevEventKind::Change | NetdevEventKind::ChangeAddr { .. });
+        if running {
+            let fresh: Vec<F::Addr> = self
+                .local
+                .iter()
+                .map(F::address)
+                .filter(|a| all_new || !before.iter().any(|b| F::address(b) == *a))
+                .collect();
+            for a in fresh {
+                if let Some(tx) = F::announcement(a) {
+                    self.replies.push_back(tx);
+                }
+            }
+        }
         match ev.kind {
             NetdevEventKind::ChangeAddr { .. } => {
                 self.mac = ev.dev.mac;
