@@ -42,7 +42,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric
 
 all: image
 
@@ -211,18 +211,30 @@ deps-fonts:
 	@test -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf || \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq fonts-dejavu-core >/dev/null
 
+## deps-vde: Debian's vde2, the L2 switch of the N-node tests (idempotent, quiet)
+deps-vde:
+	@command -v vde_switch >/dev/null || { \
+		echo "installing vde2 ..."; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq vde2 >/dev/null; }
+
+## fabric: four appliances and a Linux rdma_rxe peer on one vde_switch: full-mesh RC
+## with checked data, pingpongs with Linux, one node killed and rebooted (tests/tests/fabric.rs)
+fabric: image deps-qemu deps-vde linux-peer
+	APPLIANCE_IMAGE=$(IMAGE) cargo test -p tests --test fabric -- --ignored --nocapture
+
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs: pingpongs;
 ## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:
 ## rdmacm-utils against the host tools; tests/tests/ext_interop.rs: memory windows,
 ## fast registration, SEND WITH INVALIDATE), one QEMU pair at a time
 interop: image deps-qemu deps-tshark linux-peer
-interop: abi deps-rdma-core
+interop: abi deps-rdma-core deps-vde
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test perftest --test cm --test ext_interop -- --ignored --test-threads=1 --nocapture
 	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
 		-- --ignored --test-threads=1 --nocapture
 	cargo test -p librdmacm --test programs perftest -- --ignored
+	APPLIANCE_IMAGE=$(IMAGE) cargo test -p tests --test fabric -- --ignored --nocapture
 
 clean:
 	cargo clean

@@ -23,6 +23,7 @@ pub mod rc;
 pub mod relay;
 pub mod report;
 pub mod tool;
+mod vde;
 
 pub use console::PROMPT;
 pub use guest::Running;
@@ -33,6 +34,7 @@ pub use linux::{
 };
 pub use make_run::MakeRun;
 pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, Options};
+pub use vde::VdeSwitch;
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.
 pub fn free_udp_port() -> u16 {

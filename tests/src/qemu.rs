@@ -26,7 +26,8 @@ impl Accel {
     }
 }
 
-/// A virtio-net NIC on a point-to-point UDP wire over 127.0.0.1.
+/// A virtio-net NIC on a point-to-point UDP wire over 127.0.0.1, or on a
+/// port of a switch.
 #[derive(Clone, Debug)]
 pub struct Nic {
     pub mac: String,
@@ -36,12 +37,28 @@ pub struct Nic {
     pub peer_port: u16,
     /// MTU the device advertises (virtio's `host_mtu`); 1500 when `None`.
     pub host_mtu: Option<u32>,
+    /// Instead of the UDP wire: the socket directory of a
+    /// [`VdeSwitch`](crate::VdeSwitch) (the ports are then unused).
+    pub switch: Option<PathBuf>,
 }
 
 impl Nic {
     /// A NIC with the default MTU.
     pub fn new(mac: &str, local_port: u16, peer_port: u16) -> Self {
-        Nic { mac: mac.into(), local_port, peer_port, host_mtu: None }
+        Nic { mac: mac.into(), local_port, peer_port, host_mtu: None, switch: None }
+    }
+
+    /// A NIC on a port of `switch`.
+    pub fn on_switch(mac: &str, switch: &crate::VdeSwitch) -> Self {
+        Nic { switch: Some(switch.dir.clone()), ..Nic::new(mac, 0, 0) }
+    }
+
+    /// QEMU's `-netdev` for this NIC, with `id`.
+    pub(crate) fn netdev(&self, id: &str) -> String {
+        match &self.switch {
+            Some(dir) => format!("vde,id={id},sock={}", dir.display()),
+            None => format!("socket,id={id},udp=127.0.0.1:{},localaddr=127.0.0.1:{}", self.peer_port, self.local_port),
+        }
     }
 }
 
@@ -281,7 +298,7 @@ pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
     if let Some(nic) = &opts.nic {
         cmd.args([
             "-netdev",
-            &format!("socket,id=n0,udp=127.0.0.1:{},localaddr=127.0.0.1:{}", nic.peer_port, nic.local_port),
+            &nic.netdev("n0"),
             "-device",
             &format!(
                 "virtio-net-pci,netdev=n0,mac={}{}",
