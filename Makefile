@@ -179,13 +179,15 @@ bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma
 
-## fuzz: the frame parser fuzzers (rdma/tests/fuzz_frame.rs) and the ring command
-## dispatcher fuzzers (rdma/verbs-ring) at FUZZ_CASES (10M) cases each (~9 min), then the
+## fuzz: the frame parser fuzzers (rdma/tests/fuzz_frame.rs), the ring command dispatcher
+## fuzzers (rdma/verbs-ring) and hostile commands against the real provider (rdma uverbs)
+## at FUZZ_CASES (10M) cases or commands each (~7 min), then the
 ## property tests of the parsers, with many more cases, and every fault schedule of the
 ## first 6 frames for each operation kind (rdma/tests/fault_schedules.rs)
 fuzz:
 	FUZZ_CASES=$${FUZZ_CASES:-10000000} cargo test --release -p rdma --test fuzz_frame
 	FUZZ_CASES=$${FUZZ_CASES:-10000000} cargo test --release -p verbs-ring fuzz_
+	FUZZ_CASES=$${FUZZ_CASES:-10000000} cargo test --release -p rdma --lib hostile_command
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} FAULT_FRAMES=$${FAULT_FRAMES:-6} cargo test --release -p rdma -p kbase
 
 ## fuzz-wire: FUZZ_WIRE_FRAMES (1,000,000) fuzzed frames into a running appliance while a
