@@ -42,7 +42,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric
 
 all: image
 
@@ -179,10 +179,24 @@ bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma
 
-## fuzz: the property tests of the parsers, with many more cases, and every fault
-## schedule of the first 6 frames for each operation kind (rdma/tests/fault_schedules.rs)
+## fuzz: the frame parser fuzzers (rdma/tests/fuzz_frame.rs), the ring command dispatcher
+## fuzzers (rdma/verbs-ring) and hostile commands against the real provider (rdma uverbs)
+## at FUZZ_CASES (10M) cases or commands each (~7 min), then the
+## property tests of the parsers, with many more cases, and every fault schedule of the
+## first 6 frames for each operation kind (rdma/tests/fault_schedules.rs)
 fuzz:
+	FUZZ_CASES=$${FUZZ_CASES:-10000000} cargo test --release -p rdma --test fuzz_frame
+	FUZZ_CASES=$${FUZZ_CASES:-10000000} cargo test --release -p verbs-ring fuzz_
+	FUZZ_CASES=$${FUZZ_CASES:-10000000} cargo test --release -p rdma --lib hostile_command
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} FAULT_FRAMES=$${FAULT_FRAMES:-6} cargo test --release -p rdma -p kbase
+
+## fuzz-wire: FUZZ_WIRE_FRAMES (1,000,000) fuzzed frames into a running appliance while a
+## checker RC QP keeps verifying data (tests/tests/fuzz_wire.rs); prints the per-reason counters
+FUZZ_WIRE_FRAMES ?= 1000000
+fuzz-wire: image deps-qemu
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) FUZZ_WIRE_FRAMES=$(FUZZ_WIRE_FRAMES) \
+		cargo test -p tests --test fuzz_wire -- --ignored --test-threads=1 --nocapture
 
 ## linux-peer: build the Linux rdma_rxe peer guest (kernel + initramfs from Debian
 ## bookworm packages) into target/linux-peer/, once

@@ -4,8 +4,9 @@
 //! Three generators reach different depths: raw bytes (mostly stopped at Ethernet/IP),
 //! mutated golden frames (every layer, mostly stopped by the ICRC), and random RoCE
 //! bytes inside valid Ethernet/IP/UDP headers with a correct ICRC (the opcode table and
-//! header checks). The case count of each is `PROPTEST_CASES`, default 2048; a long
-//! run: `PROPTEST_CASES=1000000 cargo test -p rdma --release --test fuzz_frame`.
+//! header checks). The case count of each is `FUZZ_CASES` (`make fuzz` gives 10
+//! million), else `PROPTEST_CASES`, else 2048; a long run by hand:
+//! `FUZZ_CASES=10000000 cargo test -p rdma --release --test fuzz_frame`.
 
 mod common;
 
@@ -14,7 +15,8 @@ use rdma::wire::frame;
 use rdma::wire::icrc;
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2048)
+    let var = |name| std::env::var(name).ok().and_then(|v: String| v.replace('_', "").parse().ok());
+    var("FUZZ_CASES").or_else(|| var("PROPTEST_CASES")).unwrap_or(2048)
 }
 
 /// If `bytes` parse, the repr must emit and parse back to itself.

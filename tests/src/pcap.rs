@@ -69,3 +69,45 @@ pub fn check_roce_capture(file: &std::path::Path, min_roce: usize) {
         }
     }
 }
+
+/// The frames of a pcapng file (Ethernet link; enhanced and simple packet
+/// blocks, either byte order; other blocks skipped), or why it is not one:
+/// the golden captures under `rdma/tests/fixtures` are pcapng.
+pub fn pcapng_frames(bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+    const SECTION: u32 = 0x0A0D_0D0A;
+    const MAGIC: u32 = 0x1A2B_3C4D;
+    let raw = |at: usize| bytes.get(at..at + 4).map(|b| [b[0], b[1], b[2], b[3]]);
+    let mut little = true;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let head = raw(at).ok_or("a block header is cut short")?;
+        if u32::from_le_bytes(head) == SECTION {
+            let magic = raw(at + 8).ok_or("a section header is cut short")?;
+            little = match (u32::from_le_bytes(magic), u32::from_be_bytes(magic)) {
+                (MAGIC, _) => true,
+                (_, MAGIC) => false,
+                _ => return Err("bad byte-order magic".into()),
+            };
+        }
+        let word = |at: usize| raw(at).map(|b| if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) });
+        let kind = word(at).ok_or("a block header is cut short")?;
+        let len = word(at + 4).ok_or("a block header is cut short")? as usize;
+        if len < 12 || !len.is_multiple_of(4) || at + len > bytes.len() {
+            return Err(format!("a block of bad length {len} at {at}"));
+        }
+        let body = at + 8;
+        let frame = match kind {
+            // Enhanced packet: interface, timestamp (2 words), captured, original, data.
+            6 => word(body + 12).map(|n| (body + 20, n as usize)),
+            // Simple packet: original length, data.
+            3 => word(body).map(|n| (body + 4, (n as usize).min(len - 16))),
+            _ => None,
+        };
+        if let Some((from, n)) = frame {
+            out.push(bytes.get(from..from + n).ok_or("a packet is cut short")?);
+        }
+        at += len;
+    }
+    Ok(out)
+}

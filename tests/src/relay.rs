@@ -36,16 +36,23 @@ pub struct Relay {
     pub port_a: u16,
     /// Where side B's netdev sends.
     pub port_b: u16,
+    /// Where side A's netdev listens: frames sent here reach A as if from the wire.
+    pub a_local: u16,
+    /// Where side B's netdev listens.
+    pub b_local: u16,
     pub counts: Arc<Counts>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
 
-/// A small, seeded generator (splitmix64): the same seed, the same faults.
-struct Rng(u64);
+/// A small, seeded generator (splitmix64): the same seed, the same faults
+/// (and, in [`crate::fuzz`], the same fuzzed frames).
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    // A draw of the generator, never ending: not an `Iterator`.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -53,8 +60,13 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn chance(&mut self, p: f64) -> bool {
+    pub fn chance(&mut self, p: f64) -> bool {
         ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
     }
 }
 
@@ -75,7 +87,7 @@ impl Relay {
             let (stop, counts) = (stop.clone(), counts.clone());
             threads.push(std::thread::spawn(move || forward(rx, tx, to, faults, Rng(seed), &stop, &counts)));
         }
-        Ok(Relay { port_a, port_b, counts, stop, threads })
+        Ok(Relay { port_a, port_b, a_local, b_local, counts, stop, threads })
     }
 
     /// `dropped/duplicated/reordered/corrupted of frames`, for logs.
@@ -91,6 +103,60 @@ impl Relay {
             g(&c.corrupted)
         )
     }
+}
+
+/// Frames put on the wire towards one side beside the relayed traffic: QEMU's
+/// UDP netdev takes a datagram from any sender, so one more socket is one more
+/// station on the segment.
+pub struct Injector {
+    socket: UdpSocket,
+    to: u16,
+}
+
+impl Relay {
+    /// An injector whose frames side A receives.
+    pub fn injector_to_a(&self) -> std::io::Result<Injector> {
+        Injector::new(self.a_local)
+    }
+}
+
+impl Injector {
+    /// Frames to the netdev listening on 127.0.0.1:`to`.
+    pub fn new(to: u16) -> std::io::Result<Injector> {
+        Ok(Injector { socket: UdpSocket::bind("127.0.0.1:0")?, to })
+    }
+
+    /// Sends one frame. An empty one is refused: no wire carries one, and
+    /// QEMU's UDP netdev takes an empty datagram for the end of the
+    /// connection and stops receiving for good.
+    pub fn send(&self, frame: &[u8]) -> std::io::Result<()> {
+        if frame.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "an empty frame"));
+        }
+        self.socket.send_to(frame, ("127.0.0.1", self.to)).map(|_| ())
+    }
+
+    /// The receiving netdev socket's queue, from `/proc/net/udp`: bytes waiting
+    /// for QEMU to read and datagrams the kernel dropped because the queue was
+    /// full. Pacing on it keeps the relayed traffic from being crowded out.
+    pub fn queue(&self) -> Option<(u64, u64)> {
+        udp_queue(&std::fs::read_to_string("/proc/net/udp").ok()?, self.to)
+    }
+}
+
+/// `(rx_queue bytes, drops)` of the socket bound to 127.0.0.1:`port` in a
+/// `/proc/net/udp` listing.
+fn udp_queue(table: &str, port: u16) -> Option<(u64, u64)> {
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(1) != Some(&local.as_str()) {
+            return None;
+        }
+        let rx = u64::from_str_radix(f.get(4)?.split(':').nth(1)?, 16).ok()?;
+        let drops = f.last()?.parse().ok()?;
+        Some((rx, drops))
+    })
 }
 
 fn forward(rx: UdpSocket, tx: UdpSocket, to: u16, f: Faults, mut rng: Rng, stop: &AtomicBool, c: &Counts) {
@@ -158,5 +224,24 @@ mod tests {
         assert!((0..100).all(|_| x.chance(0.3) == y.chance(0.3)));
         let hits = (0..10_000).filter(|_| x.chance(0.05)).count();
         assert!((400..600).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn an_injected_frame_arrives_and_its_queue_is_read() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let port = a.local_addr().unwrap().port();
+        let inj = Injector::new(port).unwrap();
+        inj.send(&[7; 64]).unwrap();
+        inj.send(&[8; 64]).unwrap();
+        // Both wait in the queue until read.
+        let (queued, drops) = inj.queue().expect("the socket is listed");
+        assert!(queued >= 128 && drops == 0, "{queued} {drops}");
+        let mut buf = [0u8; 100];
+        assert_eq!((a.recv(&mut buf).unwrap(), buf[0]), (64, 7));
+        let line = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+                    1: 0100007F:1F90 00000000:0000 07 00000000:00000A00 00:00000000 00000000 1000 0 1 2 0000000000000000 5\n";
+        assert_eq!(udp_queue(line, 0x1f90), Some((0xa00, 5)));
+        assert_eq!(udp_queue(line, 0x1f91), None);
     }
 }

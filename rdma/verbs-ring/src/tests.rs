@@ -936,8 +936,26 @@ fn small_handles(mut b: Vec<u8>) -> Vec<u8> {
     b
 }
 
+/// Cases of the one-command fuzzer: `FUZZ_CASES` (`make fuzz` gives 10
+/// million), else 256.
+fn fuzz_cases() -> u32 {
+    std::env::var("FUZZ_CASES").ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(256)
+}
+
+/// Cases of the command-sequence fuzzer: as many commands as the one-command
+/// fuzzer has cases (a sequence averages 30), at least 256 sequences.
+fn fuzz_sequence_cases() -> u32 {
+    (fuzz_cases() / 30).max(256)
+}
+
+/// Cases of the ring-index fuzzer, a tenth (each case attaches a context
+/// and ticks the firmware up to 5 times), at least 256.
+fn fuzz_ring_cases() -> u32 {
+    (fuzz_cases() / 10).max(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn fuzz_random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300), ctx in 0u32..4) {
@@ -955,6 +973,10 @@ proptest! {
         }
         check_invariants(&h);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: fuzz_sequence_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn fuzz_command_sequences_keep_ownership_consistent(cmds in prop::collection::vec(any_command(), 1..60)) {
@@ -976,6 +998,10 @@ proptest! {
         check_invariants(&h);
         prop_assert!(h.p.live.is_empty());
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: fuzz_ring_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn fuzz_ring_indices_and_slots(
