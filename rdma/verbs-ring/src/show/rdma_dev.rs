@@ -3,6 +3,7 @@
 
 use core::fmt::{self, Write};
 
+use super::json::JsonObject;
 use super::words::{Guid, name};
 use crate::cmd::LinkInfo;
 
@@ -18,6 +19,15 @@ pub fn write(out: &mut dyn Write, l: &LinkInfo) -> fmt::Result {
     writeln!(out)
 }
 
+/// One device as `rdma -j dev` prints it.
+pub fn write_json(o: &mut JsonObject<'_, '_>, l: &LinkInfo) -> fmt::Result {
+    o.uint("ifindex", u64::from(l.dev_index))?;
+    o.str("ifname", name(&l.dev_name))?;
+    o.str("node_type", "ca")?;
+    o.str("node_guid", &alloc::format!("{}", Guid(l.node_guid)))?;
+    o.str("sys_image_guid", &alloc::format!("{}", Guid(l.sys_image_guid)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -29,5 +39,13 @@ mod tests {
         let mut s = String::new();
         write(&mut s, &fixture::link()).unwrap();
         assert_eq!(s, "0: rxe0: node_type ca node_guid 5054:00ff:fe00:0001 sys_image_guid 5054:00ff:fe00:0001 \n");
+        let mut s = String::new();
+        let mut l = crate::show::json::JsonList::new(&mut s, false).unwrap();
+        l.object(|o| write_json(o, &fixture::link())).unwrap();
+        l.finish().unwrap();
+        assert_eq!(
+            s,
+            "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"node_type\":\"ca\",\"node_guid\":\"5054:00ff:fe00:0001\",\"sys_image_guid\":\"5054:00ff:fe00:0001\"}]\n"
+        );
     }
 }

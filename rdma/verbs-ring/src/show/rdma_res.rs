@@ -5,16 +5,34 @@
 
 use core::fmt::{self, Write};
 
+use super::json::JsonObject;
 use crate::cmd::ResourceCounts;
 
 /// One device's line from its QUERY_RESOURCES answer (counts by kind in
 /// teardown order: qp, ah, srq, mr, cq, pd; address handles are not listed,
 /// as Linux lists none).
 pub fn write(out: &mut dyn Write, index: u32, dev: &str, r: &ResourceCounts) -> fmt::Result {
+    write!(out, "{index}: {dev}: ")?;
+    for (name, n) in by_name(r) {
+        write!(out, "{name} {n} ")?;
+    }
+    writeln!(out)
+}
+
+/// The line as `rdma -j resource show` prints it.
+pub fn write_json(o: &mut JsonObject<'_, '_>, index: u32, dev: &str, r: &ResourceCounts) -> fmt::Result {
+    o.uint("ifindex", u64::from(index))?;
+    o.str("ifname", dev)?;
+    for (name, n) in by_name(r) {
+        o.uint(name, u64::from(n))?;
+    }
+    Ok(())
+}
+
+/// The counts in nldev's order, by iproute2's names.
+fn by_name(r: &ResourceCounts) -> [(&'static str, u32); 7] {
     let [qp, _ah, srq, mr, cq, pd] = r.counts;
-    let cm_id = r.reserved;
-    let ctx = r.contexts;
-    writeln!(out, "{index}: {dev}: pd {pd} cq {cq} qp {qp} cm_id {cm_id} mr {mr} ctx {ctx} srq {srq} ")
+    [("pd", pd), ("cq", cq), ("qp", qp), ("cm_id", r.reserved), ("mr", mr), ("ctx", r.contexts), ("srq", srq)]
 }
 
 #[cfg(test)]
@@ -29,5 +47,14 @@ mod tests {
         write(&mut s, 0, "rxe0", &r).unwrap();
         // Linux 6.1's rxe0 with an ibv_rc_pingpong server and an rping server.
         assert_eq!(s, "0: rxe0: pd 3 cq 2 qp 2 cm_id 1 mr 1 ctx 2 srq 0 \n");
+        let mut s = String::new();
+        let mut l = crate::show::json::JsonList::new(&mut s, true).unwrap();
+        l.object(|o| write_json(o, 0, "rxe0", &r)).unwrap();
+        l.finish().unwrap();
+        assert!(
+            s.starts_with("[ {\n        \"ifindex\": 0,\n        \"ifname\": \"rxe0\",\n        \"pd\": 3,\n"),
+            "{s}"
+        );
+        assert!(s.ends_with("        \"srq\": 0\n    } ]\n"), "{s}");
     }
 }
