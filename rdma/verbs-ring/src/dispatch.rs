@@ -591,6 +591,26 @@ impl Dispatcher {
         self.objs.values().filter(|o| o.kind == kind && ctx.is_none_or(|c| c == o.ctx)).count()
     }
 
+    /// QUERY_RESOURCES: objects on `dev` by kind, hosts' and the
+    /// provider's own (the GSI QP), and the contexts owning some.
+    pub fn resource_counts<P: VerbsProvider + ?Sized>(&self, p: &mut P, dev: u32) -> ResourceCounts {
+        let mut counts = [0u32; 6];
+        let mut owners = alloc::collections::BTreeSet::new();
+        for o in self.objs.values().filter(|o| o.dev == dev) {
+            // CM ids have no device here: counted apart, below.
+            if let Some(c) = counts.get_mut(o.kind.index()) {
+                *c += 1;
+            }
+            owners.insert(o.ctx);
+        }
+        for (kind, i) in [(res_kind::QP, ObjKind::Qp), (res_kind::CQ, ObjKind::Cq), (res_kind::PD, ObjKind::Pd)] {
+            let n = p.kernel_resources(dev, kind).len() as u32;
+            counts[i.index()] = counts[i.index()].saturating_add(n);
+        }
+        let cm_ids = self.count(None, ObjKind::CmId) as u32;
+        ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids }
+    }
+
     /// RES_ENTRY: the first object of `kind` (one of [`res_kind`]) on `dev`
     /// at or after `cursor`, hosts' objects by handle, then the provider's
     /// own ([`VerbsProvider::kernel_resources`]) from [`RES_KERNEL_CURSOR`];
@@ -821,17 +841,7 @@ impl Dispatcher {
             }
             nr::QUERY_RESOURCES => {
                 let r: DevReq = decode(req)?;
-                let mut counts = [0u32; 6];
-                let mut owners = alloc::collections::BTreeSet::new();
-                for o in self.objs.values().filter(|o| o.dev == r.dev_index) {
-                    // CM ids have no device here: counted apart, below.
-                    if let Some(c) = counts.get_mut(o.kind.index()) {
-                        *c += 1;
-                    }
-                    owners.insert(o.ctx);
-                }
-                let cm_ids = self.count(None, ObjKind::CmId) as u32;
-                reply(out, ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids })
+                reply(out, self.resource_counts(p, r.dev_index))
             }
             nr::RES_ENTRY => {
                 let r: ResEntryReq = decode(req)?;
