@@ -154,7 +154,7 @@ fn link(ctx: &Context, out: Out, cmd: &str, rest: &[String]) -> verbs::Result<()
         let links: Vec<_> = ctx
             .links()?
             .into_iter()
-            .filter(|l| !dev.as_ref().is_some_and(|d| *d != l.name) && !port.is_some_and(|p| p != l.port))
+            .filter(|l| dev.as_ref().is_none_or(|d| *d == l.name) && port.is_none_or(|p| p == l.port))
             .map(|l| l.info)
             .collect();
         if let (Some(d), true) = (dev, links.is_empty()) {
