@@ -871,3 +871,18 @@ mod tests {
         assert!(!range_within(9, 1, 10, 5));
     }
 }
+
+#[cfg(test)]
+mod comm_tests {
+    use super::sanitize_comm;
+
+    #[test]
+    fn a_lying_host_comm_is_bounded_and_printable() {
+        assert_eq!(&sanitize_comm(b"rping\0garbage")[..6], b"rping\0");
+        // No NUL at all, quotes, blanks, control and non-ASCII bytes.
+        let c = sanitize_comm(b"a\"b c\n\xff0123456789abcdef");
+        assert_eq!(&c[..15], b"a?b?c??01234567");
+        assert_eq!(c[15], 0);
+        assert_eq!(sanitize_comm(b""), [0; 16]);
+    }
+}
