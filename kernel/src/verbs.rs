@@ -201,7 +201,7 @@ impl Verbs {
         let mut res = rdma::core::console::Resources::default();
         for dev in devs {
             res.counts.push((dev, d.resource_counts(&mut p, dev)));
-            for kind in [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD] {
+            for kind in [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD, res_kind::CM_ID] {
                 let mut cursor = 0;
                 while let Ok(e) = d.res_entry(&*self.mem, &mut p, dev, kind, cursor) {
                     res.entries.push(e);

@@ -40,7 +40,6 @@ const MASKED: &[&str] = &[
     "rq-psn",
     "cqe",
     "mrlen",
-    "src-addr",
     "pd",
     "cq",
     "qp",
@@ -203,41 +202,48 @@ fn mask_json(text: &str) -> String {
     out
 }
 
-/// Lines of a Linux fixture about objects the appliance has too: not
-/// `rping`'s (its server is not run on the appliance: our librdmacm lists
-/// no cm_id yet), not the kernel's PD and CQ (the appliance's GSI is not
-/// built on a PD and a CQ, it has none of its own; its QP1 is listed).
+/// Whether a Linux fixture's object is one the appliance has too in the
+/// same state: not the kernel's PD and CQ (the appliance's GSI is not built
+/// on a PD and a CQ, it has none of its own; its QP1 is listed), not the
+/// PD rdma-core's librdmacm allocates for `rping` when its id binds to the
+/// device (our librdmacm allocates PDs only when the program asks).
+fn kept(object: &str) -> bool {
+    let kernel_pd_or_cq = object.contains("ib_core") && !object.contains("lqpn");
+    let rping_pd = object.contains("rping") && object.contains("pdn");
+    !kernel_pd_or_cq && !rping_pd
+}
+
+/// The lines of a Linux fixture about objects the appliance has too ([`kept`]).
 fn comparable(text: &str) -> String {
-    text.lines()
-        .filter(|l| !l.contains("rping") && (!l.contains("[ib_core]") || l.contains("lqpn")))
-        .map(|l| format!("{l}\n"))
-        .collect()
+    text.lines().filter(|l| kept(l)).map(|l| format!("{l}\n")).collect()
 }
 
 /// The same, for a JSON list: the objects kept, in order.
 fn comparable_json(text: &str) -> String {
     let body = text.trim_end().trim_start_matches('[').trim_end_matches(']');
-    let kept: Vec<&str> = body
-        .split("},{")
-        .map(|o| o.trim_start_matches('{').trim_end_matches('}'))
-        .filter(|o| !o.contains("\"rping\"") && (!o.contains("\"ib_core\"") || o.contains("lqpn")))
-        .collect();
+    let kept: Vec<&str> =
+        body.split("},{").map(|o| o.trim_start_matches('{').trim_end_matches('}')).filter(|o| kept(o)).collect();
     format!("[{}]\n", kept.iter().map(|o| format!("{{{o}}}")).collect::<Vec<_>>().join(","))
 }
 
-/// `rdma resource show` and its `qp|cq|mr|pd` listings, text and JSON, on
-/// the console and from the host tool, with Debian's `ibv_rc_pingpong`
-/// server (over our libibverbs) waiting for its client as the Linux
-/// capture had one: its QP in INIT, its CQ, MR and PD, and the GSI QP1.
+/// `rdma resource show` and its `qp|cq|mr|pd|cm_id` listings, text and
+/// JSON, on the console and from the host tool, with Debian's
+/// `ibv_rc_pingpong` server waiting for its client and `rping` listening
+/// (over our libibverbs and librdmacm) as the Linux capture had them: the
+/// pingpong's QP in INIT, its CQ, MR and PD, rping's listening id, and the
+/// GSI QP1.
 #[test]
 fn rdma_resource_listings_match_linux() {
     let (mut a, shm) = boot("golden-res");
     let port = free_udp_port();
     let server =
         tests::tool::spawn_unmodified("ibv_rc_pingpong", &shm.path, &format!("-d rxe0 -g 1 -p {port}")).unwrap();
+    let rping = tests::tool::spawn_unmodified("rping", &shm.path, "-s -a 10.0.0.3 -p 7471").unwrap();
     let start = std::time::Instant::now();
-    while !host(&shm, "rdma", "resource show qp").1.contains("ibv_rc_pingpong") {
-        assert!(start.elapsed() < WAIT, "no QP of ibv_rc_pingpong listed");
+    while !host(&shm, "rdma", "resource show qp").1.contains("ibv_rc_pingpong")
+        || !host(&shm, "rdma", "resource show cm_id").1.contains("LISTEN")
+    {
+        assert!(start.elapsed() < WAIT, "no QP of ibv_rc_pingpong or listening rping listed");
         std::thread::sleep(Duration::from_millis(200));
     }
     let cases: &[(&str, &str)] = &[
@@ -249,12 +255,14 @@ fn rdma_resource_listings_match_linux() {
         ("rdma-resource-cq", "resource show cq"),
         ("rdma-resource-mr", "resource show mr"),
         ("rdma-resource-pd", "resource show pd"),
+        ("rdma-resource-cm_id", "resource show cm_id"),
         ("rdma-j-resource", "-j resource show"),
         ("rdma-jp-resource", "-j -p resource show"),
         ("rdma-j-resource-qp", "-j resource show qp"),
         ("rdma-j-resource-cq", "-j resource show cq"),
         ("rdma-j-resource-mr", "-j resource show mr"),
         ("rdma-j-resource-pd", "-j resource show pd"),
+        ("rdma-j-resource-cm_id", "-j resource show cm_id"),
     ];
     for &(name, args) in cases {
         let json = args.contains("-j");
@@ -272,9 +280,10 @@ fn rdma_resource_listings_match_linux() {
         assert!(ok, "host `rdma {args}` failed:\n{out}");
         check(&format!("host `rdma {args}`"), &out);
     }
-    let mut server = server;
-    let _ = server.kill();
-    let _ = server.wait();
+    for mut p in [server, rping] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
 }
 
 /// `rdma -j`/`-p`/`-d` of links and devices, `rdma system`, on the console

@@ -11,7 +11,7 @@
 //! - `rdma link [show] [DEV[/PORT]]`
 //! - `rdma dev [show] [DEV]`, `rdma dev set DEV name NEWNAME`
 //! - `rdma statistic [show] [link DEV[/PORT]]`
-//! - `rdma resource [show] [DEV]`, `rdma resource show qp|cq|mr|pd [link
+//! - `rdma resource [show] [DEV]`, `rdma resource show qp|cq|mr|pd|cm_id [link
 //!   DEV[/PORT] | dev DEV] [FILTER VALUE]...`, from a [`Resources`]
 //!   snapshot the kernel takes of the ring server's objects
 //! - `rdma system [show]`
@@ -282,9 +282,6 @@ fn rdma_res(core: &RdmaCore, res: &Resources, o: Opts, args: &[&str], out: &mut 
             |j, (i, n, c)| tools::rdma_res::write_json(j, *i, n, c),
         );
     };
-    if kind == verbs_ring::cmd::res_kind::CM_ID {
-        return Err(Error::BadArgument(String::from("cm_id: not listed by the appliance yet")));
-    }
     // `link DEV[/PORT]` or `dev DEV`, then FILTER VALUE pairs.
     let mut only: Option<(&Device, Option<u32>)> = None;
     let mut filters: Vec<(&str, &str)> = Vec::new();

@@ -390,6 +390,10 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         kernel_resources(&mut *self.access, dev, kind)
     }
 
+    fn cm_res_entry(&mut self, id: ObjId) -> Option<cmd::ResEntry> {
+        self.cm_res_entry_(id)
+    }
+
     fn cm_create_id(&mut self, ctx: u32, _uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {
         self.cm_create_id_(ctx, ps, qp_type)
     }

@@ -883,7 +883,7 @@ wire_struct! {
     /// `rdma resource show` line); fields a kind does not have are zero.
     /// Which fields a line prints follows from the kind, the QP type and
     /// the owner, as nldev decides which attributes to send.
-    pub struct ResEntry, size 112 {
+    pub struct ResEntry, size 144 {
         /// MR: its length (`mrlen`).
         pub mrlen: u64,
         /// One of [`res_kind`].
@@ -913,7 +913,9 @@ wire_struct! {
         /// MR: `lkey`, `rkey`; PD: `local_dma_lkey` in `lkey`.
         pub lkey: u32,
         pub rkey: u32,
-        /// QP: one of [`qp_state`]; `path-mig-state` (`enum ibv_mig_state`).
+        /// QP: one of [`qp_state`]; CM id: `enum rdma_cm_state` as Linux 6.1
+        /// numbers it (IDLE 0 .. ADDR_BOUND 7, LISTEN 8, ...).
+        /// `path-mig-state`: `enum ibv_mig_state`.
         pub state: u8,
         pub path_mig_state: u8,
         /// QP: `enum ib_qp_type` (2 RC, 3 UC, 4 UD, 1 GSI).
@@ -926,7 +928,13 @@ wire_struct! {
         /// The owner's command name (`comm`), NUL-padded; the firmware
         /// keeps only printable ASCII of what a host wrote.
         pub comm: [u8; 16],
-        pub reserved: [u8; 20],
+        /// CM id: its port space (`enum rdma_ucm_port_space`: 0x106 TCP,
+        /// 0x111 UDP, 0x2 IPoIB, 0x3f IB).
+        pub ps: u16,
+        pub reserved: [u8; 2],
+        /// CM id: its source and destination (family 0: none).
+        pub src: crate::cm::CmSockAddr,
+        pub dst: crate::cm::CmSockAddr,
     }
 }
 

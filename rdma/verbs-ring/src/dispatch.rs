@@ -386,6 +386,24 @@ pub trait VerbsProvider {
     fn kernel_resources(&mut self, dev: u32, kind: u32) -> Vec<ResEntry> {
         Vec::new()
     }
+
+    /// CM id `id` as `rdma resource show cm_id` lists it: its device and
+    /// port (`None` for an id on no device yet, which Linux lists under no
+    /// device either), state, port space and addresses; the owner is the
+    /// dispatcher's to fill in.
+    fn cm_res_entry(&mut self, id: ObjId) -> Option<ResEntry> {
+        None
+    }
+}
+
+/// A provider that answers nothing: where only an object's owner is
+/// wanted, with the real provider borrowed elsewhere.
+struct NoQuery;
+
+impl VerbsProvider for NoQuery {
+    fn caps(&self) -> CapSet {
+        CapSet::default()
+    }
 }
 
 /// What the provider reports to [`Dispatcher::post_event`].
@@ -615,8 +633,8 @@ impl Dispatcher {
     /// at or after `cursor`, hosts' objects by handle, then the provider's
     /// own ([`VerbsProvider::kernel_resources`]) from [`RES_KERNEL_CURSOR`];
     /// `ENOENT` past the last. The console lists through it too, so both
-    /// print the same objects. CM ids are bound to no device here: their
-    /// listing is not served yet (`EOPNOTSUPP`).
+    /// print the same objects. CM ids are bound to no device here: the
+    /// provider says which device each is on ([`VerbsProvider::cm_res_entry`]).
     pub fn res_entry<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
         &self,
         mem: &M,
@@ -630,7 +648,7 @@ impl Dispatcher {
             res_kind::CQ => ObjKind::Cq,
             res_kind::QP => ObjKind::Qp,
             res_kind::MR => ObjKind::Mr,
-            res_kind::CM_ID => return Err(Status::EOPNOTSUPP),
+            res_kind::CM_ID => return self.cm_id_entry(mem, p, dev, cursor),
             _ => return Err(Status::EINVAL),
         };
         let ours = |from: u32| {
@@ -651,6 +669,36 @@ impl Dispatcher {
         let e = kernel.get(i).ok_or(Status::ENOENT)?;
         let next = if i + 1 < kernel.len() { RES_KERNEL_CURSOR + i as u32 + 1 } else { NO_MORE };
         Ok(ResEntry { kind, dev_index: dev, next, owner: res_owner::KERNEL, ..*e })
+    }
+
+    /// RES_ENTRY for CM ids: the dispatcher binds them to no device, the
+    /// provider says which one each is on.
+    fn cm_id_entry<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &self,
+        mem: &M,
+        p: &mut P,
+        dev: u32,
+        cursor: u32,
+    ) -> Result<ResEntry, Status> {
+        let mut on_dev = self
+            .objs
+            .range(cursor.max(1)..RES_KERNEL_CURSOR)
+            .filter(|(_, o)| o.kind == ObjKind::CmId)
+            .filter_map(|(&h, o)| Some((h, o, p.cm_res_entry(o.id).filter(|e| e.dev_index == dev)?)));
+        let (h, o, e) = on_dev.next().ok_or(Status::ENOENT)?;
+        let next = on_dev.next().map_or(NO_MORE, |(n, _, _)| n);
+        let owner = self.user_entry(mem, &mut NoQuery, h, o);
+        Ok(ResEntry {
+            kind: res_kind::CM_ID,
+            dev_index: dev,
+            next,
+            num: h,
+            ctxn: owner.ctxn,
+            pid: owner.pid,
+            comm: owner.comm,
+            owner: res_owner::USER,
+            ..e
+        })
     }
 
     /// One host object's entry; its owner as the context's slot shows it.
@@ -692,7 +740,9 @@ impl Dispatcher {
                 e.mrlen = o.info.len;
                 e.pdn = o.uses[0];
             }
-            _ => {
+            ObjKind::CmId => e.kind = res_kind::CM_ID,
+            ObjKind::Ah | ObjKind::Srq | ObjKind::Mw => {}
+            ObjKind::Qp => {
                 e.kind = res_kind::QP;
                 e.num = o.info.num;
                 e.qp_type = o.info.qp_type;

@@ -1,6 +1,6 @@
-//! iproute2's `rdma resource show qp|cq|mr|pd` lines (rdma/res-qp.c,
-//! res-cq.c, res-mr.c, res-pd.c, iproute2 6.1), text and JSON, from the
-//! ring's RES_ENTRY answer.
+//! iproute2's `rdma resource show qp|cq|mr|pd|cm_id` lines (rdma/res-qp.c,
+//! res-cq.c, res-mr.c, res-pd.c, res-cmid.c, iproute2 6.1), text and JSON,
+//! from the ring's RES_ENTRY answer.
 //!
 //! Which fields a line has follows Linux 6.1's nldev, which sends an
 //! attribute only where it applies: RC and UC QPs have `rqpn`, `rq-psn`
@@ -15,6 +15,7 @@ use core::fmt::{self, Write};
 
 use super::json::JsonObject;
 use super::words::name;
+use crate::cm::{CmSockAddr, af};
 use crate::cmd::{ResEntry, qp_state, res_kind, res_owner};
 
 /// The kind named on the command line (`qp`, `cq`, `mr`, `pd`, `cm_id`;
@@ -52,6 +53,45 @@ fn poll_ctx(p: u8) -> &'static str {
     ["DIRECT", "SOFTIRQ", "WORKQUEUE", "UNBOUND_WORKQUEUE"].get(usize::from(p)).copied().unwrap_or("UNKNOWN")
 }
 
+/// `enum rdma_cm_state` (Linux 6.1) as iproute2 spells it.
+fn cm_state(s: u8) -> &'static str {
+    const NAMES: [&str; 11] = [
+        "IDLE",
+        "ADDR_QUERY",
+        "ADDR_RESOLVED",
+        "ROUTE_QUERY",
+        "ROUTE_RESOLVED",
+        "CONNECT",
+        "DISCONNECT",
+        "ADDR_BOUND",
+        "LISTEN",
+        "DEVICE_REMOVAL",
+        "DESTROYING",
+    ];
+    NAMES.get(usize::from(s)).copied().unwrap_or("UNKNOWN")
+}
+
+/// A port space as iproute2 names it (`RDMA_PS_IB` too is "IPoIB" there).
+fn ps(p: u16) -> &'static str {
+    match p {
+        0x0002 | 0x013f => "IPoIB",
+        0x0106 => "TCP",
+        0x0111 => "UDP",
+        _ => "---",
+    }
+}
+
+/// `ADDR:PORT` as iproute2 prints a CM id's address (`inet_ntop`).
+fn sockaddr(a: &CmSockAddr) -> alloc::string::String {
+    match a.family {
+        af::INET6 => alloc::format!("{}:{}", core::net::Ipv6Addr::from(a.addr), a.port),
+        _ => {
+            let [b0, b1, b2, b3, ..] = a.addr;
+            alloc::format!("{}:{}", core::net::Ipv4Addr::new(b0, b1, b2, b3), a.port)
+        }
+    }
+}
+
 /// RC and UC QPs are connected: nldev sends their remote QPN, RQ PSN and
 /// path migration state.
 fn connected(e: &ResEntry) -> bool {
@@ -82,6 +122,9 @@ pub fn field(e: &ResEntry, key: &str) -> Option<FieldValue> {
         "cqe" if k == res_kind::CQ => Num(e.cqe),
         "mrlen" if k == res_kind::MR => return u32::try_from(e.mrlen).ok().map(Num),
         "ctxn" if (k == res_kind::CQ || k == res_kind::PD) && user(e) => Num(e.ctxn),
+        "cm-idn" if k == res_kind::CM_ID => Num(e.num),
+        "state" if k == res_kind::CM_ID => Str(cm_state(e.state)),
+        "ps" if k == res_kind::CM_ID => Str(ps(e.ps)),
         "pid" if user(e) => Num(e.pid),
         _ => return None,
     };
@@ -116,6 +159,7 @@ pub fn filter_names(kind: u32) -> &'static [&'static str] {
         res_kind::CQ => &["cqn", "cqe", "users", "pid", "ctxn"],
         res_kind::MR => &["mrn", "rkey", "lkey", "mrlen", "pid", "pdn"],
         res_kind::PD => &["pdn", "users", "pid", "ctxn"],
+        res_kind::CM_ID => &["cm-idn", "pid", "state", "ps"],
         _ => &[],
     }
 }
@@ -128,6 +172,22 @@ fn comm(e: &ResEntry) -> Option<&str> {
 
 /// One object's text line; `dev` is its device's name.
 pub fn write(out: &mut dyn Write, dev: &str, e: &ResEntry) -> fmt::Result {
+    if e.kind == res_kind::CM_ID {
+        // The addresses come after the owner on this line.
+        write!(out, "link {dev}/{} cm-idn {} ", e.port, e.num)?;
+        write!(out, "state {} ps {} ", cm_state(e.state), ps(e.ps))?;
+        write!(out, "pid {} ", e.pid)?;
+        if let Some(c) = comm(e) {
+            write!(out, "comm {c} ")?;
+        }
+        if e.src.family != 0 {
+            write!(out, "src-addr {} ", sockaddr(&e.src))?;
+        }
+        if e.dst.family != 0 {
+            write!(out, "dst-addr {} ", sockaddr(&e.dst))?;
+        }
+        return writeln!(out);
+    }
     match e.kind {
         res_kind::QP => {
             if e.port != 0 {
@@ -191,6 +251,23 @@ pub fn write(out: &mut dyn Write, dev: &str, e: &ResEntry) -> fmt::Result {
 pub fn write_json(o: &mut JsonObject<'_, '_>, dev_index: u32, dev: &str, e: &ResEntry) -> fmt::Result {
     o.uint("ifindex", u64::from(dev_index))?;
     o.str("ifname", dev)?;
+    if e.kind == res_kind::CM_ID {
+        o.uint("port", u64::from(e.port))?;
+        o.uint("cm-idn", u64::from(e.num))?;
+        o.str("state", cm_state(e.state))?;
+        o.str("ps", ps(e.ps))?;
+        o.uint("pid", u64::from(e.pid))?;
+        if let Some(c) = comm(e) {
+            o.str("comm", c)?;
+        }
+        if e.src.family != 0 {
+            o.str("src-addr", &sockaddr(&e.src))?;
+        }
+        if e.dst.family != 0 {
+            o.str("dst-addr", &sockaddr(&e.dst))?;
+        }
+        return Ok(());
+    }
     match e.kind {
         res_kind::QP => {
             if e.port != 0 {
@@ -370,6 +447,38 @@ mod tests {
             json(&pd),
             "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"pdn\":2,\"local_dma_lkey\":\"0\",\"users\":0,\"ctxn\":3,\"pid\":152,\"comm\":\"rping\"}]\n"
         );
+    }
+
+    #[test]
+    fn cm_id_lines_are_linux_6_1s() {
+        let id = ResEntry {
+            kind: res_kind::CM_ID,
+            port: 1,
+            num: 0,
+            state: 8,
+            ps: 0x0106,
+            pid: 152,
+            comm: name_field("rping").unwrap(),
+            src: CmSockAddr::ipv4([10, 0, 0, 3], 7471),
+            dst: CmSockAddr::ipv4([0; 4], 0),
+            ..Default::default()
+        };
+        assert_eq!(
+            line(&id),
+            "link rxe0/1 cm-idn 0 state LISTEN ps TCP pid 152 comm rping src-addr 10.0.0.3:7471 dst-addr 0.0.0.0:0 \n"
+        );
+        assert_eq!(
+            json(&id),
+            "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"port\":1,\"cm-idn\":0,\"state\":\"LISTEN\",\"ps\":\"TCP\",\"pid\":152,\"comm\":\"rping\",\"src-addr\":\"10.0.0.3:7471\",\"dst-addr\":\"0.0.0.0:0\"}]\n"
+        );
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[15] = 1;
+        let v6 = ResEntry { state: 5, ps: 0x0111, src: CmSockAddr::ipv6(ll, 1, 2), ..id };
+        assert!(line(&v6).contains("state CONNECT ps UDP "), "{}", line(&v6));
+        assert!(line(&v6).contains("src-addr fe80::1:1 "), "{}", line(&v6));
+        assert!(field(&id, "state").unwrap().matches("LISTEN"));
     }
 
     #[test]

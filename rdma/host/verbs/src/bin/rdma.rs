@@ -46,7 +46,7 @@ fn usage() -> ! {
          \x20      rdma link delete NAME\n\
          \x20      rdma dev [show [DEV]]\n\
          \x20      rdma resource [show [DEV]]\n\
-         \x20      rdma resource show {{ qp | cq | mr | pd }} [link DEV[/PORT] | dev DEV] [FILTER VALUE]...\n\
+         \x20      rdma resource show {{ qp | cq | mr | pd | cm_id }} [link DEV[/PORT] | dev DEV] [FILTER VALUE]...\n\
          \x20      rdma statistic [show [link DEV[/PORT]]]\n\
          \x20      rdma system [show]"
     );
