@@ -200,7 +200,7 @@ impl Verbs {
         let d = self.firmware.dispatcher();
         let mut res = rdma::core::console::Resources::default();
         for dev in devs {
-            res.counts.push((dev, d.resource_counts(&mut p, dev)));
+            let first = res.entries.len();
             for kind in [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD, res_kind::CM_ID] {
                 let mut cursor = 0;
                 while let Ok(e) = d.res_entry(&*self.mem, &mut p, dev, kind, cursor) {
@@ -212,6 +212,8 @@ impl Verbs {
                     cursor = e.next;
                 }
             }
+            let counts = verbs_ring::show::rdma_res::with_kernel(&d.resource_counts(dev), &res.entries[first..]);
+            res.counts.push((dev, counts));
         }
         res
     }

@@ -405,6 +405,20 @@ fn rdma_dev(
             None => by_index(core),
             Some(name) => alloc::vec![named(core, name)?],
         };
+        if o.details {
+            // With the capability flags the uverbs provider answers QUERY_DEVICE with.
+            let rows = devs
+                .into_iter()
+                .map(|d| Ok((link(core, d, 1)?, view(core, d)?.attr.device_cap_flags)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            return emit(
+                out,
+                o,
+                &rows,
+                |w, (l, caps)| tools::rdma_dev::write_details(w, l, *caps),
+                |j, (l, caps)| tools::rdma_dev::write_json_details(j, l, *caps),
+            );
+        }
         let links = devs.into_iter().map(|d| link(core, d, 1)).collect::<Result<Vec<_>, _>>()?;
         emit(out, o, &links, tools::rdma_dev::write, tools::rdma_dev::write_json)
     };

@@ -609,9 +609,11 @@ impl Dispatcher {
         self.objs.values().filter(|o| o.kind == kind && ctx.is_none_or(|c| c == o.ctx)).count()
     }
 
-    /// QUERY_RESOURCES: objects on `dev` by kind, hosts' and the
-    /// provider's own (the GSI QP), and the contexts owning some.
-    pub fn resource_counts<P: VerbsProvider + ?Sized>(&self, p: &mut P, dev: u32) -> ResourceCounts {
+    /// QUERY_RESOURCES: the hosts' objects on `dev` by kind, and the
+    /// contexts owning some (the provider's own objects are not counted:
+    /// RES_ENTRY lists them, and `rdma resource show` adds them, see
+    /// [`crate::show::rdma_res::with_kernel`]).
+    pub fn resource_counts(&self, dev: u32) -> ResourceCounts {
         let mut counts = [0u32; 6];
         let mut owners = alloc::collections::BTreeSet::new();
         for o in self.objs.values().filter(|o| o.dev == dev) {
@@ -620,10 +622,6 @@ impl Dispatcher {
                 *c += 1;
             }
             owners.insert(o.ctx);
-        }
-        for (kind, i) in [(res_kind::QP, ObjKind::Qp), (res_kind::CQ, ObjKind::Cq), (res_kind::PD, ObjKind::Pd)] {
-            let n = p.kernel_resources(dev, kind).len() as u32;
-            counts[i.index()] = counts[i.index()].saturating_add(n);
         }
         let cm_ids = self.count(None, ObjKind::CmId) as u32;
         ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids }
@@ -891,7 +889,7 @@ impl Dispatcher {
             }
             nr::QUERY_RESOURCES => {
                 let r: DevReq = decode(req)?;
-                reply(out, self.resource_counts(p, r.dev_index))
+                reply(out, self.resource_counts(r.dev_index))
             }
             nr::RES_ENTRY => {
                 let r: ResEntryReq = decode(req)?;

@@ -6,7 +6,7 @@
 use core::fmt::{self, Write};
 
 use super::json::JsonObject;
-use crate::cmd::ResourceCounts;
+use crate::cmd::{ResEntry, ResourceCounts, res_kind, res_owner};
 
 /// One device's line from its QUERY_RESOURCES answer (counts by kind in
 /// teardown order: qp, ah, srq, mr, cq, pd; address handles are not listed,
@@ -27,6 +27,24 @@ pub fn write_json(o: &mut JsonObject<'_, '_>, index: u32, dev: &str, r: &Resourc
         o.uint(name, u64::from(n))?;
     }
     Ok(())
+}
+
+/// QUERY_RESOURCES' counts (the hosts' objects) with the appliance's own
+/// objects among `entries` added, as Linux counts its kernel's (QP1).
+pub fn with_kernel(r: &ResourceCounts, entries: &[ResEntry]) -> ResourceCounts {
+    let mut out = *r;
+    for e in entries.iter().filter(|e| e.owner == res_owner::KERNEL) {
+        // Counts are in teardown order: qp, ah, srq, mr, cq, pd.
+        let i = match e.kind {
+            res_kind::QP => 0,
+            res_kind::MR => 3,
+            res_kind::CQ => 4,
+            res_kind::PD => 5,
+            _ => continue,
+        };
+        out.counts[i] = out.counts[i].saturating_add(1);
+    }
+    out
 }
 
 /// The counts in nldev's order, by iproute2's names.
@@ -56,5 +74,9 @@ mod tests {
             "{s}"
         );
         assert!(s.ends_with("        \"srq\": 0\n    } ]\n"), "{s}");
+        // The appliance's QP1 counts; a host's object is in `r` already.
+        let gsi = ResEntry { kind: res_kind::QP, owner: res_owner::KERNEL, ..Default::default() };
+        let host = ResEntry { kind: res_kind::PD, owner: res_owner::USER, ..Default::default() };
+        assert_eq!(with_kernel(&r, &[gsi, host]).counts, [3, 1, 0, 1, 2, 3]);
     }
 }

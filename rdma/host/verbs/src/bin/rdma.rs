@@ -7,6 +7,7 @@
 use clap::Parser;
 use verbs::Context;
 use verbs::cli::{RingArgs, fail};
+use verbs_ring::cmd::res_kind;
 use verbs_ring::show;
 
 #[derive(Parser)]
@@ -20,7 +21,7 @@ struct Cli {
     /// Pretty JSON (with -j).
     #[arg(short = 'p', long = "pretty")]
     pretty: bool,
-    /// More details (`netdev_index`).
+    /// More details (`netdev_index`, a device's caps).
     #[arg(short = 'd', long = "details")]
     details: bool,
     /// OBJECT [COMMAND [ARGS]]: link | dev | resource | statistic
@@ -207,7 +208,20 @@ fn devices(ctx: &Context, name: Option<&String>) -> verbs::Result<Vec<verbs::Dev
 
 fn dev_show(ctx: &Context, out: Out, filter: Option<&String>) -> verbs::Result<()> {
     let (name, _) = dev_filter(filter);
-    let links: Vec<_> = devices(ctx, name.as_ref())?.iter().map(|d| d.link().info).collect();
+    let devs = devices(ctx, name.as_ref())?;
+    if out.details {
+        let mut rows = Vec::new();
+        for d in &devs {
+            rows.push((d.link().info, d.query_device()?.device_cap_flags));
+        }
+        out.print(
+            &rows,
+            |w, (l, caps)| show::rdma_dev::write_details(w, l, *caps),
+            |o, (l, caps)| show::rdma_dev::write_json_details(o, l, *caps),
+        );
+        return Ok(());
+    }
+    let links: Vec<_> = devs.iter().map(|d| d.link().info).collect();
     out.print(&links, show::rdma_dev::write, show::rdma_dev::write_json);
     Ok(())
 }
@@ -216,7 +230,13 @@ fn resource_show(ctx: &Context, out: Out, filter: Option<&String>) -> verbs::Res
     let (name, _) = dev_filter(filter);
     let mut rows = Vec::new();
     for d in devices(ctx, name.as_ref())? {
-        rows.push((d.index(), d.name().to_string(), d.resource_counts()?));
+        // The appliance's own objects (QP1) count, as Linux's kernel's do.
+        let mut own = Vec::new();
+        for kind in [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD] {
+            own.extend(d.res_entries(kind)?.into_iter().filter(|e| e.owner == verbs_ring::cmd::res_owner::KERNEL));
+        }
+        let counts = show::rdma_res::with_kernel(&d.resource_counts()?, &own);
+        rows.push((d.index(), d.name().to_string(), counts));
     }
     out.print(
         &rows,
