@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn details_name_rxe_6_1s_caps() {
-        let caps = u64::from(fixture::device_attr().device_cap_flags);
+        let caps = fixture::device_attr().device_cap_flags;
         let mut s = String::new();
         write_details(&mut s, &fixture::link(), caps).unwrap();
         assert_eq!(
