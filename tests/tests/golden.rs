@@ -337,10 +337,12 @@ fn rdma_json_details_and_system_match_linux() {
         assert!(ok, "host `rdma {args}` failed:\n{out}");
         check(&format!("host `rdma {args}`"), &out);
     }
-    // Statistics as JSON from the host (counters masked).
+    // Statistics as JSON (counters masked).
+    let linux = mask_json(&fixture("rdma-j-statistic"));
+    assert_eq!(mask_json(&a.cmd("rdma -j statistic show").unwrap()), linux, "console");
     let (ok, out) = host(&shm, "rdma", "-j statistic show");
     assert!(ok, "{out}");
-    assert_eq!(mask_json(&out), mask_json(&fixture("rdma-j-statistic")));
+    assert_eq!(mask_json(&out), linux, "host");
 }
 
 #[test]

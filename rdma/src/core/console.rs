@@ -443,33 +443,39 @@ fn rdma_dev(
 }
 
 fn rdma_stat(core: &RdmaCore, o: Opts, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
-    if o.json {
-        return Err(Error::BadArgument(String::from("-j statistic: not on the console yet")));
-    }
     let rest = match args.split_first() {
         Some((cmd, rest)) if matches(cmd, "show") => rest,
         Some((cmd, _)) if !matches(cmd, "link") => return Err(unknown(cmd)),
         _ => args,
     };
-    match rest {
-        [] => show::rdma_stat_show_all(out, core.devices())?,
-        [key] if matches(key, "link") => show::rdma_stat_show_all(out, core.devices())?,
+    // (device, port) pairs to print, in device order.
+    let ports: Vec<(&Device, u32)> = match rest {
+        [] => by_index(core).into_iter().flat_map(|d| d.ports().iter().map(move |p| (d, p.num()))).collect(),
+        [key] if matches(key, "link") => {
+            by_index(core).into_iter().flat_map(|d| d.ports().iter().map(move |p| (d, p.num()))).collect()
+        }
         [key, target] if matches(key, "link") => {
             let (name, port) = dev_port(target)?;
-            let dev = core.device_by_name(name).ok_or_else(|| Error::NoSuchDevice(String::from(name)))?;
+            let dev = named(core, name)?;
             match port {
-                None => show::rdma_stat_show_all(out, [dev])?,
-                Some(p) => {
-                    if dev.port(p).is_none() {
-                        return Err(Error::NoSuchPort { device: String::from(name), port: p });
-                    }
-                    show::rdma_stat_show(out, dev.name(), p, &dev.counters())?
+                None => dev.ports().iter().map(|p| (dev, p.num())).collect(),
+                Some(p) if dev.port(p).is_none() => {
+                    return Err(Error::NoSuchPort { device: String::from(name), port: p });
                 }
+                Some(p) => alloc::vec![(dev, p)],
             }
         }
         [a, ..] => return Err(Error::BadArgument(alloc::format!("unexpected \"{a}\""))),
-    }
-    Ok(())
+    };
+    let rows: Vec<(&str, u32, Vec<u64>)> =
+        ports.into_iter().map(|(d, p)| (d.name(), p, show::counter_values(&d.counters()))).collect();
+    emit(
+        out,
+        o,
+        &rows,
+        |w, (n, p, v)| tools::rdma_stat::write(w, n, *p, v),
+        |j, (n, p, v)| tools::rdma_stat::write_json(j, n, *p, v),
+    )
 }
 
 fn ibv_devinfo(core: &RdmaCore, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
