@@ -36,7 +36,7 @@ impl Task for Appliance {
         if let Some(net) = self.net.as_mut() {
             busy |= self.jobs.poll(net, now);
         }
-        busy |= self.shell.poll(now, timers, self.net.as_mut(), &mut self.jobs);
+        busy |= self.shell.poll(now, timers, self.net.as_mut(), self.verbs.as_mut(), &mut self.jobs);
         busy
     }
 

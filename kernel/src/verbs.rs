@@ -189,6 +189,35 @@ impl Verbs {
         moved || commands
     }
 
+    /// What `rdma resource` lists on the console: every device's objects,
+    /// through the dispatcher's RES_ENTRY and QUERY_RESOURCES, so the
+    /// console prints what a host tool reads from the ring.
+    pub fn resources(&mut self, net: &mut Net) -> rdma::core::console::Resources {
+        use verbs_ring::cmd::{NO_MORE, res_kind};
+        let devs: alloc::vec::Vec<u32> = net.rdma.core.devices().map(|d| d.index()).collect();
+        let mut access = NetAccess { net: Some(net), mem: &self.mem };
+        let mut p = self.uverbs.provider(&mut access);
+        let d = self.firmware.dispatcher();
+        let mut res = rdma::core::console::Resources::default();
+        for dev in devs {
+            let first = res.entries.len();
+            for kind in [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD, res_kind::CM_ID] {
+                let mut cursor = 0;
+                while let Ok(e) = d.res_entry(&*self.mem, &mut p, dev, kind, cursor) {
+                    res.entries.push(e);
+                    // Cursors grow: a dispatcher that answered otherwise would loop.
+                    if e.next == NO_MORE || e.next <= cursor {
+                        break;
+                    }
+                    cursor = e.next;
+                }
+            }
+            let counts = verbs_ring::show::rdma_res::with_kernel(&d.resource_counts(dev), &res.entries[first..]);
+            res.counts.push((dev, counts));
+        }
+        res
+    }
+
     /// While data moved recently the next doorbell is likely close: look again
     /// after a short halt rather than a whole beat. Spinning instead would take
     /// a core from QEMU's I/O threads and the host programs (measured: it

@@ -24,6 +24,17 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("ip-link-eth0", "ip link show dev eth0"),
     ("ip-addr-eth0", "ip addr show dev eth0"),
     ("ip-4-addr-eth0", "ip -4 addr show dev eth0"),
+    ("rdma-j-link", "rdma -j link"),
+    ("rdma-jp-link", "rdma -j -p link"),
+    ("rdma-d-link", "rdma -d link"),
+    ("rdma-jd-link", "rdma -j -d link"),
+    ("rdma-j-dev", "rdma -j dev"),
+    ("rdma-d-dev", "rdma -d dev"),
+    ("rdma-jd-dev", "rdma -j -d dev"),
+    ("rdma-system", "rdma system"),
+    ("rdma-system-show", "rdma system show"),
+    ("rdma-j-system", "rdma -j system show"),
+    ("rdma-j-statistic", "rdma -j statistic show"),
 ];
 
 /// With an RC pingpong server and an rping server alive.
@@ -34,6 +45,16 @@ pub const RESOURCE_COMMANDS: &[(&str, &str)] = &[
     ("rdma-resource-mr", "rdma resource show mr"),
     ("rdma-resource-pd", "rdma resource show pd"),
     ("rdma-resource-cm_id", "rdma resource show cm_id"),
+    ("rdma-resource-rxe0", "rdma resource show rxe0"),
+    ("rdma-resource-qp-lqpn-1", "rdma resource show qp lqpn 1"),
+    ("rdma-d-resource-qp", "rdma -d resource show qp"),
+    ("rdma-j-resource", "rdma -j resource show"),
+    ("rdma-jp-resource", "rdma -j -p resource show"),
+    ("rdma-j-resource-qp", "rdma -j resource show qp"),
+    ("rdma-j-resource-cq", "rdma -j resource show cq"),
+    ("rdma-j-resource-mr", "rdma -j resource show mr"),
+    ("rdma-j-resource-pd", "rdma -j resource show pd"),
+    ("rdma-j-resource-cm_id", "rdma -j resource show cm_id"),
 ];
 
 #[test]

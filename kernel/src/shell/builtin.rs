@@ -45,8 +45,8 @@ pub static COMMANDS: &[Command] = &[
     },
     Command {
         name: "rdma",
-        usage: "rdma link add NAME type rxe netdev DEV | rdma link delete NAME | rdma link|dev|statistic [show]",
-        help: "manage RDMA links and devices (iproute2 rdma syntax)",
+        usage: "rdma [-j] [-p] [-d] link add NAME type rxe netdev DEV | link delete NAME | link|dev|resource|statistic|system [show]",
+        help: "manage RDMA links and devices, list their resources (iproute2 rdma syntax)",
         run: |ctx, args| super::net::rdma_tool(ctx, &[&["rdma"], args].concat()),
     },
     Command {

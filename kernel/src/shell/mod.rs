@@ -10,6 +10,7 @@ use crate::jobs::Jobs;
 use crate::net::Net;
 use crate::poll::Timers;
 use crate::time::Instant;
+use crate::verbs::Verbs;
 use alloc::rc::Rc;
 pub use builtin::{Size as builtin_size, version_line};
 use core::cell::Cell;
@@ -49,14 +50,21 @@ impl Shell {
         }
     }
 
-    fn execute(&mut self, line: &str, timers: &mut Timers, net: Option<&mut Net>, jobs: &mut Jobs) {
+    fn execute(
+        &mut self,
+        line: &str,
+        timers: &mut Timers,
+        net: Option<&mut Net>,
+        verbs: Option<&mut Verbs>,
+        jobs: &mut Jobs,
+    ) {
         let words: heapless::Vec<&str, { LINE_MAX / 2 }> = line.split_ascii_whitespace().collect();
         let Some((&name, args)) = words.split_first() else { return };
         let Some(cmd) = table::find(name) else {
             crate::println!("error: unknown command '{name}' (try 'help')");
             return;
         };
-        let mut ctx = Context { timers, ready: &self.ready, net, jobs, sleep: &mut self.sleep };
+        let mut ctx = Context { timers, ready: &self.ready, net, verbs, jobs, sleep: &mut self.sleep };
         match (cmd.run)(&mut ctx, args) {
             Ok(()) => {}
             Err(CommandError::Usage) => crate::println!("error: usage: {}", cmd.usage),
@@ -68,7 +76,14 @@ impl Shell {
 impl Shell {
     /// Reads what was typed and runs a finished line against the network
     /// its owner lends for the pass; returns whether there was input.
-    pub fn poll(&mut self, now: Instant, timers: &mut Timers, mut net: Option<&mut Net>, jobs: &mut Jobs) -> bool {
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        timers: &mut Timers,
+        mut net: Option<&mut Net>,
+        mut verbs: Option<&mut Verbs>,
+        jobs: &mut Jobs,
+    ) -> bool {
         if !self.ready.get() {
             return self.watch_for_interrupt(now, timers, net, jobs);
         }
@@ -99,7 +114,7 @@ impl Shell {
                     crate::println!();
                     let mut line = heapless::String::<LINE_MAX>::new();
                     let _ = line.push_str(self.editor.take());
-                    self.execute(&line, timers, net.take(), jobs);
+                    self.execute(&line, timers, net.take(), verbs.take(), jobs);
                     self.prompt_due = true;
                 }
             }

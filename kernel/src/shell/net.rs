@@ -171,10 +171,17 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
 
 /// `rdma ...`, `ibv_devinfo`, `ibv_devices`, `show_gids`: the RDMA core's tools.
 pub fn rdma_tool(ctx: &mut Context, words: &[&str]) -> CommandResult {
+    // `rdma resource` lists the ring server's objects: a snapshot taken
+    // before the core is lent to the command (without a ring, none).
+    let listing = words.first() == Some(&"rdma");
+    let res = match (listing, ctx.verbs.as_deref_mut(), ctx.net.as_deref_mut()) {
+        (true, Some(verbs), Some(net)) => verbs.resources(net),
+        _ => rdma::core::console::Resources::default(),
+    };
     with_net(ctx, |net, _| {
         let mut out = String::new();
         let provider = crate::net::rdma::Provider(&net.netdevs);
-        let result = rdma::core::console::run(&mut net.rdma.core, &provider, words, &mut out);
+        let result = rdma::core::console::run_with(&mut net.rdma.core, &provider, &res, words, &mut out);
         print!("{out}");
         if !out.is_empty() && !out.ends_with('\n') {
             println!();

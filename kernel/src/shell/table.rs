@@ -12,6 +12,8 @@ pub struct Context<'a> {
     pub ready: &'a Rc<Cell<bool>>,
     /// The network, lent by its owner for this command, when there is one.
     pub net: Option<&'a mut crate::net::Net>,
+    /// The ring server (what `rdma resource` lists), when there is one.
+    pub verbs: Option<&'a mut crate::verbs::Verbs>,
     /// Where a command leaves a job that outlives it (ping, pingpong, netbench).
     pub jobs: &'a mut crate::jobs::Jobs,
     /// The timer a `sleep` holds the prompt with (Ctrl-C disarms it).

@@ -478,6 +478,19 @@ impl RdmaCm {
         Ok(())
     }
 
+    /// What `rdma resource show cm_id` lists of id `n` besides its state
+    /// and addresses: its port space, and the device it is on (its route's,
+    /// or the one device a bound listener listens on; `None` for an id on
+    /// no device or on all of them, a wildcard listener).
+    pub fn listing(&self, n: u32) -> Option<(u16, Option<u32>)> {
+        let id = self.ids.get(&n)?;
+        let dev = id.route.as_ref().map(|r| r.dev).or(match id.listens.as_slice() {
+            [(dev, _)] if id.src.is_some_and(|a| !a.ip().is_unspecified()) => Some(*dev),
+            _ => None,
+        });
+        Some((id.ps, dev))
+    }
+
     /// The id's route and addresses (`rdma_ucm_query_route`).
     pub fn route(&self, n: u32) -> Option<(Option<SocketAddr>, Option<SocketAddr>, Option<Route>)> {
         self.ids.get(&n).map(|id| (id.src, id.dst, id.route))

@@ -11,6 +11,11 @@
 //! - `rdma link [show] [DEV[/PORT]]`
 //! - `rdma dev [show] [DEV]`, `rdma dev set DEV name NEWNAME`
 //! - `rdma statistic [show] [link DEV[/PORT]]`
+//! - `rdma resource [show] [DEV]`, `rdma resource show qp|cq|mr|pd|cm_id [link
+//!   DEV[/PORT] | dev DEV] [FILTER VALUE]...`, from a [`Resources`]
+//!   snapshot the kernel takes of the ring server's objects
+//! - `rdma system [show]`
+//! - `-j` (JSON), `-p` (pretty JSON), `-d` (details) before the object
 //! - `ibv_devices`, `ibv_devinfo [-v] [-d DEV]`, `show_gids [DEV]`
 //!
 //! The kernel splits the line into words and calls [`run`]; a refusal comes
@@ -20,7 +25,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-use verbs_ring::cmd::{DEV_NAME_LEN, LinkInfo, Status};
+use verbs_ring::cmd::{DEV_NAME_LEN, LinkInfo, ResEntry, ResourceCounts, Status};
+use verbs_ring::show::json::JsonList;
 use verbs_ring::show::{self as tools, DeviceView, PortView};
 use verbs_ring::wire::name_field;
 
@@ -111,14 +117,45 @@ fn extra(args: &[&str]) -> Result<(), Error> {
     }
 }
 
+/// What `rdma resource` lists: the ring server's objects and the
+/// appliance's own, as its RES_ENTRY and QUERY_RESOURCES answer them (the
+/// kernel takes the snapshot before the command runs, since the core is
+/// lent to the command).
+#[derive(Clone, Debug, Default)]
+pub struct Resources {
+    /// By device index.
+    pub counts: Vec<(u32, ResourceCounts)>,
+    /// Every device's objects, by kind, in the ring's listing order.
+    pub entries: Vec<ResEntry>,
+}
+
+/// iproute2's output options.
+#[derive(Clone, Copy, Debug, Default)]
+struct Opts {
+    json: bool,
+    pretty: bool,
+    details: bool,
+}
+
 /// Run one console command line, already split into words (`args[0]` is the
 /// program: `rdma`, `ibv_devinfo`, `ibv_devices` or `show_gids`).
 pub fn run(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
+    run_with(core, net, &Resources::default(), args, out)
+}
+
+/// [`run`], with the objects `rdma resource` lists.
+pub fn run_with(
+    core: &mut RdmaCore,
+    net: &dyn NetdevProvider,
+    res: &Resources,
+    args: &[&str],
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let Some((prog, rest)) = args.split_first() else {
         return Err(unknown(""));
     };
     match *prog {
-        "rdma" => rdma(core, net, rest, out),
+        "rdma" => rdma(core, net, res, rest, out),
         "ibv_devinfo" => ibv_devinfo(core, rest, out),
         "ibv_devices" => {
             extra(rest)?;
@@ -140,27 +177,155 @@ pub fn run(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &m
     }
 }
 
-fn rdma(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
+fn rdma(
+    core: &mut RdmaCore,
+    net: &dyn NetdevProvider,
+    res: &Resources,
+    mut args: &[&str],
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let mut o = Opts::default();
+    // iproute2's options, before the object: `-j`, `-p`, `-d`, combined
+    // (`-jp`) or spelled out (`-json`, `--pretty`, `-details`).
+    while let Some((opt, rest)) = args.split_first().filter(|(a, _)| a.starts_with('-') && a.len() > 1) {
+        let word = opt.trim_start_matches('-');
+        if matches(word, "json") {
+            o.json = true;
+        } else if matches(word, "pretty") {
+            o.pretty = true;
+        } else if matches(word, "details") {
+            o.details = true;
+        } else if word.chars().all(|c| matches!(c, 'j' | 'p' | 'd')) {
+            o.json |= word.contains('j');
+            o.pretty |= word.contains('p');
+            o.details |= word.contains('d');
+        } else {
+            return Err(Error::BadArgument(alloc::format!("unknown option \"{opt}\"")));
+        }
+        args = rest;
+    }
     let Some((obj, rest)) = args.split_first() else {
-        return Err(Error::BadArgument(String::from("usage: rdma { dev | link | statistic } ...")));
+        return Err(Error::BadArgument(String::from(
+            "usage: rdma [-j] [-p] [-d] { dev | link | resource | statistic | system } ...",
+        )));
     };
     if matches(obj, "link") {
-        rdma_link(core, net, rest, out)
+        rdma_link(core, net, o, rest, out)
     } else if matches(obj, "dev") {
-        rdma_dev(core, net, rest, out)
+        rdma_dev(core, net, o, rest, out)
     } else if matches(obj, "statistic") {
-        rdma_stat(core, rest, out)
+        rdma_stat(core, o, rest, out)
+    } else if matches(obj, "resource") {
+        rdma_res(core, res, o, rest, out)
+    } else if matches(obj, "system") {
+        match rest {
+            [] => Ok(tools::rdma_sys::write(out)?),
+            [cmd, tail @ ..] if matches(cmd, "show") || matches(cmd, "list") => match tail {
+                [] => Ok(tools::rdma_sys::write(out)?),
+                [what] if matches(what, "netns") => Ok(tools::rdma_sys::write(out)?),
+                [_, more, ..] | [more] => extra(&[more]),
+            },
+            [cmd, ..] => Err(unknown(cmd)),
+        }
     } else {
         Err(unknown(obj))
     }
 }
 
-fn rdma_link(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
+/// Lines or a JSON list: `text` writes one item's line, `json` its members.
+fn emit<T>(
+    out: &mut dyn Write,
+    o: Opts,
+    items: &[T],
+    text: impl Fn(&mut dyn Write, &T) -> core::fmt::Result,
+    json: impl Fn(&mut verbs_ring::show::json::JsonObject<'_, '_>, &T) -> core::fmt::Result,
+) -> Result<(), Error> {
+    if o.json {
+        let mut l = JsonList::new(out, o.pretty)?;
+        for i in items {
+            l.object(|obj| json(obj, i))?;
+        }
+        l.finish()?;
+    } else {
+        for i in items {
+            text(out, i)?;
+        }
+    }
+    Ok(())
+}
+
+fn rdma_res(core: &RdmaCore, res: &Resources, o: Opts, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
+    let args = match args.split_first() {
+        Some((cmd, rest)) if matches(cmd, "show") || matches(cmd, "list") => rest,
+        _ => args,
+    };
+    let kind = args.first().and_then(|w| tools::rdma_res_obj::kind_of(w));
+    let Some(kind) = kind else {
+        // The summary, of every device or of one.
+        let devs = match args {
+            [] => by_index(core),
+            [name] => alloc::vec![named(core, name)?],
+            [_, more, ..] => return extra(&[more]),
+        };
+        let rows: Vec<(u32, &str, ResourceCounts)> = devs
+            .iter()
+            .map(|d| {
+                let c = res.counts.iter().find(|(i, _)| *i == d.index()).map(|(_, c)| *c).unwrap_or_default();
+                (d.index(), d.name(), c)
+            })
+            .collect();
+        return emit(
+            out,
+            o,
+            &rows,
+            |w, (i, n, c)| tools::rdma_res::write(w, *i, n, c),
+            |j, (i, n, c)| tools::rdma_res::write_json(j, *i, n, c),
+        );
+    };
+    // `link DEV[/PORT]` or `dev DEV`, then FILTER VALUE pairs.
+    let mut only: Option<(&Device, Option<u32>)> = None;
+    let mut filters: Vec<(&str, &str)> = Vec::new();
+    let mut it = args[1..].iter();
+    while let Some(key) = it.next() {
+        let value = it.next().ok_or_else(|| Error::BadArgument(alloc::format!("\"{key}\" needs a value")))?;
+        if *key == "link" || *key == "dev" {
+            let (name, port) = dev_port(value)?;
+            only = Some((named(core, name)?, port));
+        } else if tools::rdma_res_obj::filter_names(kind).contains(key) {
+            filters.push((key, value));
+        } else {
+            return Err(Error::BadArgument(alloc::format!("unknown filter \"{key}\"")));
+        }
+    }
+    let rows: Vec<(&str, &ResEntry)> = res
+        .entries
+        .iter()
+        .filter(|e| e.kind == kind)
+        .filter(|e| only.is_none_or(|(d, p)| d.index() == e.dev_index && p.is_none_or(|p| p == e.port)))
+        .filter(|e| filters.iter().all(|(k, v)| tools::rdma_res_obj::field(e, k).is_some_and(|f| f.matches(v))))
+        .filter_map(|e| core.device(e.dev_index).map(|d| (d.name(), e)))
+        .collect();
+    emit(
+        out,
+        o,
+        &rows,
+        |w, (dev, e)| tools::rdma_res_obj::write(w, dev, e),
+        |j, (dev, e)| tools::rdma_res_obj::write_json(j, e.dev_index, dev, e),
+    )
+}
+
+fn rdma_link(
+    core: &mut RdmaCore,
+    net: &dyn NetdevProvider,
+    o: Opts,
+    args: &[&str],
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     match args.split_first() {
-        None => link_show(core, None, out),
+        None => link_show(core, o, None, out),
         Some((cmd, rest)) if matches(cmd, "show") || matches(cmd, "list") => match rest {
-            [] => link_show(core, None, out),
-            [target] => link_show(core, Some(target), out),
+            [] => link_show(core, o, None, out),
+            [target] => link_show(core, o, Some(target), out),
             [_, more, ..] => extra(&[more]),
         },
         Some((cmd, rest)) if matches(cmd, "add") => {
@@ -206,7 +371,7 @@ fn as_netlink(e: Error) -> Error {
     }
 }
 
-fn link_show(core: &RdmaCore, target: Option<&str>, out: &mut dyn Write) -> Result<(), Error> {
+fn link_show(core: &RdmaCore, o: Opts, target: Option<&str>, out: &mut dyn Write) -> Result<(), Error> {
     let (devs, only_port) = match target {
         None => (by_index(core), None),
         Some(t) => {
@@ -214,29 +379,48 @@ fn link_show(core: &RdmaCore, target: Option<&str>, out: &mut dyn Write) -> Resu
             (alloc::vec![named(core, name)?], port)
         }
     };
+    let mut links = Vec::new();
     for dev in devs {
         match only_port {
-            Some(p) => tools::rdma_link::write(out, &link(core, dev, p)?)?,
+            Some(p) => links.push(link(core, dev, p)?),
             None => {
                 for port in dev.ports() {
-                    tools::rdma_link::write(out, &link(core, dev, port.num())?)?;
+                    links.push(link(core, dev, port.num())?);
                 }
             }
         }
     }
-    Ok(())
+    emit(out, o, &links, |w, l| tools::rdma_link::write_details(w, l, o.details), tools::rdma_link::write_json)
 }
 
-fn rdma_dev(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
+fn rdma_dev(
+    core: &mut RdmaCore,
+    net: &dyn NetdevProvider,
+    o: Opts,
+    args: &[&str],
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let show_target = |core: &mut RdmaCore, target: Option<&str>, out: &mut dyn Write| {
         let devs = match target {
             None => by_index(core),
             Some(name) => alloc::vec![named(core, name)?],
         };
-        for dev in devs {
-            tools::rdma_dev::write(out, &link(core, dev, 1)?)?;
+        if o.details {
+            // With the capability flags the uverbs provider answers QUERY_DEVICE with.
+            let rows = devs
+                .into_iter()
+                .map(|d| Ok((link(core, d, 1)?, view(core, d)?.attr.device_cap_flags)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            return emit(
+                out,
+                o,
+                &rows,
+                |w, (l, caps)| tools::rdma_dev::write_details(w, l, *caps),
+                |j, (l, caps)| tools::rdma_dev::write_json_details(j, l, *caps),
+            );
         }
-        Ok(())
+        let links = devs.into_iter().map(|d| link(core, d, 1)).collect::<Result<Vec<_>, _>>()?;
+        emit(out, o, &links, tools::rdma_dev::write, tools::rdma_dev::write_json)
     };
     match args.split_first() {
         None => show_target(core, None, out),
@@ -258,31 +442,40 @@ fn rdma_dev(core: &mut RdmaCore, net: &dyn NetdevProvider, args: &[&str], out: &
     }
 }
 
-fn rdma_stat(core: &RdmaCore, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
+fn rdma_stat(core: &RdmaCore, o: Opts, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
     let rest = match args.split_first() {
         Some((cmd, rest)) if matches(cmd, "show") => rest,
         Some((cmd, _)) if !matches(cmd, "link") => return Err(unknown(cmd)),
         _ => args,
     };
-    match rest {
-        [] => show::rdma_stat_show_all(out, core.devices())?,
-        [key] if matches(key, "link") => show::rdma_stat_show_all(out, core.devices())?,
+    // (device, port) pairs to print, in device order.
+    let ports: Vec<(&Device, u32)> = match rest {
+        [] => by_index(core).into_iter().flat_map(|d| d.ports().iter().map(move |p| (d, p.num()))).collect(),
+        [key] if matches(key, "link") => {
+            by_index(core).into_iter().flat_map(|d| d.ports().iter().map(move |p| (d, p.num()))).collect()
+        }
         [key, target] if matches(key, "link") => {
             let (name, port) = dev_port(target)?;
-            let dev = core.device_by_name(name).ok_or_else(|| Error::NoSuchDevice(String::from(name)))?;
+            let dev = named(core, name)?;
             match port {
-                None => show::rdma_stat_show_all(out, [dev])?,
-                Some(p) => {
-                    if dev.port(p).is_none() {
-                        return Err(Error::NoSuchPort { device: String::from(name), port: p });
-                    }
-                    show::rdma_stat_show(out, dev.name(), p, &dev.counters())?
+                None => dev.ports().iter().map(|p| (dev, p.num())).collect(),
+                Some(p) if dev.port(p).is_none() => {
+                    return Err(Error::NoSuchPort { device: String::from(name), port: p });
                 }
+                Some(p) => alloc::vec![(dev, p)],
             }
         }
         [a, ..] => return Err(Error::BadArgument(alloc::format!("unexpected \"{a}\""))),
-    }
-    Ok(())
+    };
+    let rows: Vec<(&str, u32, Vec<u64>)> =
+        ports.into_iter().map(|(d, p)| (d.name(), p, show::counter_values(&d.counters()))).collect();
+    emit(
+        out,
+        o,
+        &rows,
+        |w, (n, p, v)| tools::rdma_stat::write(w, n, *p, v),
+        |j, (n, p, v)| tools::rdma_stat::write_json(j, n, *p, v),
+    )
 }
 
 fn ibv_devinfo(core: &RdmaCore, args: &[&str], out: &mut dyn Write) -> Result<(), Error> {
@@ -433,6 +626,60 @@ mod tests {
             sh(&mut core, &net, "ibv_devices").unwrap(),
             "    device          \t   node GUID\n    ------          \t----------------\n    rxe0            \t505400fffe000001\n"
         );
+    }
+
+    #[test]
+    fn resource_listings_filters_json_and_system() {
+        use verbs_ring::cmd::{res_kind, res_owner};
+        let net = vec![eth0()];
+        let mut core = rxe_core();
+        sh(&mut core, &net, "rdma link add rxe0 type rxe netdev eth0").unwrap();
+        let gsi = ResEntry {
+            kind: res_kind::QP,
+            port: 1,
+            num: 1,
+            qp_type: 1,
+            state: 3,
+            owner: res_owner::KERNEL,
+            comm: name_field("ib_core").unwrap(),
+            ..Default::default()
+        };
+        let rc = ResEntry { num: 17, qp_type: 2, state: 1, owner: res_owner::USER, pid: 7, pdn: 3, ..gsi };
+        let res = Resources {
+            counts: vec![(0, ResourceCounts { counts: [2, 0, 0, 0, 0, 1], contexts: 1, reserved: 0 })],
+            entries: vec![rc, gsi],
+        };
+        let run = |core: &mut RdmaCore, line: &str| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let mut out = String::new();
+            run_with(core, &net, &res, &words, &mut out).map(|_| out)
+        };
+        assert_eq!(run(&mut core, "rdma res").unwrap(), "0: rxe0: pd 1 cq 0 qp 2 cm_id 0 mr 0 ctx 1 srq 0 \n");
+        assert_eq!(run(&mut core, "rdma resource show rxe0").unwrap(), run(&mut core, "rdma res").unwrap());
+        let qp = run(&mut core, "rdma resource show qp").unwrap();
+        assert_eq!(qp.lines().count(), 2);
+        assert!(qp.ends_with("link rxe0/1 lqpn 1 type GSI state RTS sq-psn 0 comm [ib_core] \n"), "{qp}");
+        assert_eq!(
+            run(&mut core, "rdma resource show qp lqpn 1").unwrap(),
+            "link rxe0/1 lqpn 1 type GSI state RTS sq-psn 0 comm [ib_core] \n"
+        );
+        assert_eq!(run(&mut core, "rdma resource show qp link rxe0/1 pid 7").unwrap().lines().count(), 1);
+        assert_eq!(run(&mut core, "rdma resource show cq").unwrap(), "");
+        assert!(run(&mut core, "rdma resource show qp bogus 1").is_err());
+        assert!(run(&mut core, "rdma resource show qp dev rxe9").is_err());
+        assert!(
+            run(&mut core, "rdma -j resource show qp lqpn 17")
+                .unwrap()
+                .starts_with("[{\"ifindex\":0,\"ifname\":\"rxe0\",\"port\":1,\"lqpn\":17,")
+        );
+        assert_eq!(
+            run(&mut core, "rdma -jd link").unwrap(),
+            "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"port\":1,\"state\":\"ACTIVE\",\"physical_state\":\"LINK_UP\",\"netdev\":\"eth0\",\"netdev_index\":2}]\n"
+        );
+        assert!(run(&mut core, "rdma -d link").unwrap().ends_with("netdev eth0 netdev_index 2 \n"));
+        assert_eq!(run(&mut core, "rdma system").unwrap(), "netns shared copy-on-fork on\n");
+        assert_eq!(run(&mut core, "rdma sys show netns").unwrap(), "netns shared copy-on-fork on\n");
+        assert!(run(&mut core, "rdma -x link").is_err());
     }
 
     #[test]

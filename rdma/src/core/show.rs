@@ -7,6 +7,11 @@ use core::fmt::{self, Write};
 use super::counters::{Counters, RxeCounter};
 use super::device::Device;
 
+/// The counters' values in rxe's order, [`verbs_ring::show::rdma_stat`]'s.
+pub fn counter_values(counters: &Counters) -> alloc::vec::Vec<u64> {
+    RxeCounter::ALL.iter().map(|&c| counters.get(c)).collect()
+}
+
 /// `rdma statistic show` for one port: `link rxe0/1 sent_pkts 0 rcvd_pkts 0 ...`.
 pub fn rdma_stat_show(out: &mut dyn Write, dev_name: &str, port: u32, counters: &Counters) -> fmt::Result {
     let values = RxeCounter::ALL.map(|c| counters.get(c));

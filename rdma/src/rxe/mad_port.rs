@@ -59,6 +59,12 @@ pub struct MadPort {
 }
 
 impl MadPort {
+    /// The PSN the next MAD goes out with (`rdma resource show qp`'s
+    /// `sq-psn` for QP1).
+    pub fn psn(&self) -> u32 {
+        self.psn
+    }
+
     /// Queues a MAD the responder accepted for QP1 (Q_Key and length checked).
     pub(crate) fn deliver(&mut self, mad: ReceivedMad) {
         if self.inbox.len() >= INBOX_LEN {

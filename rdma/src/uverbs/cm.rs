@@ -11,7 +11,7 @@ use verbs_ring::dispatch::{CmEventOut, ObjId};
 
 use super::{CoreAccess, CoreVerbs, TransportAccess, status};
 use crate::cm::client::{CmClient, Heard};
-use crate::cm::cma::{AddrRequest, CmaError, ConnParam, IdQpType};
+use crate::cm::cma::{AddrRequest, CmaError, ConnParam, IdQpType, State};
 use crate::rxe::mad_port::sgid_index;
 use crate::rxe::time::{Duration, Instant};
 
@@ -153,6 +153,41 @@ impl<A: CoreAccess + TransportAccess> CoreVerbs<'_, A> {
 
     pub(super) fn cm_resolve_route_(&mut self, id: ObjId) -> Result<(), Status> {
         self.u.cm.resolve_route(id).map_err(cma_status)
+    }
+
+    /// CM id `id` as `rdma resource show cm_id` lists it (see
+    /// [`verbs_ring::dispatch::VerbsProvider::cm_res_entry`]).
+    pub(super) fn cm_res_entry_(&mut self, id: ObjId) -> Option<cmd::ResEntry> {
+        let (ps, dev) = self.u.cm.listing(id)?;
+        let (src, dst, _) = self.u.cm.route(id)?;
+        // Linux 6.1's `enum rdma_cm_state`; a connection stays CONNECT
+        // once established, as Linux's does.
+        let state = match self.u.cm.state(id)? {
+            State::Idle => 0,
+            State::AddrQuery => 1,
+            State::AddrResolved => 2,
+            State::RouteResolved => 4,
+            State::Connect | State::Accepting | State::Established => 5,
+            State::Disconnect => 6,
+            State::AddrBound => 7,
+            State::Listen => 8,
+        };
+        // Linux sends the destination of every id, 0.0.0.0:0 (of the
+        // source's family) before it has one.
+        let none = match src {
+            Some(SocketAddr::V6(_)) => CmSockAddr::ipv6([0; 16], 0, 0),
+            _ => CmSockAddr::ipv4([0; 4], 0),
+        };
+        Some(cmd::ResEntry {
+            kind: cmd::res_kind::CM_ID,
+            dev_index: dev?,
+            port: 1,
+            state,
+            ps,
+            src: src.as_ref().map(ring_sockaddr).unwrap_or(none),
+            dst: dst.as_ref().map(ring_sockaddr).unwrap_or(none),
+            ..Default::default()
+        })
     }
 
     pub(super) fn cm_query_route_(&mut self, id: ObjId) -> Result<CmRoute, Status> {

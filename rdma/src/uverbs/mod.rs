@@ -57,6 +57,37 @@ use verbs_ring::ring::{Consumer, Producer};
 use verbs_ring::table::CapSet;
 use verbs_ring::wire::name_field;
 
+/// The appliance's own objects `rdma resource show` lists (`comm
+/// [ib_core]`, as Linux's): each device's GSI QP1, which the firmware's
+/// management agents own (its port 1, RTS from the start, a UD QP that
+/// sends MADs with its own PSN). The appliance has no PD, CQ or MR of its
+/// own: its MAD port is not built on verbs objects, so none are listed.
+pub fn kernel_resources<A: TransportAccess + ?Sized>(
+    access: &mut A,
+    dev: u32,
+    kind: u32,
+) -> alloc::vec::Vec<cmd::ResEntry> {
+    if kind != cmd::res_kind::QP {
+        return alloc::vec::Vec::new();
+    }
+    let Ok(psn) = access.with_transport(dev, |t, _, _| Ok(t.mad_port().psn())) else {
+        return alloc::vec::Vec::new();
+    };
+    alloc::vec![cmd::ResEntry {
+        kind,
+        dev_index: dev,
+        port: 1,
+        num: crate::rxe::qp::GSI_QPN,
+        // IB_QPT_GSI, IB_QPS_RTS.
+        qp_type: 1,
+        state: cmd::qp_state::RTS as u8,
+        sq_psn: psn,
+        owner: cmd::res_owner::KERNEL,
+        comm: name_field("ib_core").unwrap_or_default(),
+        ..Default::default()
+    }]
+}
+
 /// How the provider reaches the core and the netdevs for the length of one
 /// command: the owner of the network state lends them, nothing is kept.
 pub trait CoreAccess {
@@ -353,6 +384,14 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
 
     fn link_show(&mut self, dev: u32, port: u32) -> Result<LinkInfo, Status> {
         self.access.with(|core, _| link_info(core, dev, port))
+    }
+
+    fn kernel_resources(&mut self, dev: u32, kind: u32) -> alloc::vec::Vec<cmd::ResEntry> {
+        kernel_resources(&mut *self.access, dev, kind)
+    }
+
+    fn cm_res_entry(&mut self, id: ObjId) -> Option<cmd::ResEntry> {
+        self.cm_res_entry_(id)
     }
 
     fn cm_create_id(&mut self, ctx: u32, _uid: u64, ps: u16, qp_type: u8) -> Result<ObjId, Status> {

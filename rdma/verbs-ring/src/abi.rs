@@ -22,8 +22,11 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"VERBRING");
 /// ABI major version: a host library refuses a region with another major.
 pub const ABI_MAJOR: u32 = 1;
 /// ABI minor version: additions that an older host may ignore
-/// (1: QUERY_RESOURCES; 2: the RDMA CM commands, REG_MR's iova).
-pub const ABI_MINOR: u32 = 3;
+/// (1: QUERY_RESOURCES; 2: the RDMA CM commands, REG_MR's iova; 3: memory
+/// windows, fast-register MRs, multicast; 4: the slot's `host_comm`,
+/// RES_ENTRY). An older host leaves `host_comm` zero: its objects list
+/// with a pid and no name.
+pub const ABI_MINOR: u32 = 4;
 /// The `abi_version` field: major in the high 16 bits, minor in the low 16.
 pub const ABI_VERSION: u32 = (ABI_MAJOR << 16) | ABI_MINOR;
 
@@ -183,8 +186,13 @@ wire_struct! {
         pub host_pid: u32,
         /// One of [`reclaim_reason`]: why the slot was last reclaimed.
         pub reclaim_reason: u32,
+        /// The owner's command name (Linux's `comm`, at most 15 bytes,
+        /// NUL-padded), for `rdma resource show` (ABI 1.4; zero from an
+        /// older host). Only informational: the firmware reads it through
+        /// [`sanitize_comm`], whatever a host wrote.
+        pub host_comm: [u8; COMM_LEN],
         /// Zero.
-        pub reserved: [u32; 11],
+        pub reserved: [u32; 7],
     }
 }
 
@@ -196,6 +204,24 @@ pub const SLOT_GENERATION: usize = core::mem::offset_of!(ContextSlot, generation
 pub const SLOT_HOST_HEARTBEAT: usize = core::mem::offset_of!(ContextSlot, host_heartbeat);
 /// Slot-relative offset of `ContextSlot::host_pid`.
 pub const SLOT_HOST_PID: usize = core::mem::offset_of!(ContextSlot, host_pid);
+/// Slot-relative offset of `ContextSlot::host_comm`.
+pub const SLOT_HOST_COMM: usize = core::mem::offset_of!(ContextSlot, host_comm);
+
+/// Size of a command name field (Linux's `TASK_COMM_LEN`).
+pub const COMM_LEN: usize = 16;
+
+/// A command name as a host wrote it, made safe to print and to put in
+/// JSON: up to the first NUL and at most 15 bytes, every byte that is not
+/// printable ASCII (or is a quote, a backslash or a blank, which would
+/// break a line's words or a JSON string) replaced by `?`, NUL-padded.
+pub fn sanitize_comm(raw: &[u8]) -> [u8; COMM_LEN] {
+    let mut out = [0u8; COMM_LEN];
+    for (o, &b) in out.iter_mut().zip(raw.iter().take(COMM_LEN - 1).take_while(|&&b| b != 0)) {
+        *o = if b.is_ascii_graphic() && b != b'"' && b != b'\\' { b } else { b'?' };
+    }
+    out
+}
+
 /// Slot-relative offset of `ContextSlot::reclaim_reason`.
 pub const SLOT_RECLAIM_REASON: usize = core::mem::offset_of!(ContextSlot, reclaim_reason);
 
@@ -843,5 +869,20 @@ mod tests {
         assert!(range_within(10, 5, 10, 5));
         assert!(!range_within(u64::MAX, 2, 0, u64::MAX));
         assert!(!range_within(9, 1, 10, 5));
+    }
+}
+
+#[cfg(test)]
+mod comm_tests {
+    use super::sanitize_comm;
+
+    #[test]
+    fn a_lying_host_comm_is_bounded_and_printable() {
+        assert_eq!(&sanitize_comm(b"rping\0garbage")[..6], b"rping\0");
+        // No NUL at all, quotes, blanks, control and non-ASCII bytes.
+        let c = sanitize_comm(b"a\"b c\n\xff0123456789abcdef");
+        assert_eq!(&c[..15], b"a?b?c??01234567");
+        assert_eq!(c[15], 0);
+        assert_eq!(sanitize_comm(b""), [0; 16]);
     }
 }

@@ -182,6 +182,9 @@ pub mod nr {
     /// `ib_map_mr_sg`: the page list the next REG_MR work request
     /// registers (ABI 1.3).
     pub const MAP_MR_SG: u16 = 0x88;
+    /// One object of a kind on a device, or the next one: `rdma resource
+    /// show qp|cq|mr|pd` (NLDEV RES_*_GET, a dump by paging) (ABI 1.4).
+    pub const RES_ENTRY: u16 = 0x89;
     /// `rdma link add NAME type TYPE netdev NETDEV` (NLDEV NEWLINK).
     pub const LINK_ADD: u16 = 0x90;
     /// `rdma link delete` (NLDEV DELLINK).
@@ -836,6 +839,102 @@ wire_struct! {
         /// RDMA CM ids in the whole appliance: the dispatcher binds them to
         /// no device (0 from a firmware that does not count them).
         pub reserved: u32,
+    }
+}
+
+/// The kinds RES_ENTRY lists (`ResEntryReq::kind`, `ResEntry::kind`), in
+/// the order of Linux's `enum rdma_restrack_type`.
+pub mod res_kind {
+    pub const PD: u32 = 0;
+    pub const CQ: u32 = 1;
+    pub const QP: u32 = 2;
+    pub const CM_ID: u32 = 3;
+    pub const MR: u32 = 4;
+}
+
+/// Who owns a listed object (`ResEntry::owner`).
+pub mod res_owner {
+    /// A host context: `ctxn`, `pid` and `comm` (the name the host gave
+    /// when it attached) say which.
+    pub const USER: u8 = 0;
+    /// The appliance itself (Linux's kernel objects, `comm [ib_core]`):
+    /// `comm` is the owning module's name, there is no pid or context.
+    pub const KERNEL: u8 = 1;
+}
+
+/// Largest `ResEntry` cursor of a host object: the dispatcher's handles.
+/// The provider's own objects (the GSI QP) follow from [`RES_KERNEL_CURSOR`].
+pub const RES_KERNEL_CURSOR: u32 = 0x8000_0000;
+
+wire_struct! {
+    /// RES_ENTRY request: the first object of `kind` on `dev_index` whose
+    /// cursor is at least `cursor` (0 for the first).
+    pub struct ResEntryReq, size 16 {
+        pub dev_index: u32,
+        /// One of [`res_kind`].
+        pub kind: u32,
+        pub cursor: u32,
+        pub reserved: u32,
+    }
+}
+
+wire_struct! {
+    /// RES_ENTRY response: one object as Linux's nldev describes it (one
+    /// `rdma resource show` line); fields a kind does not have are zero.
+    /// Which fields a line prints follows from the kind, the QP type and
+    /// the owner, as nldev decides which attributes to send.
+    pub struct ResEntry, size 144 {
+        /// MR: its length (`mrlen`).
+        pub mrlen: u64,
+        /// One of [`res_kind`].
+        pub kind: u32,
+        pub dev_index: u32,
+        /// QP: its port (0 before INIT: no port, as Linux).
+        pub port: u32,
+        /// The cursor of the next object of this kind on the device, or
+        /// [`NO_MORE`].
+        pub next: u32,
+        /// `lqpn`, `cqn`, `mrn`, `pdn`: the object's number.
+        pub num: u32,
+        /// The owning context (`ctxn`); 0 for the appliance's own objects.
+        pub ctxn: u32,
+        /// The owning host process (`pid`); 0 when unknown or the appliance's.
+        pub pid: u32,
+        /// QP, MR: the number of their PD (`pdn`).
+        pub pdn: u32,
+        /// QP (RC, UC): `rqpn`, `rq-psn`; `sq-psn`.
+        pub rqpn: u32,
+        pub rq_psn: u32,
+        pub sq_psn: u32,
+        /// CQ: `cqe`.
+        pub cqe: u32,
+        /// CQ, PD: objects using it (`users`).
+        pub users: u32,
+        /// MR: `lkey`, `rkey`; PD: `local_dma_lkey` in `lkey`.
+        pub lkey: u32,
+        pub rkey: u32,
+        /// QP: one of [`qp_state`]; CM id: `enum rdma_cm_state` as Linux 6.1
+        /// numbers it (IDLE 0 .. ADDR_BOUND 7, LISTEN 8, ...).
+        /// `path-mig-state`: `enum ibv_mig_state`.
+        pub state: u8,
+        pub path_mig_state: u8,
+        /// QP: `enum ib_qp_type` (2 RC, 3 UC, 4 UD, 1 GSI).
+        pub qp_type: u8,
+        /// One of [`res_owner`].
+        pub owner: u8,
+        /// CQ of the appliance's: `enum ib_poll_context` (`poll-ctx`).
+        pub poll_ctx: u8,
+        pub reserved0: [u8; 3],
+        /// The owner's command name (`comm`), NUL-padded; the firmware
+        /// keeps only printable ASCII of what a host wrote.
+        pub comm: [u8; 16],
+        /// CM id: its port space (`enum rdma_ucm_port_space`: 0x106 TCP,
+        /// 0x111 UDP, 0x2 IPoIB, 0x3f IB).
+        pub ps: u16,
+        pub reserved: [u8; 2],
+        /// CM id: its source and destination (family 0: none).
+        pub src: crate::cm::CmSockAddr,
+        pub dst: crate::cm::CmSockAddr,
     }
 }
 

@@ -378,6 +378,32 @@ pub trait VerbsProvider {
     fn cm_get_event(&mut self, ctx: u32) -> Result<CmEventOut, Status> {
         Err(Status::EOPNOTSUPP)
     }
+
+    /// The provider's own objects of `kind` (one of [`res_kind`]) on `dev`,
+    /// which `rdma resource show` lists as the kernel's after the hosts'
+    /// (Linux lists its GSI QP1 so, `comm [ib_core]`): entries with
+    /// `owner` [`res_owner::KERNEL`]; `next` is the dispatcher's to set.
+    fn kernel_resources(&mut self, dev: u32, kind: u32) -> Vec<ResEntry> {
+        Vec::new()
+    }
+
+    /// CM id `id` as `rdma resource show cm_id` lists it: its device and
+    /// port (`None` for an id on no device yet, which Linux lists under no
+    /// device either), state, port space and addresses; the owner is the
+    /// dispatcher's to fill in.
+    fn cm_res_entry(&mut self, id: ObjId) -> Option<ResEntry> {
+        None
+    }
+}
+
+/// A provider that answers nothing: where only an object's owner is
+/// wanted, with the real provider borrowed elsewhere.
+struct NoQuery;
+
+impl VerbsProvider for NoQuery {
+    fn caps(&self) -> CapSet {
+        CapSet::default()
+    }
 }
 
 /// What the provider reports to [`Dispatcher::post_event`].
@@ -435,6 +461,20 @@ struct Obj {
     /// Queue-area ranges to give back: (offset, length).
     rings: [(u64, u64); 2],
     events: u32,
+    /// What `rdma resource show` prints of it that only its creation told.
+    info: ObjInfo,
+}
+
+/// What creating an object answered that `rdma resource show` lists: a
+/// QP's number and type, a CQ's depth, an MR's keys and length.
+#[derive(Clone, Copy, Debug, Default)]
+struct ObjInfo {
+    /// QP: its QPN; CQ: its `cqe`.
+    num: u32,
+    qp_type: u8,
+    lkey: u32,
+    rkey: u32,
+    len: u64,
 }
 
 struct Ctx {
@@ -569,6 +609,160 @@ impl Dispatcher {
         self.objs.values().filter(|o| o.kind == kind && ctx.is_none_or(|c| c == o.ctx)).count()
     }
 
+    /// QUERY_RESOURCES: the hosts' objects on `dev` by kind, and the
+    /// contexts owning some (the provider's own objects are not counted:
+    /// RES_ENTRY lists them, and `rdma resource show` adds them, see
+    /// [`crate::show::rdma_res::with_kernel`]).
+    pub fn resource_counts(&self, dev: u32) -> ResourceCounts {
+        let mut counts = [0u32; 6];
+        let mut owners = alloc::collections::BTreeSet::new();
+        for o in self.objs.values().filter(|o| o.dev == dev) {
+            // CM ids have no device here: counted apart, below.
+            if let Some(c) = counts.get_mut(o.kind.index()) {
+                *c += 1;
+            }
+            owners.insert(o.ctx);
+        }
+        let cm_ids = self.count(None, ObjKind::CmId) as u32;
+        ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids }
+    }
+
+    /// RES_ENTRY: the first object of `kind` (one of [`res_kind`]) on `dev`
+    /// at or after `cursor`, hosts' objects by handle, then the provider's
+    /// own ([`VerbsProvider::kernel_resources`]) from [`RES_KERNEL_CURSOR`];
+    /// `ENOENT` past the last. The console lists through it too, so both
+    /// print the same objects. CM ids are bound to no device here: the
+    /// provider says which device each is on ([`VerbsProvider::cm_res_entry`]).
+    pub fn res_entry<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &self,
+        mem: &M,
+        p: &mut P,
+        dev: u32,
+        kind: u32,
+        cursor: u32,
+    ) -> Result<ResEntry, Status> {
+        let obj_kind = match kind {
+            res_kind::PD => ObjKind::Pd,
+            res_kind::CQ => ObjKind::Cq,
+            res_kind::QP => ObjKind::Qp,
+            res_kind::MR => ObjKind::Mr,
+            res_kind::CM_ID => return self.cm_id_entry(mem, p, dev, cursor),
+            _ => return Err(Status::EINVAL),
+        };
+        let ours = |from: u32| {
+            self.objs.range(from.max(1)..RES_KERNEL_CURSOR).find(|(_, o)| o.kind == obj_kind && o.dev == dev)
+        };
+        let kernel = p.kernel_resources(dev, kind);
+        if cursor < RES_KERNEL_CURSOR
+            && let Some((&h, o)) = ours(cursor)
+        {
+            let next = match ours(h.saturating_add(1)) {
+                Some((&n, _)) => n,
+                None if !kernel.is_empty() => RES_KERNEL_CURSOR,
+                None => NO_MORE,
+            };
+            return Ok(ResEntry { next, ..self.user_entry(mem, p, h, o) });
+        }
+        let i = cursor.saturating_sub(RES_KERNEL_CURSOR) as usize;
+        let e = kernel.get(i).ok_or(Status::ENOENT)?;
+        let next = if i + 1 < kernel.len() { RES_KERNEL_CURSOR + i as u32 + 1 } else { NO_MORE };
+        Ok(ResEntry { kind, dev_index: dev, next, owner: res_owner::KERNEL, ..*e })
+    }
+
+    /// RES_ENTRY for CM ids: the dispatcher binds them to no device, the
+    /// provider says which one each is on.
+    fn cm_id_entry<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &self,
+        mem: &M,
+        p: &mut P,
+        dev: u32,
+        cursor: u32,
+    ) -> Result<ResEntry, Status> {
+        let mut on_dev = self
+            .objs
+            .range(cursor.max(1)..RES_KERNEL_CURSOR)
+            .filter(|(_, o)| o.kind == ObjKind::CmId)
+            .filter_map(|(&h, o)| Some((h, o, p.cm_res_entry(o.id).filter(|e| e.dev_index == dev)?)));
+        let (h, o, e) = on_dev.next().ok_or(Status::ENOENT)?;
+        let next = on_dev.next().map_or(NO_MORE, |(n, _, _)| n);
+        let owner = self.user_entry(mem, &mut NoQuery, h, o);
+        Ok(ResEntry {
+            kind: res_kind::CM_ID,
+            dev_index: dev,
+            next,
+            num: h,
+            ctxn: owner.ctxn,
+            pid: owner.pid,
+            comm: owner.comm,
+            owner: res_owner::USER,
+            ..e
+        })
+    }
+
+    /// One host object's entry; its owner as the context's slot shows it.
+    fn user_entry<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &self,
+        mem: &M,
+        p: &mut P,
+        h: u32,
+        o: &Obj,
+    ) -> ResEntry {
+        let slot = self.layout.slot_off(o.ctx).and_then(|off| {
+            let mut b = [0u8; crate::abi::ContextSlot::SIZE];
+            mem.read(off, &mut b).ok()?;
+            crate::abi::ContextSlot::decode(&b)
+        });
+        let mut e = ResEntry {
+            dev_index: o.dev,
+            num: h,
+            ctxn: o.ctx,
+            pid: slot.map_or(0, |s| s.host_pid),
+            comm: crate::abi::sanitize_comm(&slot.map_or([0; crate::abi::COMM_LEN], |s| s.host_comm)),
+            owner: res_owner::USER,
+            ..Default::default()
+        };
+        match o.kind {
+            ObjKind::Pd => {
+                e.kind = res_kind::PD;
+                e.users = o.users;
+            }
+            ObjKind::Cq => {
+                e.kind = res_kind::CQ;
+                e.cqe = o.info.num;
+                e.users = o.users;
+            }
+            ObjKind::Mr => {
+                e.kind = res_kind::MR;
+                e.lkey = o.info.lkey;
+                e.rkey = o.info.rkey;
+                e.mrlen = o.info.len;
+                e.pdn = o.uses[0];
+            }
+            ObjKind::CmId => e.kind = res_kind::CM_ID,
+            ObjKind::Ah | ObjKind::Srq | ObjKind::Mw => {}
+            ObjKind::Qp => {
+                e.kind = res_kind::QP;
+                e.num = o.info.num;
+                e.qp_type = o.info.qp_type;
+                e.pdn = o.uses[0];
+                match p.query_qp(o.id, 0) {
+                    Ok(q) => {
+                        // Linux names a QP's port once it has one (from INIT).
+                        e.port = u32::from(q.attr.port_num);
+                        e.state = u8::try_from(q.attr.qp_state).unwrap_or(u8::MAX);
+                        e.path_mig_state = u8::try_from(q.attr.path_mig_state).unwrap_or(u8::MAX);
+                        e.rqpn = q.attr.dest_qp_num;
+                        e.rq_psn = q.attr.rq_psn;
+                        e.sq_psn = q.attr.sq_psn;
+                    }
+                    // A state no table names prints as iproute2's UNKNOWN.
+                    Err(_) => e.state = u8::MAX,
+                }
+            }
+        }
+        e
+    }
+
     /// Queue an async event for whoever it concerns.
     pub fn post_event(&mut self, src: EventSource, event_type: u32) {
         let cap = self.limits.events_per_ctx as usize;
@@ -695,17 +889,11 @@ impl Dispatcher {
             }
             nr::QUERY_RESOURCES => {
                 let r: DevReq = decode(req)?;
-                let mut counts = [0u32; 6];
-                let mut owners = alloc::collections::BTreeSet::new();
-                for o in self.objs.values().filter(|o| o.dev == r.dev_index) {
-                    // CM ids have no device here: counted apart, below.
-                    if let Some(c) = counts.get_mut(o.kind.index()) {
-                        *c += 1;
-                    }
-                    owners.insert(o.ctx);
-                }
-                let cm_ids = self.count(None, ObjKind::CmId) as u32;
-                reply(out, ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids })
+                reply(out, self.resource_counts(r.dev_index))
+            }
+            nr::RES_ENTRY => {
+                let r: ResEntryReq = decode(req)?;
+                reply(out, self.res_entry(mem, p, r.dev_index, r.kind, r.cursor)?)
             }
             nr::LINK_ADD => {
                 let r: LinkAddReq = decode(req)?;
@@ -799,6 +987,7 @@ impl Dispatcher {
                 let (pd, dev) = self.lookup(ctx, r.pd_handle, ObjKind::Pd)?;
                 let keys = p.alloc_mr(pd, r.max_num_sg)?;
                 let h = self.insert(ctx, ObjKind::Mr, keys.id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
+                self.set_info(h, ObjInfo { lkey: keys.lkey, rkey: keys.rkey, ..Default::default() });
                 reply(out, RegMrResp { mr_handle: h, lkey: keys.lkey, rkey: keys.rkey, reserved: 0 })
             }
             nr::MAP_MR_SG => {
@@ -1050,12 +1239,19 @@ impl Dispatcher {
                 p.users += 1;
             }
         }
-        self.objs.insert(h, Obj { ctx, kind, id, dev, user_handle, uses, users: 0, rings, events: 0 });
+        let info = ObjInfo::default();
+        self.objs.insert(h, Obj { ctx, kind, id, dev, user_handle, uses, users: 0, rings, events: 0, info });
         self.by_id.insert((kind, id), h);
         if let Ok(c) = self.ctx_mut(ctx) {
             c.objects += 1;
         }
         Ok(h)
+    }
+
+    fn set_info(&mut self, h: u32, info: ObjInfo) {
+        if let Some(o) = self.objs.get_mut(&h) {
+            o.info = info;
+        }
     }
 
     /// Drop the dispatcher's record of `h`: parents' use counts, rings.
@@ -1151,6 +1347,7 @@ impl Dispatcher {
         }
         let keys = p.reg_mr(pd, &MrSpec { start: r.start, length: r.length, access: r.access, iova: r.iova })?;
         let h = self.insert(ctx, ObjKind::Mr, keys.id, dev, 0, [r.pd_handle, 0, 0, 0], [(0, 0); 2])?;
+        self.set_info(h, ObjInfo { lkey: keys.lkey, rkey: keys.rkey, len: r.length, ..Default::default() });
         RegMrResp { mr_handle: h, lkey: keys.lkey, rkey: keys.rkey, reserved: 0 }
             .encode(out)
             .ok_or(Status::EMSGSIZE)?;
@@ -1221,6 +1418,7 @@ impl Dispatcher {
             }
         };
         let h = self.insert(ctx, ObjKind::Cq, id, r.dev_index, r.user_handle, [0; 4], rings)?;
+        self.set_info(h, ObjInfo { num: entries, ..Default::default() });
         CreateCqResp { cq_handle: h, cqe: entries, ring }.encode(out).ok_or(Status::EMSGSIZE)?;
         Ok(CreateCqResp::SIZE)
     }
@@ -1303,6 +1501,7 @@ impl Dispatcher {
         };
         let uses = [r.pd_handle, r.send_cq_handle, r.recv_cq_handle, r.srq_handle];
         let h = self.insert(ctx, ObjKind::Qp, created.id, dev, r.user_handle, uses, rings)?;
+        self.set_info(h, ObjInfo { num: created.num, qp_type: r.qp_type, ..Default::default() });
         let resp = CreateQpResp {
             qp_handle: h,
             qp_num: created.num,

@@ -24,8 +24,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::abi::{
-    ContextSlot, Layout, LayoutError, SB_FAIL_CODE, SB_FW_STATE, SB_HEARTBEAT, SLOT_GENERATION, SLOT_HOST_HEARTBEAT,
-    SLOT_HOST_PID, SLOT_RECLAIM_REASON, SLOT_STATE, ctx_state, fw_state, reclaim_reason,
+    COMM_LEN, ContextSlot, Layout, LayoutError, SB_FAIL_CODE, SB_FW_STATE, SB_HEARTBEAT, SLOT_GENERATION,
+    SLOT_HOST_COMM, SLOT_HOST_HEARTBEAT, SLOT_HOST_PID, SLOT_RECLAIM_REASON, SLOT_STATE, ctx_state, fw_state,
+    reclaim_reason,
 };
 use crate::cmd::Status;
 use crate::dispatch::{Dispatcher, Limits, TeardownReport, VerbsProvider};
@@ -304,6 +305,7 @@ impl Firmware {
         mem.store_u32_release(slot + SLOT_GENERATION, generation)?;
         mem.store_u32_release(slot + SLOT_RECLAIM_REASON, reason)?;
         mem.store_u32_release(slot + SLOT_HOST_PID, 0)?;
+        mem.write(slot + SLOT_HOST_COMM, &[0u8; COMM_LEN])?;
         mem.store_u32_release(slot + SLOT_HOST_HEARTBEAT, 0)?;
         mem.store_u32_release(slot + SLOT_STATE, ctx_state::FREE)?;
         if let Some(s) = self.slots.get_mut(ctx as usize) {

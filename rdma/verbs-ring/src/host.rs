@@ -8,7 +8,10 @@
 //! command, length), and its rings detect a misbehaving peer like the
 //! firmware's do.
 
-use crate::abi::{Layout, LayoutError, SLOT_GENERATION, SLOT_HOST_HEARTBEAT, SLOT_HOST_PID, SLOT_STATE, ctx_state};
+use crate::abi::{
+    COMM_LEN, Layout, LayoutError, SLOT_GENERATION, SLOT_HOST_COMM, SLOT_HOST_HEARTBEAT, SLOT_HOST_PID, SLOT_STATE,
+    ctx_state,
+};
 use crate::cmd::{CmdHeader, HEADER_SIZE, Status};
 use crate::ring::{Consumer, Producer, RingError, RingGeometry, Violation};
 use crate::shm::{SharedMem, ShmError};
@@ -73,6 +76,12 @@ impl HostContext {
     /// Read the superblock, claim the first free slot by compare-and-swap,
     /// and record our pid.
     pub fn attach<M: SharedMem + ?Sized>(mem: &M, pid: u32) -> Result<HostContext, HostError> {
+        HostContext::attach_as(mem, pid, b"")
+    }
+
+    /// [`HostContext::attach`], recording our command name too (`comm`,
+    /// what `rdma resource show` prints; cut to 15 bytes).
+    pub fn attach_as<M: SharedMem + ?Sized>(mem: &M, pid: u32, comm: &[u8]) -> Result<HostContext, HostError> {
         let layout = Layout::read(mem)?;
         for ctx in 0..layout.num_contexts() {
             let Some(slot) = layout.slot_off(ctx) else { continue };
@@ -81,6 +90,11 @@ impl HostContext {
             }
             let generation = mem.load_u32_acquire(slot + SLOT_GENERATION)?;
             mem.store_u32_release(slot + SLOT_HOST_PID, pid)?;
+            let mut name = [0u8; COMM_LEN];
+            for (n, &b) in name.iter_mut().zip(comm.iter().take(COMM_LEN - 1)) {
+                *n = b;
+            }
+            mem.write(slot + SLOT_HOST_COMM, &name)?;
             let geo = |p| RingGeometry::new(p, mem.len());
             let (Some(c), Some(r)) = (layout.cmd_ring(ctx), layout.resp_ring(ctx)) else {
                 return Err(HostError::Layout(LayoutError::Field("context rings")));

@@ -1061,3 +1061,70 @@ fn slot_events_log_as_one_readable_line() {
     let bare = SlotEvent::Reclaimed { ctx: 0, reason: reclaim_reason::DETACHED, report: TeardownReport::default() };
     assert_eq!(bare.to_string(), "ring: context 0 reclaimed (detached)");
 }
+
+/// ABI 1.4: RES_ENTRY pages every context's objects of a kind with their
+/// owner's pid and the comm it attached with (sanitized, a lying host's
+/// too); the slot's comm is cleared when it is reclaimed.
+#[test]
+fn res_entry_lists_objects_with_their_owners() {
+    let (mem, mut fw) = appliance();
+    let mut a = HostContext::attach_as(&mem, 100, b"ibv_rc_pingpong").unwrap();
+    // A host that writes its own comm, longer than the field and unprintable.
+    let mut b = HostContext::attach_as(&mem, 200, b"x").unwrap();
+    let slot = fw.layout().slot_off(b.ctx()).unwrap();
+    mem.write(slot + crate::abi::SLOT_HOST_COMM, b"evil \"name\"\n\xff!!").unwrap();
+    let pd_a: HandleResp = call(&mem, &mut fw, &mut a, nr::ALLOC_PD, DevReq::default()).unwrap();
+    let pd_b: HandleResp = call(&mem, &mut fw, &mut b, nr::ALLOC_PD, DevReq::default()).unwrap();
+    let (buf, _) = a.buf_area();
+    let mr: RegMrResp = call(
+        &mem,
+        &mut fw,
+        &mut a,
+        nr::REG_MR,
+        RegMrReq { start: buf, length: 8192, pd_handle: pd_a.handle, access: 0, iova: buf },
+    )
+    .unwrap();
+    let list = |fw: &mut Fw, host: &mut HostContext, kind: u32| {
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let req = ResEntryReq { dev_index: 0, kind, cursor, reserved: 0 };
+            match call::<_, ResEntry>(&mem, fw, host, nr::RES_ENTRY, req) {
+                Ok(e) => {
+                    out.push(e);
+                    if e.next == NO_MORE {
+                        return out;
+                    }
+                    cursor = e.next;
+                }
+                Err(HostError::Status(Status::ENOENT)) => return out,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    };
+    let pds = list(&mut fw, &mut a, res_kind::PD);
+    assert_eq!(pds.len(), 2);
+    assert_eq!((pds[0].num, pds[0].pid, pds[0].users, pds[0].ctxn), (pd_a.handle, 100, 1, a.ctx()));
+    assert_eq!(crate::wire::name_str(&pds[0].comm), Some("ibv_rc_pingpong"));
+    assert_eq!((pds[1].num, pds[1].pid), (pd_b.handle, 200));
+    assert_eq!(crate::wire::name_str(&pds[1].comm), Some("evil??name???!!"));
+    let mrs = list(&mut fw, &mut a, res_kind::MR);
+    assert_eq!(mrs.len(), 1);
+    assert_eq!((mrs[0].lkey, mrs[0].rkey, mrs[0].mrlen, mrs[0].pdn), (mr.lkey, mr.rkey, 8192, pd_a.handle));
+    // Nothing of a kind, another device, a kind that does not exist.
+    assert!(list(&mut fw, &mut a, res_kind::QP).is_empty());
+    let other = ResEntryReq { dev_index: 5, kind: res_kind::PD, cursor: 0, reserved: 0 };
+    assert_eq!(
+        call::<_, ResEntry>(&mem, &mut fw, &mut a, nr::RES_ENTRY, other),
+        Err(HostError::Status(Status::ENOENT))
+    );
+    let bogus = ResEntryReq { dev_index: 0, kind: 77, cursor: 0, reserved: 0 };
+    assert_eq!(
+        call::<_, ResEntry>(&mem, &mut fw, &mut a, nr::RES_ENTRY, bogus),
+        Err(HostError::Status(Status::EINVAL))
+    );
+    b.detach(&mem).unwrap();
+    fw.tick(&mem).unwrap();
+    assert_eq!(slot_state(&mem, &fw, 1).host_comm, [0; crate::abi::COMM_LEN]);
+    assert_eq!(list(&mut fw, &mut a, res_kind::PD).len(), 1);
+}

@@ -420,7 +420,11 @@ impl Context {
     /// Map `path`, check the superblock, claim a free context slot.
     pub fn open_with(path: &Path, opts: Options) -> Result<Context> {
         let mem = ShmFile::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
-        let host = HostContext::attach(&mem, std::process::id()).map_err(|e| match e {
+        // Our command name, as `rdma resource show` prints it (Linux's
+        // `comm`: what /proc/self/comm says, at most 15 bytes).
+        let comm = std::fs::read("/proc/self/comm").unwrap_or_default();
+        let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
+        let host = HostContext::attach_as(&mem, std::process::id(), comm).map_err(|e| match e {
             HostError::Layout(error) => Error::Layout { path: path.to_path_buf(), error },
             HostError::NoFreeContext => Error::NoFreeContext {
                 slots: mem.load_u32_acquire(std::mem::offset_of!(Superblock, num_contexts)).unwrap_or(0),

@@ -147,6 +147,29 @@ impl Device {
         self.ctx.inner.call(nr::QUERY_RESOURCES, &self.dev_req())
     }
 
+    /// Every object of `kind` (one of [`cmd::res_kind`]) on the device, in
+    /// every context, as RES_ENTRY pages them (what
+    /// `verbs_ring::show::rdma_res_obj` prints).
+    pub fn res_entries(&self, kind: u32) -> Result<Vec<cmd::ResEntry>> {
+        let mut all = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let req = cmd::ResEntryReq { dev_index: self.dev_req().dev_index, kind, cursor, reserved: 0 };
+            let e: cmd::ResEntry = match self.ctx.inner.call(nr::RES_ENTRY, &req) {
+                Ok(e) => e,
+                // Past the last object (or none at all).
+                Err(e) if e.status() == Some(cmd::Status::ENOENT) => return Ok(all),
+                Err(e) => return Err(e),
+            };
+            all.push(e);
+            // Cursors only grow: a firmware answering otherwise would loop.
+            if e.next == cmd::NO_MORE || e.next <= cursor {
+                return Ok(all);
+            }
+            cursor = e.next;
+        }
+    }
+
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<Pd<'_>> {
         let r: cmd::HandleResp = self.ctx.inner.call(nr::ALLOC_PD, &self.dev_req())?;

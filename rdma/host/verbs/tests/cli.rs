@@ -186,6 +186,68 @@ fn rdma_tool() {
     assert!(err.starts_with("rdma: cannot map ring /nonexistent:"), "{err}");
 }
 
+/// `rdma resource show qp|cq|mr|pd`, filters, `-j`, `-d`, `system`: a
+/// waiting `rc_pingpong` server's objects listed with its pid and comm.
+/// (The loopback provider has no QP1 of its own: tests/tests/golden.rs
+/// checks the firmware's.)
+#[test]
+fn rdma_resource_listings() {
+    let app = Appliance::start();
+    let ring = &app.path;
+    let port = free_port().to_string();
+    let mut server = tool("rc_pingpong", ring, &["-g", "1", "-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = server.id();
+    let start = std::time::Instant::now();
+    let qps = loop {
+        let (ok, out, err) = run("rdma", ring, &["resource", "show", "qp"]);
+        assert!(ok, "{err}");
+        if out.contains("comm rc_pingpong") {
+            break out;
+        }
+        assert!(start.elapsed() < PATIENCE, "no QP of rc_pingpong:\n{out}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mine = qps.lines().find(|l| l.contains("rc_pingpong")).unwrap();
+    // The loopback provider's QUERY_QP names no port (`rxe0/-`); the
+    // firmware's does (golden.rs).
+    assert!(mine.starts_with("link rxe0/"), "{mine}");
+    assert!(mine.contains(" type RC state INIT "), "{mine}");
+    assert!(mine.ends_with(&format!(" pid {pid} comm rc_pingpong ")), "{mine}");
+    let lqpn = mine.split(' ').nth(3).unwrap();
+    let (_, one, _) = run("rdma", ring, &["resource", "show", "qp", "lqpn", lqpn]);
+    assert_eq!(one, format!("{mine}\n"));
+    let (_, none, _) = run("rdma", ring, &["resource", "show", "qp", "lqpn", "0"]);
+    assert_eq!(none, "");
+    let (_, by_pid, _) = run("rdma", ring, &["res", "show", "qp", "dev", "rxe0", "pid", &pid.to_string()]);
+    assert_eq!(by_pid, format!("{mine}\n"));
+    for kind in ["cq", "mr", "pd"] {
+        let (ok, out, err) = run("rdma", ring, &["resource", "show", kind]);
+        assert!(
+            ok && out.lines().count() == 1 && out.contains(&format!("pid {pid} comm rc_pingpong")),
+            "{kind}: {out}{err}"
+        );
+    }
+    let (_, summary, _) = run("rdma", ring, &["resource"]);
+    assert_eq!(summary, "0: rxe0: pd 1 cq 1 qp 1 cm_id 0 mr 1 ctx 1 srq 0 \n");
+    let (_, json, _) = run("rdma", ring, &["-j", "resource", "show", "pd"]);
+    assert!(json.starts_with("[{\"ifindex\":0,\"ifname\":\"rxe0\",\"pdn\":"), "{json}");
+    assert!(json.ends_with(&format!("\"pid\":{pid},\"comm\":\"rc_pingpong\"}}]\n")), "{json}");
+    let (_, pretty, _) = run("rdma", ring, &["-j", "-p", "link"]);
+    assert!(pretty.starts_with("[ {\n        \"ifindex\": 0,\n"), "{pretty}");
+    let (_, details, _) = run("rdma", ring, &["-d", "link"]);
+    assert_eq!(details, "link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth0 netdev_index 2 \n");
+    let (ok, _, err) = run("rdma", ring, &["resource", "show", "qp", "bogus", "1"]);
+    assert!(!ok && err.contains("Unknown filter \"bogus\""), "{err}");
+    let (_, sys, _) = run("rdma", ring, &["system"]);
+    assert_eq!(sys, "netns shared copy-on-fork on\n");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
 #[test]
 fn devinfo_and_gids() {
     let app = Appliance::start();

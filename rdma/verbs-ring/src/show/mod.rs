@@ -8,9 +8,11 @@
 //! - [`devinfo`]: rdma-core's `ibv_devinfo` (`-v`, `-l`);
 //! - [`devices`]: rdma-core's `ibv_devices`;
 //! - [`gids`]: the `show_gids` script (mlnx-tools);
-//! - [`rdma_link`], [`rdma_dev`], [`rdma_res`], [`rdma_stat`]: iproute2's
-//!   `rdma link show`, `rdma dev show`, `rdma resource show` and `rdma
-//!   statistic show` lines;
+//! - [`rdma_link`], [`rdma_dev`], [`rdma_res`], [`rdma_res_obj`],
+//!   [`rdma_stat`], [`rdma_sys`]: iproute2's `rdma link show`, `rdma dev
+//!   show`, `rdma resource show` (the summary, and `qp|cq|mr|pd`), `rdma
+//!   statistic show` and `rdma system show` lines, and their `-j` JSON
+//!   ([`json`]);
 //! - [`pingpong`]: the pingpongs' `-c` check and its line;
 //! - [`words`]: the spellings more than one of them uses (GUIDs, GIDs, names).
 //!
@@ -25,11 +27,14 @@ use crate::cmd::{DeviceAttr, GidEntry, LinkInfo, PortAttr};
 pub mod devices;
 pub mod devinfo;
 pub mod gids;
+pub mod json;
 pub mod pingpong;
 pub mod rdma_dev;
 pub mod rdma_link;
 pub mod rdma_res;
+pub mod rdma_res_obj;
 pub mod rdma_stat;
+pub mod rdma_sys;
 pub mod words;
 
 /// One device as the tools see it: its link (name, index, GUIDs, netdev),

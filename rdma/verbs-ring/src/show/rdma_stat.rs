@@ -35,6 +35,16 @@ pub fn write(out: &mut dyn Write, dev: &str, port: u32, values: &[u64]) -> fmt::
     writeln!(out)
 }
 
+/// The port as `rdma -j statistic show` prints it (no device index there).
+pub fn write_json(o: &mut super::json::JsonObject<'_, '_>, dev: &str, port: u32, values: &[u64]) -> fmt::Result {
+    o.str("ifname", dev)?;
+    o.uint("port", u64::from(port))?;
+    for (name, v) in COUNTER_NAMES.iter().zip(values) {
+        o.uint(name, *v)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
