@@ -279,11 +279,15 @@ fn a_capture_of_the_wire_holds_valid_arp_and_icmp() {
     let _ = std::fs::remove_file(&dump);
     let frames = tests::pcap::frames(&bytes).unwrap();
     let (mut arp_requests, mut arp_replies, mut echo_requests, mut echo_replies) = (0, 0, 0, 0);
+    let mut announced = false;
     for f in frames {
         match u16::from_be_bytes([f[12], f[13]]) {
             0x0806 => {
                 let arp = &f[14..];
                 assert_eq!(&arp[..6], &[0, 1, 8, 0, 6, 4], "ARP for Ethernet/IPv4");
+                // An RFC 5227 announcement: a broadcast request from 10.0.0.1 for itself.
+                let ours = [10, 0, 0, 1];
+                announced |= f[..6] == [0xff; 6] && arp[14..18] == ours && arp[24..28] == ours;
                 match u16::from_be_bytes([arp[6], arp[7]]) {
                     1 => arp_requests += 1,
                     2 => arp_replies += 1,
@@ -312,6 +316,7 @@ fn a_capture_of_the_wire_holds_valid_arp_and_icmp() {
     }
     assert!(arp_requests >= 1 && arp_replies >= 1, "ARP: {arp_requests} requests, {arp_replies} replies");
     assert_eq!((echo_requests, echo_replies), (2, 2));
+    assert!(announced, "10.0.0.1 was not announced when eth0 came up");
 }
 
 /// Cable pulled: QEMU's `set_link n0 off` (through a monitor socket) clears

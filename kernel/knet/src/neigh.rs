@@ -201,6 +201,8 @@ pub struct NeighTable<F: Family> {
     entries: BTreeMap<F::Addr, Entry>,
     replies: VecDeque<Tx<F::Addr>>,
     completions: VecDeque<(F::Addr, Resolution)>,
+    /// Up with carrier, as last told.
+    running: bool,
 }
 
 impl<F: Family> NeighTable<F> {
@@ -214,6 +216,7 @@ impl<F: Family> NeighTable<F> {
             entries: BTreeMap::new(),
             replies: VecDeque::new(),
             completions: VecDeque::new(),
+            running: false,
         }
     }
 
@@ -230,9 +233,31 @@ impl<F: Family> NeighTable<F> {
         &self.cfg
     }
 
-    /// Our addresses of this family: what we answer for and ask from.
+    /// Our addresses of this family: what we answer for and ask from. One
+    /// added while the device runs is announced.
     pub fn set_local_addrs(&mut self, addrs: &[F::Cidr]) {
-        self.local = addrs.to_vec();
+        let before = core::mem::replace(&mut self.local, addrs.to_vec());
+        if self.running {
+            let fresh: Vec<F::Cidr> =
+                addrs.iter().filter(|c| !before.iter().any(|b| F::address(b) == F::address(c))).cloned().collect();
+            self.announce(&fresh);
+        }
+    }
+
+    /// Whether the device is up with carrier (frames flow); when it starts
+    /// to, every address is announced.
+    pub fn set_running(&mut self, running: bool) {
+        let started = running && !self.running;
+        self.running = running;
+        if started {
+            self.announce(&self.local.clone());
+        }
+    }
+
+    /// Tells the segment that `addrs` are ours at our MAC (a switch learns
+    /// our port, neighbours their entries), as the family does it.
+    fn announce(&mut self, addrs: &[F::Cidr]) {
+        self.replies.extend(addrs.iter().filter_map(|c| F::announcement(F::address(c))));
     }
 
     /// Whether `ip` is one of ours.
@@ -246,29 +271,16 @@ impl<F: Family> NeighTable<F> {
             return;
         }
         self.dev = IfName::try_from(ev.dev.name.as_str()).unwrap_or_default();
-        let before = core::mem::replace(&mut self.local, F::locals(&ev.dev));
-        // Announce what became reachable: an address added while running, or
-        // every address when the device comes up, gets carrier or a new MAC.
-        let running = ev.dev.up && ev.dev.carrier;
-        let all_new =
-            matches!(ev.kind, NetdevEventKind::Up | NetdevEventKind::Change | NetdevEventKind::ChangeAddr { .. });
-        if running {
-            let fresh: Vec<F::Addr> = self
-                .local
-                .iter()
-                .map(F::address)
-                .filter(|a| all_new || !before.iter().any(|b| F::address(b) == *a))
-                .collect();
-            for a in fresh {
-                if let Some(tx) = F::announcement(a) {
-                    self.replies.push_back(tx);
-                }
-            }
-        }
+        self.set_local_addrs(&F::locals(&ev.dev));
+        self.set_running(ev.dev.up && ev.dev.carrier);
         match ev.kind {
             NetdevEventKind::ChangeAddr { .. } => {
                 self.mac = ev.dev.mac;
                 self.flush();
+                // The new MAC is news for every address.
+                if self.running {
+                    self.announce(&self.local.clone());
+                }
             }
             NetdevEventKind::Down | NetdevEventKind::Unregister => self.flush(),
             _ => {}

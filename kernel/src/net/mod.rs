@@ -499,6 +499,8 @@ impl Net {
                 }
             }
             let up = self.is_up(i);
+            // Coming up announces our IPv4 addresses (the first pass after boot too).
+            self.links[i].neigh.set_running(up);
             busy |= self.receive(i, up, now) > 0;
             let link = &mut self.links[i];
             let stats = self.netdevs.stats_mut(link.ifindex);
