@@ -143,3 +143,143 @@ fn perftest_against_linux_both_directions() {
     tests::pcap::check_roce_capture(&capture, 10_000);
     let _ = std::fs::remove_file(&capture);
 }
+
+/// Two appliances on one wire (10.0.0.1 and 10.0.0.2, rxe0 on each), with
+/// a ring each: a server on one ring and a client on the other, both on
+/// this host, their TCP exchange on 127.0.0.1. The rings are 256 MiB so
+/// that a context's buffer area (about 31 MiB) holds perftest's buffers for
+/// `-a`'s 8 MiB messages.
+fn pair(tag: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let region = 256 << 20;
+    let (s1, s2) = (Ivshmem::temp(&format!("{tag}-a"), region), Ivshmem::temp(&format!("{tag}-b"), region));
+    let node = |mac: &str, local, peer, ip: &str, shm: &Ivshmem| Options {
+        nic: Some(Nic::new(mac, local, peer)),
+        append: format!("ip={ip}"),
+        ivshmem: Some(shm.clone()),
+        ..Options::default()
+    };
+    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24", &s1)).unwrap();
+    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24", &s2)).unwrap();
+    for x in [&mut a, &mut b] {
+        assert!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    }
+    let out = a.cmd("ping 10.0.0.2 -c 2 -i 200").unwrap();
+    assert!(out.contains("2 received"), "{out}");
+    (a, b, s1, s2)
+}
+
+/// Which programs run a case: Debian's perftest over our C ABI (the
+/// reference) or our tools.
+#[derive(Clone, Copy)]
+enum Side {
+    Debian,
+    Ours,
+}
+
+/// One server/client run of `test` (`write_bw`, ...) with `args` on both
+/// sides: the server on ring `s`, the client on ring `c`. Returns both
+/// outputs (stdout then stderr), or both in an error when either side failed.
+fn server_client(side: Side, test: &str, s: &Path, c: &Path, args: &str) -> Result<(String, String), String> {
+    let port = free_tcp_port();
+    let spawn = |ring: &Path, a: &str| match side {
+        Side::Debian => tool::spawn_unmodified(&format!("ib_{test}"), ring, a),
+        Side::Ours => tool::spawn(test, ring, a),
+    };
+    let server = spawn(s, &format!("{args} -p {port}")).unwrap();
+    if !tool::wait_listening(port, Duration::from_secs(60)) {
+        let (_, out_s) = tool::finish(server, Duration::ZERO).unwrap();
+        return Err(format!("{test} {args}: the server does not listen:\n{out_s}"));
+    }
+    let client = spawn(c, &format!("{args} -p {port} 127.0.0.1")).unwrap();
+    let (ok_c, out_c) = tool::finish(client, RUN).unwrap();
+    let (ok_s, out_s) = tool::finish(server, RUN).unwrap();
+    if ok_c && ok_s {
+        Ok((out_s, out_c))
+    } else {
+        Err(format!("{test} {args}: server ok {ok_s}:\n{out_s}\nclient ok {ok_c}:\n{out_c}"))
+    }
+}
+
+/// The cases whose outputs are kept as fixtures: (fixture name, test, arguments).
+const CASES: &[(&str, &str, &str)] = &[
+    ("send_bw", "send_bw", "-d rxe0 -F -x 1 -n 100"),
+    ("write_bw", "write_bw", "-d rxe0 -F -x 1 -n 100"),
+    ("write_bw-gbits", "write_bw", "-d rxe0 -F -x 1 -n 100 --report_gbits"),
+    ("read_bw", "read_bw", "-d rxe0 -F -x 1 -n 100"),
+    ("atomic_bw", "atomic_bw", "-d rxe0 -F -x 1 -n 100"),
+    ("send_lat", "send_lat", "-d rxe0 -F -x 1 -n 100"),
+    ("write_lat", "write_lat", "-d rxe0 -F -x 1 -n 100"),
+    ("read_lat", "read_lat", "-d rxe0 -F -x 1 -n 100"),
+    ("atomic_lat", "atomic_lat", "-d rxe0 -F -x 1 -n 100"),
+    ("write_bw-all", "write_bw", "-d rxe0 -F -x 1 -n 5 -a"),
+    ("send_lat-all", "send_lat", "-d rxe0 -F -x 1 -n 5 -a"),
+    ("write_bw-duration", "write_bw", "-d rxe0 -F -x 1 -D 2"),
+    ("send_lat-duration", "send_lat", "-d rxe0 -F -x 1 -D 2"),
+    ("write_bw-bidir", "write_bw", "-d rxe0 -F -x 1 -n 100 -b"),
+    ("send_bw-bidir", "send_bw", "-d rxe0 -F -x 1 -n 100 -b"),
+    ("write_bw-qps", "write_bw", "-d rxe0 -F -x 1 -n 100 -q 2"),
+    ("send_bw-uc", "send_bw", "-d rxe0 -F -x 1 -n 100 -c UC"),
+    ("send_bw-ud", "send_bw", "-d rxe0 -F -x 1 -n 100 -c UD -s 1024"),
+    ("write_bw-uc", "write_bw", "-d rxe0 -F -x 1 -n 100 -c UC"),
+    ("send_lat-ud", "send_lat", "-d rxe0 -F -x 1 -n 100 -c UD"),
+];
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/perftest")
+}
+
+/// Captures Debian's perftest 4.5 (over our C ABI, between two appliances)
+/// into tests/fixtures/perftest/<case>.{server,client}.txt: the reference
+/// `ours_print_what_perftest_prints` compares with. Run by hand when a case
+/// is added.
+#[test]
+#[ignore = "regenerates the fixtures: run by hand"]
+fn capture_perftest_reference_outputs() {
+    let (_a, _b, s1, s2) = pair("ptcap");
+    let only = std::env::var("PERFTEST_CASES").unwrap_or_default();
+    for &(name, test, args) in CASES {
+        if !only.is_empty() && !only.split(',').any(|c| c == name) {
+            continue;
+        }
+        let (out_s, out_c) = match server_client(Side::Debian, test, &s1.path, &s2.path, args) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("not captured: {e}");
+                continue;
+            }
+        };
+        std::fs::write(fixtures().join(format!("{name}.server.txt")), out_s).unwrap();
+        std::fs::write(fixtures().join(format!("{name}.client.txt")), out_c).unwrap();
+        if args.contains("-n 100") && !args.contains(" -b") && !args.contains(" -q") && !args.contains(" -c") {
+            // perftest's JSON report, written by each side.
+            let dir = std::env::temp_dir();
+            let json = |role: &str| dir.join(format!("pt-{name}-{role}-{}.json", std::process::id()));
+            let port = free_tcp_port();
+            let (js, jc) = (json("server"), json("client"));
+            let server = tool::spawn_unmodified(
+                &format!("ib_{test}"),
+                &s1.path,
+                &format!("{args} -p {port} --out_json --out_json_file={}", js.display()),
+            )
+            .unwrap();
+            assert!(tool::wait_listening(port, Duration::from_secs(60)));
+            let client = tool::spawn_unmodified(
+                &format!("ib_{test}"),
+                &s2.path,
+                &format!("{args} -p {port} --out_json --out_json_file={} 127.0.0.1", jc.display()),
+            )
+            .unwrap();
+            let (ok_c, oc) = tool::finish(client, RUN).unwrap();
+            let (ok_s, os) = tool::finish(server, RUN).unwrap();
+            assert!(ok_c && ok_s, "{os}\n{oc}");
+            for (role, f) in [("server", &js), ("client", &jc)] {
+                if let Ok(t) = std::fs::read_to_string(f) {
+                    std::fs::write(fixtures().join(format!("{name}.{role}.json")), t).unwrap();
+                    let _ = std::fs::remove_file(f);
+                }
+            }
+        }
+        eprintln!("captured {name}");
+    }
+}
