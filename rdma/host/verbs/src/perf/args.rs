@@ -124,7 +124,9 @@ impl Settings {
                 return Err(Error::InvalidArgument("only RC connections (-c RC) are supported by this tool"));
             }
             _ => {
-                return Err(Error::InvalidArgument("Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}"));
+                return Err(Error::InvalidArgument(
+                    "Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}",
+                ));
             }
         }
         if a.qps != 1 {
