@@ -38,11 +38,17 @@ const RUN: Duration = Duration::from_secs(240);
 /// (10.0.0.3) whose guest clients reach host port `gp`; QEMU's filter-dump
 /// records the appliance's side of the wire in `capture`.
 fn setup(gp: u16, capture: &Path) -> (Appliance, LinuxPeer, Ivshmem) {
+    setup_with_region(gp, capture, REGION)
+}
+
+/// [`setup`] with a ring of `region` bytes (`-a`'s 8 MiB messages need a
+/// 256 MiB ring: a context's buffer area holds perftest's two buffers).
+fn setup_with_region(gp: u16, capture: &Path, region: u64) -> (Appliance, LinuxPeer, Ivshmem) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
     opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
     let mut linux = LinuxPeer::start(opts).unwrap();
-    let shm = Ivshmem::temp("perftest", REGION);
+    let shm = Ivshmem::temp("perftest", region);
     let mut app = Appliance::boot(Options {
         nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
         append: "ip=10.0.0.1/24".into(),
@@ -141,6 +147,64 @@ fn perftest_against_linux_both_directions() {
     drop(app);
     // Every frame of every run well formed, with a good ICRC.
     tests::pcap::check_roce_capture(&capture, 10_000);
+    let _ = std::fs::remove_file(&capture);
+}
+
+/// read_lat and atomic_lat, `-D`, `-a` and `--out_json` against Linux's
+/// perftest, each side as server and as client. A row is required where
+/// the program prints one: read_lat's and atomic_lat's servers print none.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn new_tools_and_options_against_linux_both_directions() {
+    if !LinuxPeer::available_or_skip("new_tools_and_options_against_linux_both_directions") {
+        return;
+    }
+    let gp = free_tcp_port();
+    let capture = std::env::temp_dir().join(format!("perftest-new-{}.pcap", std::process::id()));
+    let (app, mut linux, shm) = setup_with_region(gp, &capture, 256 << 20);
+    let hp = linux.host_port();
+    // (Linux program, our tool, options, what each side that reports prints)
+    let matrix: [(&str, &str, &str, &str); 7] = [
+        ("ib_read_lat", "read_lat", "-n 200", " 2       200 "),
+        ("ib_atomic_lat", "atomic_lat", "-n 200", " 8       200 "),
+        ("ib_read_lat", "read_lat", "-D 2", "t_avg[usec]    tps average"),
+        ("ib_write_bw", "write_bw", "-D 2", " 65536      "),
+        ("ib_atomic_bw", "atomic_bw", "-D 2 -A CMP_AND_SWAP", " 8          "),
+        ("ib_write_lat", "write_lat", "-a -n 5", " 8388608 5 "),
+        ("ib_write_bw", "write_bw", "-n 100 --out_json --out_json_file=/tmp/pt.json", " 65536      100 "),
+    ];
+    let lends = |tool: &str| tool == "read_lat" || tool == "atomic_lat";
+    for (linux_prog, tool, opts, expect) in matrix {
+        let common = format!("-x 1 {opts}");
+        let linux_opts = format!("-d rxe0 -F {common}");
+        linux.cmd(&format!("{linux_prog} {linux_opts} > /tmp/pt.log 2>&1 &")).unwrap();
+        linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+        let ours_opts =
+            common.replace("/tmp/pt.json", &std::env::temp_dir().join("pt-ours.json").display().to_string());
+        let (ok, ours) =
+            tool::finish(tool::spawn(tool, &shm.path, &format!("{ours_opts} -p {hp} 127.0.0.1")).unwrap(), RUN)
+                .unwrap();
+        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        assert!(ok && ours.contains(expect), "{tool} {opts} client:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
+        assert!(theirs.contains("exit=0"), "Linux {linux_prog} {opts} server:\n{theirs}\nours:\n{ours}");
+        assert!(lends(tool) || theirs.contains(expect), "Linux {linux_prog} {opts} server:\n{theirs}");
+
+        let server = tool::spawn(tool, &shm.path, &format!("{ours_opts} -p {gp} --bind 127.0.0.1")).unwrap();
+        let (status, theirs) =
+            linux.status(&format!("{linux_prog} {linux_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+        let (ok, ours) = tool::finish(server, RUN).unwrap();
+        assert!(ok, "{tool} {opts} server failed:\n{ours}\nLinux {linux_prog} client:\n{theirs}");
+        assert_eq!(status, 0, "Linux {linux_prog} {opts} client failed:\n{theirs}\nours:\n{ours}");
+        assert!(theirs.contains(expect), "Linux {linux_prog} {opts} client:\n{theirs}");
+        assert!(lends(tool) || ours.contains(expect), "{tool} {opts} server:\n{ours}");
+        eprintln!("{tool} {opts}: both directions pass");
+    }
+    let json = std::env::temp_dir().join("pt-ours.json");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert!(text.contains("test: RDMA_Write_BW_Test,") && text.contains("n_iterations: 100,"), "{text}");
+    drop(app);
+    tests::pcap::check_roce_capture(&capture, 1_000);
     let _ = std::fs::remove_file(&capture);
 }
 
