@@ -283,7 +283,7 @@ fn perf_tools_print_their_tables() {
 }
 
 /// read_lat and atomic_lat (the client measures, the server only lends its
-/// memory), `-D` runs, and `--out_json`'s file.
+/// memory), `-D` runs, `-c UC`, and `--out_json`'s file.
 #[test]
 fn perf_latency_tools_timed_runs_and_json() {
     let app = Appliance::start();
@@ -311,6 +311,17 @@ fn perf_latency_tools_timed_runs_and_json() {
     assert!(text.starts_with("{\ntest_info: {\ntest: RDMA_Write_BW_Test,\n"), "{text}");
     assert!(text.contains("results: {\nMsgSize: 65536,\nn_iterations: 50,\nBW_peak: "), "{text}");
     assert!(text.ends_with("},\n}\n"), "{text}");
+    // UC: the SEND and WRITE tests (no loss on this loopback wire).
+    for name in ["send_bw", "write_bw", "send_lat", "write_lat"] {
+        let (s, c) = pair(name, &app.path, &["-n", "100", "-c", "UC", "-s", "1024"]);
+        for out in [&s, &c] {
+            assert!(out.contains(" Connection type : UC\t\t"), "{name}:\n{out}");
+        }
+        let row = if name.ends_with("_bw") { " 1024       100 " } else { " 1024    100 " };
+        assert!(c.contains(row), "{name}:\n{c}");
+    }
+    let (ok, _, err) = run("read_bw", &app.path, &["-c", "UC", "127.0.0.1"]);
+    assert!(!ok && err.contains("only RC connections (-c RC) are supported"), "{err}");
     // What the tools refuse, they say.
     let (ok, _, err) = run("send_bw", &app.path, &["-b", "127.0.0.1"]);
     assert!(!ok && err.contains("bidirectional runs (-b) are not supported"), "{err}");

@@ -2,7 +2,7 @@
 //! from Debian's `ib_<tool> --help` into tests/fixtures/perftest/help-*.txt:
 //! every option line ours prints is perftest's line for that option in
 //! that program (same words, same defaults), in perftest's order; ours
-//! lists only what it takes, and `-c` names only the RC it runs.
+//! lists only what it takes, and `-c` names only the types it runs.
 
 use std::path::Path;
 use std::process::Command;
@@ -52,7 +52,13 @@ fn each_tool_prints_its_own_perftest_usage() {
             let Some(opt) = option(line) else { continue };
             options += 1;
             if opt == "-c" {
-                assert_eq!(line, "  -c, --connection=<RC>  Connection type RC (default RC)");
+                let uc = ["send_bw", "write_bw", "send_lat", "write_lat"].contains(&tool);
+                let want = if uc {
+                    "  -c, --connection=<RC/UC>  Connection type RC/UC (default RC)"
+                } else {
+                    "  -c, --connection=<RC>  Connection type RC (default RC)"
+                };
+                assert_eq!(line, want, "{tool}");
                 continue;
             }
             let at = theirs

@@ -103,6 +103,8 @@ pub struct Settings {
     pub cq_mod: u32,
     pub method: Method,
     pub atomic_cas: bool,
+    /// `-c UC`: an unreliable connection instead of RC.
+    pub uc: bool,
 }
 
 impl Settings {
@@ -118,17 +120,26 @@ impl Settings {
                 ));
             }
         };
-        match a.connection.as_str() {
-            "RC" => {}
+        let uc = match a.connection.as_str() {
+            "RC" => false,
+            // perftest runs UC in the SEND and WRITE tests only.
+            "UC" if test.takes_uc() && !a.rdma_cm => true,
+            "UC" if test.takes_uc() => {
+                return Err(Error::InvalidArgument("UC connections (-c UC) are not supported with -R by this tool"));
+            }
             "UC" | "UD" | "XRC" | "DC" | "SRD" => {
-                return Err(Error::InvalidArgument("only RC connections (-c RC) are supported by this tool"));
+                return Err(Error::InvalidArgument(if test.takes_uc() {
+                    "only RC and UC connections (-c RC, -c UC) are supported by this tool"
+                } else {
+                    "only RC connections (-c RC) are supported by this tool"
+                }));
             }
             _ => {
                 return Err(Error::InvalidArgument(
                     "Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}",
                 ));
             }
-        }
+        };
         if a.qps != 1 {
             return Err(Error::InvalidArgument("only one QP (-q 1) is supported by this tool"));
         }
@@ -188,7 +199,7 @@ impl Settings {
             cq_mod = 1;
         }
         cq_mod = cq_mod.min(tx_depth);
-        Ok(Settings { test, size, all: a.all, iters, tx_depth, rx_depth, cq_mod, method, atomic_cas })
+        Ok(Settings { test, size, all: a.all, iters, tx_depth, rx_depth, cq_mod, method, atomic_cas, uc })
     }
 
     /// The sizes to run: one, or `-a`'s 2 B to 8 MiB.
@@ -225,6 +236,8 @@ mod tests {
         assert_eq!(s.method, Method::Infinitely(5));
         assert!(settings(Test::WriteBw, "-n 4").is_err());
         assert!(settings(Test::WriteBw, "-c XX").is_err());
+        assert!(settings(Test::WriteLat, "-c UC").unwrap().uc);
+        assert!(settings(Test::ReadBw, "-c UC").is_err() && settings(Test::SendBw, "-c UD").is_err());
         assert!(settings(Test::WriteBw, "-A NOPE").is_err());
         assert!(settings(Test::SendLat, "--run_infinitely").is_err());
     }

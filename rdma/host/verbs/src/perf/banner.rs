@@ -24,6 +24,8 @@ pub struct Banner {
     pub rdma_cm_qps: bool,
     /// `-R` or `-z`: the keys exchanged over rdma_cm, not TCP.
     pub rdma_cm_exchange: bool,
+    /// `-c UC`.
+    pub uc: bool,
 }
 
 impl Banner {
@@ -45,6 +47,10 @@ impl Banner {
         self.test != Test::WriteLat
     }
 
+    fn connection(&self) -> &'static str {
+        if self.uc { "UC" } else { "RC" }
+    }
+
     fn reads(&self) -> bool {
         self.test.reads()
     }
@@ -58,7 +64,7 @@ impl Banner {
         s += &format!("                    {}\n", self.title_words().join(" "));
         s += &format!(" Dual-port       : OFF\t\tDevice         : {}\n", self.device);
         s += " Number of qps   : 1\t\tTransport type : IB\n";
-        s += " Connection type : RC\t\tUsing SRQ      : OFF\n";
+        s += &format!(" Connection type : {}\t\tUsing SRQ      : OFF\n", self.connection());
         // Debian's perftest is built with relaxed ordering support (the
         // line's ON) and, on a device it does not know (rxe, ours), uses
         // the old post_send.
@@ -100,7 +106,7 @@ impl Banner {
         s += &format!("test: {},\n", self.title_words().join("_"));
         s += &format!("Dual_port: OFF,\nDevice: \"{}\",\n", self.device);
         s += "Number_of_qps: 1,\nTransport_type: IB,\n";
-        s += "Connection_type: RC,\nUsing_SRQ: OFF,\n";
+        s += &format!("Connection_type: {},\nUsing_SRQ: OFF,\n", self.connection());
         s += &format!("PCIe_relax_order: {},\n", on(self.relaxed_ordering()));
         s += "ibv_wr_API: OFF,\n";
         if self.client {

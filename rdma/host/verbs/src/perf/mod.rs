@@ -99,6 +99,11 @@ impl Test {
         matches!(self, Test::WriteBw | Test::ReadBw | Test::AtomicBw | Test::ReadLat | Test::AtomicLat)
     }
 
+    /// The tests perftest runs over UC (`-c UC`): SEND and WRITE.
+    pub fn takes_uc(self) -> bool {
+        matches!(self, Test::SendBw | Test::WriteBw | Test::SendLat | Test::WriteLat)
+    }
+
     /// The tests that take `-a`.
     pub fn all_sizes(self) -> bool {
         matches!(self, Test::WriteBw | Test::ReadBw | Test::WriteLat | Test::ReadLat)
@@ -225,6 +230,7 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         out_reads,
         rdma_cm_qps: a.rdma_cm,
         rdma_cm_exchange: use_cm,
+        uc: st.uc,
     };
     print!("{}", banner.text());
 
@@ -233,7 +239,8 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
     let recv_cq = dev.create_cq(rx_depth + 1, 0)?;
     let cap =
         QpCap { max_send_wr: tx_depth, max_recv_wr: rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let attr = QpInitAttr { cap, ..Default::default() };
+    let qp_type = if st.uc { crate::queue::qp_type::UC } else { crate::queue::qp_type::RC };
+    let attr = QpInitAttr { cap, qp_type, ..Default::default() };
     let (data_id, qp) = if a.rdma_cm {
         let d = cm::DataConn {
             ev: &events,

@@ -18,6 +18,9 @@ enum For {
     Timed,
     /// The bandwidth tests that take `-D`.
     TimedBw,
+    /// The tests that run over UC too ([`Test::takes_uc`]), and the others.
+    Uc,
+    RcOnly,
 }
 
 impl For {
@@ -30,6 +33,8 @@ impl For {
             For::Atomic => t.is_atomic(),
             For::Timed => t.timed_runs(),
             For::TimedBw => t.timed_runs() && !t.is_lat(),
+            For::Uc => t.takes_uc(),
+            For::RcOnly => !t.takes_uc(),
         }
     }
 }
@@ -52,7 +57,8 @@ const OPTIONS: &[(For, Line)] = &[
         ),
     ),
     (For::Sized, Line::Text("  -a, --all  Run sizes from 2 till 2^23")),
-    (For::All, Line::Text("  -c, --connection=<RC>  Connection type RC (default RC)")),
+    (For::Uc, Line::Text("  -c, --connection=<RC/UC>  Connection type RC/UC (default RC)")),
+    (For::RcOnly, Line::Text("  -c, --connection=<RC>  Connection type RC (default RC)")),
     (For::All, Line::Text("  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)")),
     (For::Timed, Line::Text("  -D, --duration  Run test for a customized period of seconds.")),
     (
