@@ -17,6 +17,11 @@
 //! the pingpong interop tests do.
 //!
 //! Slow (a Debian kernel under TCG), so `#[ignore]`d: `make interop` runs it.
+//!
+//! The output tests need no Linux peer: two appliances, our tools on their
+//! rings, compared with what Debian's perftest printed in the same setup
+//! (tests/fixtures/perftest/, captured by `capture_perftest_reference_outputs`
+//! through our C ABI); they run in `make test`.
 
 #![deny(unsafe_code)]
 
