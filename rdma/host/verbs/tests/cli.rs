@@ -24,6 +24,8 @@ fn exe(name: &str) -> &'static str {
         "atomic_bw" => env!("CARGO_BIN_EXE_atomic_bw"),
         "send_lat" => env!("CARGO_BIN_EXE_send_lat"),
         "write_lat" => env!("CARGO_BIN_EXE_write_lat"),
+        "read_lat" => env!("CARGO_BIN_EXE_read_lat"),
+        "atomic_lat" => env!("CARGO_BIN_EXE_atomic_lat"),
         "rping" => env!("CARGO_BIN_EXE_rping"),
         _ => unreachable!(),
     }
@@ -340,6 +342,53 @@ fn perf_tools_print_their_tables() {
             assert!(out.lines().any(|l| l.starts_with(" 64      100")), "{name}:\n{out}");
         }
     }
+}
+
+/// read_lat and atomic_lat (the client measures, the server only lends its
+/// memory), `-D` runs, `-c UC`, and `--out_json`'s file.
+#[test]
+fn perf_latency_tools_timed_runs_and_json() {
+    let app = Appliance::start();
+    for (name, size) in [("read_lat", "2"), ("atomic_lat", "8")] {
+        let (s, c) = pair(name, &app.path, &["-n", "100"]);
+        assert!(c.contains("t_typical[usec]"), "{c}");
+        assert!(c.lines().any(|l| l.starts_with(&format!(" {size:<7} 100 "))), "{name}:\n{c}");
+        assert!(!s.contains("t_typical[usec]") && s.contains("Outstand reads  : "), "{name} server:\n{s}");
+        let (_, c) = pair(name, &app.path, &["-D", "1"]);
+        assert!(c.contains(" #bytes        #iterations       t_avg[usec]    tps average"), "{name}:\n{c}");
+        assert!(c.lines().any(|l| l.starts_with(&format!(" {size:<7}       "))), "{name}:\n{c}");
+    }
+    let (s, c) = pair("read_bw", &app.path, &["-D", "1", "-s", "4096"]);
+    for out in [&s, &c] {
+        let line = out.lines().find(|l| l.starts_with(" 4096       ")).unwrap_or_else(|| panic!("{out}"));
+        let count: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(count > 0, "{line}");
+    }
+    let json = std::env::temp_dir().join(format!("perf-json-{}.json", std::process::id()));
+    let arg = format!("--out_json_file={}", json.display());
+    let (_, c) = pair("write_bw", &app.path, &["-n", "50", "--out_json", &arg]);
+    assert!(c.contains(" 65536      50 "), "{c}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert!(text.starts_with("{\ntest_info: {\ntest: RDMA_Write_BW_Test,\n"), "{text}");
+    assert!(text.contains("results: {\nMsgSize: 65536,\nn_iterations: 50,\nBW_peak: "), "{text}");
+    assert!(text.ends_with("},\n}\n"), "{text}");
+    // UC: the SEND and WRITE tests (no loss on this loopback wire).
+    for name in ["send_bw", "write_bw", "send_lat", "write_lat"] {
+        let (s, c) = pair(name, &app.path, &["-n", "100", "-c", "UC", "-s", "1024"]);
+        for out in [&s, &c] {
+            assert!(out.contains(" Connection type : UC\t\t"), "{name}:\n{out}");
+        }
+        let row = if name.ends_with("_bw") { " 1024       100 " } else { " 1024    100 " };
+        assert!(c.contains(row), "{name}:\n{c}");
+    }
+    let (ok, _, err) = run("read_bw", &app.path, &["-c", "UC", "127.0.0.1"]);
+    assert!(!ok && err.contains("only RC connections (-c RC) are supported"), "{err}");
+    // What the tools refuse, they say.
+    let (ok, _, err) = run("send_bw", &app.path, &["-b", "127.0.0.1"]);
+    assert!(!ok && err.contains("bidirectional runs (-b) are not supported"), "{err}");
+    let (ok, _, err) = run("send_lat", &app.path, &["-n", "3"]);
+    assert!(!ok && err.contains("between 5 and 100000000"), "{err}");
 }
 
 /// Every slot's (state, reason of its last reclaim), read from the region.

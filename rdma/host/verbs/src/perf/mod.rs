@@ -1,32 +1,41 @@
 //! The perftest benchmarks for the appliance (`send_bw`, `write_bw`,
-//! `read_bw`, `atomic_bw`, `send_lat`, `write_lat`): one engine, a binary
-//! per test, interoperable with Linux's `ib_*` programs of perftest 4.5.
+//! `read_bw`, `atomic_bw`, `send_lat`, `write_lat`, `read_lat`,
+//! `atomic_lat`): one engine, a binary per test, interoperable with Linux's
+//! `ib_*` programs of perftest 4.5 and printing what they print.
 //!
 //! As in perftest, the server is the side started without a host name. The
 //! two programs talk over TCP ([`exchange`]) or, with `-R`/`-z`, over an
 //! rdma_cm connection of their own ([`cm`]), connect one RC queue pair (by
-//! hand from the exchanged keys, or with `-R` through rdma_cm),
-//! run, and print perftest's tables: bandwidth tests keep `tx_depth`
-//! requests in flight and report peak and average bandwidth (MB = 2^20
-//! bytes, or Gb/s with `--report_gbits`) and message rate; latency tests
-//! ping-pong and report min, max, typical (median), average, deviation and
-//! the 99th and 99.9th percentiles of half the round trip. In the one-sided
-//! bandwidth tests the server's CPU does nothing: it prints the figures the
-//! client sends it.
+//! hand from the exchanged keys, or with `-R` through rdma_cm), run, and
+//! print perftest's header ([`banner`]) and tables ([`report`]): bandwidth
+//! tests keep `tx_depth` requests in flight and report peak and average
+//! bandwidth (MB = 2^20 bytes, or Gb/s with `--report_gbits`) and message
+//! rate; latency tests ping-pong (or, for READs and atomics, wait for each
+//! operation) and report min, max, typical (median), average, deviation and
+//! the 99th and 99.9th percentiles. In the one-sided tests the server's CPU
+//! does nothing: it prints the figures the client sends it (bandwidth) or
+//! nothing (latency). The command line is parsed in [`args`].
 
+pub mod args;
+pub mod banner;
 pub mod cm;
 pub mod exchange;
+pub mod json;
 pub mod report;
 pub mod run;
+pub mod usage;
 
 use std::time::Duration;
 
 use clap::Parser;
 
-use crate::cli::{RingArgs, fail};
-use crate::{AccessFlags, Device, Error, Qp, QpCap, QpInitAttr, RtrAttr, names};
+use crate::cli::fail;
+use crate::{AccessFlags, Error, Qp, QpCap, QpInitAttr, RtrAttr, names};
+pub use args::PerfArgs;
+use args::{Method, Settings};
+use banner::Banner;
 use exchange::{BwReport, Channel, Keys};
-use report::{BAR, print_addresses};
+use report::BAR;
 use run::{Run, half_buffer};
 
 /// Which benchmark.
@@ -38,21 +47,12 @@ pub enum Test {
     AtomicBw,
     SendLat,
     WriteLat,
+    ReadLat,
+    AtomicLat,
 }
 
 impl Test {
-    fn title(self) -> &'static str {
-        match self {
-            Test::SendBw => "Send BW Test",
-            Test::WriteBw => "RDMA_Write BW Test",
-            Test::ReadBw => "RDMA_Read BW Test",
-            Test::AtomicBw => "Atomic FETCH_AND_ADD/CMP_AND_SWAP BW Test",
-            Test::SendLat => "Send Latency Test",
-            Test::WriteLat => "RDMA_Write Latency Test",
-        }
-    }
-
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Test::SendBw => "send_bw",
             Test::WriteBw => "write_bw",
@@ -60,83 +60,79 @@ impl Test {
             Test::AtomicBw => "atomic_bw",
             Test::SendLat => "send_lat",
             Test::WriteLat => "write_lat",
+            Test::ReadLat => "read_lat",
+            Test::AtomicLat => "atomic_lat",
         }
     }
 
-    fn is_lat(self) -> bool {
-        matches!(self, Test::SendLat | Test::WriteLat)
+    /// perftest's name of the verb (`testsStr`), the title's first word.
+    pub fn verb_name(self) -> &'static str {
+        match self {
+            Test::SendBw | Test::SendLat => "Send",
+            Test::WriteBw | Test::WriteLat => "RDMA_Write",
+            Test::ReadBw | Test::ReadLat => "RDMA_Read",
+            Test::AtomicBw | Test::AtomicLat => "Atomic",
+        }
     }
 
-    fn is_send(self) -> bool {
+    pub fn is_lat(self) -> bool {
+        matches!(self, Test::SendLat | Test::WriteLat | Test::ReadLat | Test::AtomicLat)
+    }
+
+    pub fn is_send(self) -> bool {
         matches!(self, Test::SendBw | Test::SendLat)
     }
-}
 
-/// perftest's common options.
-#[derive(Parser, Debug)]
-pub struct PerfArgs {
-    #[command(flatten)]
-    pub ring: RingArgs,
-    /// Use IB device DEV (default first device found)
-    #[arg(short = 'd', long = "ib-dev")]
-    pub dev: Option<String>,
-    /// Use port PORT of IB device
-    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
-    pub ib_port: u8,
-    /// Source GID index
-    #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
-    pub gid_index: u8,
-    /// Size of message to exchange (default 65536 for BW, 2 for latency, 8 for atomics)
-    #[arg(short = 's', long = "size")]
-    pub size: Option<usize>,
-    /// Number of exchanges
-    #[arg(short = 'n', long = "iters", default_value_t = 1000)]
-    pub iters: u32,
-    /// Listen on/connect to port PORT
-    #[arg(short = 'p', long = "port", default_value_t = 18515)]
-    pub port: u16,
-    /// The address a server listens on
-    #[arg(long = "bind", default_value = "0.0.0.0")]
-    pub bind: String,
-    /// MTU size: 256 - 4096 (default: the port's active MTU; the smaller of both sides' is used)
-    #[arg(short = 'm', long = "mtu")]
-    pub mtu: Option<u32>,
-    /// Size of the send queue (requests in flight; 1 in latency tests)
-    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
-    pub tx_depth: u32,
-    /// Receives kept posted by a SEND receiver
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
-    pub rx_depth: u32,
-    /// Atomic operation: CMP_AND_SWAP or FETCH_AND_ADD (atomic_bw)
-    #[arg(short = 'A', long = "atomic_type", default_value = "FETCH_AND_ADD")]
-    pub atomic_type: String,
-    /// Connect QPs with rdma_cm and run test on those QPs (implies -z)
-    #[arg(short = 'R', long = "rdma_cm")]
-    pub rdma_cm: bool,
-    /// Communicate with rdma_cm module to exchange data - use regular QPs
-    #[arg(short = 'z', long = "comm_rdma_cm")]
-    pub comm_rdma_cm: bool,
-    /// Report bandwidth in Gb/s instead of MB/s
-    #[arg(long = "report_gbits")]
-    pub report_gbits: bool,
-    /// Server to connect to (else: be the server)
-    pub host: Option<String>,
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Test::AtomicBw | Test::AtomicLat)
+    }
+
+    /// READs and atomics: the peer answers them from its responder
+    /// resources (`out_reads`), and a latency sample is a whole operation.
+    pub fn reads(self) -> bool {
+        matches!(self, Test::ReadBw | Test::ReadLat | Test::AtomicBw | Test::AtomicLat)
+    }
+
+    /// The tests whose client alone decides when the run ends, so `-D`
+    /// needs nothing from the server.
+    pub fn timed_runs(self) -> bool {
+        matches!(self, Test::WriteBw | Test::ReadBw | Test::AtomicBw | Test::ReadLat | Test::AtomicLat)
+    }
+
+    /// The tests perftest runs over UC (`-c UC`): SEND and WRITE.
+    pub fn takes_uc(self) -> bool {
+        matches!(self, Test::SendBw | Test::WriteBw | Test::SendLat | Test::WriteLat)
+    }
+
+    /// The tests that take `-a`.
+    pub fn all_sizes(self) -> bool {
+        matches!(self, Test::WriteBw | Test::ReadBw | Test::WriteLat | Test::ReadLat)
+    }
+
+    /// What a latency sample (the time between two posts) is divided by:
+    /// half a round trip for a ping-pong, the whole for a READ or atomic.
+    fn per_sample(self) -> f64 {
+        if self.reads() { 1.0 } else { 2.0 }
+    }
 }
 
 /// What we announce in the exchange: the page size and cache line of an
 /// x86-64 host, as perftest reads them from sysconf.
 const PAGE_SIZE: i32 = 4096;
 const CACHE_LINE: i32 = 64;
-/// READs and atomics we answer at once (perftest's `out_reads` on a
-/// Hermon-class device); the peer's figure bounds the ones we issue.
-const OUT_READS: u16 = 16;
 /// How long a client retries a server that is not listening yet.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Run `test` with the command line; exits 1 on failure.
 pub fn main(test: Test) {
     let args = PerfArgs::parse();
-    if let Err(e) = run(test, &args) {
+    if args.help {
+        // perftest names itself as it was called, and ends with status 1.
+        let prog = std::env::args().next().map(|p| p.rsplit('/').next().unwrap_or(&p).to_string());
+        print!("{}", usage::text(test, prog.as_deref().unwrap_or(test.name())));
+        crate::cli::exit(1)
+    }
+    if let Err(e) = Settings::new(test, &args).and_then(|s| run(&s, &args)) {
         fail(test.name(), &e)
     }
 }
@@ -149,24 +145,8 @@ fn random_psn() -> u32 {
     (h.finish() & 0xff_ffff) as u32
 }
 
-fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
-    let atomic_cas = match a.atomic_type.as_str() {
-        "CMP_AND_SWAP" => true,
-        "FETCH_AND_ADD" => false,
-        _ => return Err(Error::InvalidArgument("atomic type must be CMP_AND_SWAP or FETCH_AND_ADD")),
-    };
-    if a.iters == 0 || a.tx_depth == 0 || a.rx_depth == 0 {
-        return Err(Error::InvalidArgument("iterations, tx depth and rx depth must be positive"));
-    }
-    let size = match (test, a.size) {
-        (Test::AtomicBw, _) => 8,
-        (_, Some(s)) => s,
-        (_, None) if test.is_lat() => 2,
-        (_, None) => 65536,
-    };
-    if size == 0 || u32::try_from(size).is_err() {
-        return Err(Error::InvalidArgument("the message size must be 1 to 2^32-1 bytes"));
-    }
+fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
+    let test = st.test;
     let ctx = a.ring.open()?;
     let dev = ctx.device(a.dev.as_deref())?;
     let port = dev.query_port(a.ib_port)?;
@@ -175,6 +155,10 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
         None => port.active_mtu,
     };
     let gid = dev.query_gid(a.ib_port, u32::from(a.gid_index))?.gid;
+    // perftest's `out_reads`: as many READs and atomics as the device
+    // answers at once for the tests that issue them, else 1.
+    let out_reads: u16 =
+        if test.reads() { dev.query_device()?.max_qp_rd_atom.clamp(1, u32::from(u8::MAX)) as u16 } else { 1 };
     let use_cm = a.rdma_cm || a.comm_rdma_cm;
     let events = cm::Events::new(&ctx);
     // The exchange's own rdma_cm connection (-z, -R): its id first (the
@@ -183,6 +167,12 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
         Some(h) => cm::addr_of(h, a.port)?,
         None => cm::addr_of(&a.bind, a.port)?,
     };
+    if test.reads() {
+        // perftest 4.5 on a device it does not know (rxe, ours) turns
+        // inline data off for the READ and atomic tests, printing a dashed
+        // line (and a remark on stderr, which we leave out: we know).
+        println!("{BAR}");
+    }
     if a.host.is_none() {
         println!("\n************************************");
         println!("* Waiting for client to connect... *");
@@ -224,25 +214,40 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
         },
     };
     let agreed = ch.agree(PAGE_SIZE, CACHE_LINE, mtu)?;
-    let tx_depth = if test.is_lat() { 1 } else { a.tx_depth };
-    let rx_depth = if test.is_send() { a.rx_depth } else { 1 };
-    print_banner(test, a, &dev, &port, names::mtu_bytes(agreed.mtu), tx_depth);
+    let (tx_depth, rx_depth) = (st.tx_depth, st.rx_depth);
+    let client = ch.is_client();
+    let banner = Banner {
+        test,
+        atomic_cas: st.atomic_cas,
+        device: dev.name().to_string(),
+        client,
+        tx_depth,
+        rx_depth,
+        cq_mod: st.cq_mod,
+        mtu_bytes: names::mtu_bytes(agreed.mtu),
+        link_layer: names::link_layer(port.link_layer),
+        gid_index: a.gid_index,
+        out_reads,
+        rdma_cm_qps: a.rdma_cm,
+        rdma_cm_exchange: use_cm,
+        uc: st.uc,
+    };
+    print!("{}", banner.text());
 
     let pd = dev.alloc_pd()?;
     let send_cq = dev.create_cq(tx_depth + 1, 0)?;
     let recv_cq = dev.create_cq(rx_depth + 1, 0)?;
     let cap =
         QpCap { max_send_wr: tx_depth, max_recv_wr: rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let attr = QpInitAttr { cap, ..Default::default() };
-    let client = ch.is_client();
+    let qp_type = if st.uc { crate::queue::qp_type::UC } else { crate::queue::qp_type::RC };
+    let attr = QpInitAttr { cap, qp_type, ..Default::default() };
     let (data_id, qp) = if a.rdma_cm {
-        let reads = matches!(test, Test::ReadBw | Test::AtomicBw);
         let d = cm::DataConn {
             ev: &events,
             ch: &mut ch,
             client,
             addr: server_addr,
-            out_reads: if reads { OUT_READS as u8 } else { 0 },
+            out_reads: if test.reads() { out_reads as u8 } else { 0 },
             patience: CONNECT_PATIENCE,
         };
         let (id, qp) = cm::data_connect(d, &pd, &send_cq, &recv_cq, &attr)?;
@@ -252,11 +257,11 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
         qp.to_init(a.ib_port, AccessFlags::ALL_REMOTE)?;
         (None, qp)
     };
-    let inbox = half_buffer(size, agreed.page_size.max(PAGE_SIZE) as usize);
+    let inbox = half_buffer(st.size as usize, agreed.page_size.max(PAGE_SIZE) as usize);
     let mr = pd.reg_mr(2 * inbox, AccessFlags::ALL_REMOTE)?;
     let me = Keys {
         lid: port.lid,
-        out_reads: OUT_READS,
+        out_reads,
         qpn: qp.qp_num(),
         psn: random_psn(),
         rkey: mr.rkey(),
@@ -282,16 +287,15 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
             dlid: rem.lid,
             dgid: rem.gid,
             sgid_index: a.gid_index,
-            max_dest_rd_atomic: OUT_READS as u8,
+            max_dest_rd_atomic: out_reads as u8,
             min_rnr_timer: 12,
         })?;
-        qp.to_rts(me.psn, rem.out_reads.clamp(1, OUT_READS) as u8)
+        // As perftest: as many READs in flight as the peer answers.
+        qp.to_rts(me.psn, rem.out_reads.clamp(1, u16::from(u8::MAX)) as u8)
     };
 
-    let result = run_test(
-        test, a, &mut ch, &me, &connect, &qp, &send_cq, &recv_cq, &mr, size, tx_depth, rx_depth, atomic_cas, inbox,
-        client,
-    );
+    let conn = Conn { ch: &mut ch, me: &me, connect: &connect, qp: &qp, send_cq: &send_cq, recv_cq: &recv_cq, mr: &mr };
+    let result = run_test(st, a, &banner, conn, inbox);
     // As perftest: the client disconnects and waits for DISCONNECTED, the
     // server disconnects; the QPs go before their ids.
     if let Some(id) = &data_id {
@@ -309,107 +313,161 @@ fn run(test: Test, a: &PerfArgs) -> crate::Result<()> {
     result
 }
 
-/// The handshakes and the measured run of each perftest program, in its
-/// order (see exchange.rs).
-#[allow(clippy::too_many_arguments)]
-fn run_test(
-    test: Test,
-    a: &PerfArgs,
-    ch: &mut Channel<'_>,
-    me: &Keys,
-    connect: &dyn Fn(&Keys) -> crate::Result<()>,
-    qp: &Qp<'_>,
-    send_cq: &crate::Cq<'_>,
-    recv_cq: &crate::Cq<'_>,
-    mr: &crate::MemoryRegion<'_>,
-    size: usize,
-    tx_depth: u32,
-    rx_depth: u32,
-    atomic_cas: bool,
-    inbox: usize,
-    client: bool,
-) -> crate::Result<()> {
-    if test == Test::WriteLat {
+/// What a run works with once the QP exists: the channel to the peer
+/// program, our keys, how to connect to the peer's, and the QP's objects.
+struct Conn<'c, 'a> {
+    ch: &'c mut Channel<'a>,
+    me: &'c Keys,
+    connect: &'c dyn Fn(&Keys) -> crate::Result<()>,
+    qp: &'c Qp<'c>,
+    send_cq: &'c crate::Cq<'c>,
+    recv_cq: &'c crate::Cq<'c>,
+    mr: &'c crate::MemoryRegion<'c>,
+}
+
+/// The handshakes and the measured runs of each perftest program, in its
+/// order (see exchange.rs), and what each side prints.
+fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, inbox: usize) -> crate::Result<()> {
+    let test = st.test;
+    let Conn { ch, me, connect, qp, send_cq, recv_cq, mr } = c;
+    let client = ch.is_client();
+    let gbits = a.report_gbits;
+    // The latency tests but send_lat make one handshake more first.
+    if matches!(test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
         ch.handshake(me)?;
     }
     let rem = ch.handshake(me)?;
     connect(&rem)?;
     ch.handshake(me)?;
-    print_addresses(me, &rem);
+    let (out, keys) = (matches!(test, Test::ReadBw | Test::ReadLat), !test.is_send() && !test.is_atomic());
+    print!("{}", report::address_lines("local", me, out, keys));
+    print!("{}", report::address_lines("remote", &rem, out, keys));
+    println!("{BAR}");
     ch.handshake(me)?;
-    let r = Run { test, size, iters: a.iters, tx_depth, rx_depth, qp, send_cq, recv_cq, mr, inbox, rem, atomic_cas };
+    let json = |results: String| -> crate::Result<()> {
+        if a.out_json { json::write(&a.out_json_file, banner, &results) } else { Ok(()) }
+    };
+    let run = |size: u64| Run {
+        test,
+        size: size as usize,
+        iters: st.iters,
+        tx_depth: st.tx_depth,
+        rx_depth: st.rx_depth,
+        qp,
+        send_cq,
+        recv_cq,
+        mr,
+        inbox,
+        rem,
+        atomic_cas: st.atomic_cas,
+    };
     match test {
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => {
-            report::print_bw_header(a.report_gbits);
+            println!("{}", report::bw_header(gbits));
             let figures = if client {
-                let mine = r.bandwidth()?;
+                let mut last = BwReport::default();
+                match st.method {
+                    Method::Iterations => {
+                        for size in st.sizes() {
+                            last = run(size).bandwidth()?;
+                            println!("{}", report::bw_line(&last, gbits));
+                        }
+                    }
+                    Method::Duration(secs) => {
+                        last = run(st.size).timed_bandwidth(Duration::from_secs(secs.into()))?;
+                        println!("{}", report::bw_line(&last, gbits));
+                    }
+                    // A line every period until the program is stopped.
+                    Method::Infinitely(secs) => loop {
+                        let r = run(st.size).timed_bandwidth(Duration::from_secs(secs.into()))?;
+                        println!("{}", report::bw_line(&r, gbits));
+                    },
+                }
                 ch.handshake(me)?;
-                ch.reports(&mine)?;
-                mine
+                ch.reports(&last)?;
+                last
             } else {
                 ch.handshake(me)?;
-                ch.reports(&BwReport::default())?
+                let theirs = ch.reports(&BwReport::default())?;
+                println!("{}", report::bw_line(&theirs, gbits));
+                theirs
             };
-            report::print_bw(&figures, a.report_gbits);
+            json(report::bw_json(&figures, gbits))?;
             println!("{BAR}");
             ch.close(me)
         }
         Test::SendBw => {
-            report::print_bw_header(a.report_gbits);
+            println!("{}", report::bw_header(gbits));
+            let r = run(st.size);
             let posted = if client { 0 } else { r.first_recvs() };
             r.post_recvs(posted)?;
             ch.handshake(me)?;
             let figures = if client { r.bandwidth()? } else { r.receive_bandwidth(posted)? };
-            report::print_bw(&figures, a.report_gbits);
+            println!("{}", report::bw_line(&figures, gbits));
+            json(report::bw_json(&figures, gbits))?;
             println!("{BAR}");
             ch.close(me)
         }
         Test::SendLat => {
-            report::print_lat_header();
+            println!("{}", report::LAT_HEADER);
+            let r = run(st.size);
             let posted = r.first_recvs();
             r.post_recvs(posted)?;
             ch.handshake(me)?;
             let posts = r.send_latency(client, posted)?;
-            report::print_lat(size, a.iters, report::half_round_trips(&posts));
+            print_latency(st, st.size, &posts, &json)?;
             println!("{BAR}");
             ch.close(me)
         }
         Test::WriteLat => {
-            report::print_lat_header();
-            let posts = r.write_latency(client)?;
-            report::print_lat(size, a.iters, report::half_round_trips(&posts));
+            println!("{}", report::LAT_HEADER);
+            for size in st.sizes() {
+                let posts = run(size).write_latency(client)?;
+                print_latency(st, size, &posts, &json)?;
+            }
             println!("{BAR}");
             // perftest's write_lat ends without a closing exchange.
+            Ok(())
+        }
+        Test::ReadLat | Test::AtomicLat => {
+            // The server only lends its memory; the client measures.
+            if client {
+                match st.method {
+                    Method::Duration(secs) => {
+                        println!("{}", report::LAT_DURATION_HEADER);
+                        let (count, secs) = run(st.size).timed_latency(Duration::from_secs(secs.into()))?;
+                        let (avg, tps) = report::lat_duration_figures(count, secs, test.per_sample());
+                        println!("{}", report::lat_duration_line(st.size, count, avg, tps));
+                        json(report::lat_duration_json(st.size, count, avg, tps))?;
+                    }
+                    _ => {
+                        println!("{}", report::LAT_HEADER);
+                        for size in st.sizes() {
+                            let posts = run(size).op_latency()?;
+                            print_latency(st, size, &posts, &json)?;
+                        }
+                    }
+                }
+            }
+            ch.close(me)?;
+            // The server's only dashed line after the addresses is the one
+            // they share.
+            if client {
+                println!("{BAR}");
+            }
             Ok(())
         }
     }
 }
 
-fn print_banner(test: Test, a: &PerfArgs, dev: &Device, port: &crate::PortAttr, mtu_bytes: u32, tx_depth: u32) {
-    println!("{BAR}");
-    println!("                    {}", test.title());
-    println!(" Dual-port       : OFF\t\tDevice         : {}", dev.name());
-    println!(" Number of qps   : 1\t\tTransport type : IB");
-    println!(" Connection type : RC\t\tUsing SRQ      : OFF");
-    println!(" PCIe relax order: OFF");
-    println!(" TX depth        : {tx_depth}");
-    if test.is_send() {
-        println!(" RX depth        : {}", a.rx_depth);
-    }
-    println!(" Mtu             : {mtu_bytes}[B]");
-    println!(" Link type       : {}", names::link_layer(port.link_layer));
-    println!(" GID index       : {}", a.gid_index);
-    println!(" Max inline data : 0[B]");
-    println!(" rdma_cm QPs\t : {}", if a.rdma_cm { "ON" } else { "OFF" });
-    if a.rdma_cm || a.comm_rdma_cm {
-        println!(" Data ex. method : rdma_cm");
-    } else {
-        println!(" Data ex. method : Ethernet");
-    }
-    if a.rdma_cm && a.host.is_none() {
-        println!("{BAR}");
-        println!(" Waiting for client rdma_cm QP to connect");
-        println!(" Please run the same command with the IB/RoCE interface IP");
-    }
-    println!("{BAR}");
+/// One latency result line (and its JSON) from a run's post times.
+fn print_latency(
+    st: &Settings,
+    size: u64,
+    posts: &[std::time::Instant],
+    json: &dyn Fn(String) -> crate::Result<()>,
+) -> crate::Result<()> {
+    let f = report::lat_figures(report::post_gaps(posts, st.test.per_sample()));
+    println!("{}", report::lat_line(size, u64::from(st.iters), &f));
+    json(report::lat_json(size, u64::from(st.iters), &f))
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::Test;
 use super::exchange::{BwReport, Keys};
-use super::report::bw_report;
+use super::report::{bw_report, bw_report_timed};
 use crate::queue::{Cq, EMPTY_WC, WorkCompletion};
 use crate::{Error, MemoryRegion, Qp, SendFlags, SendWr, Sge, WrOp};
 
@@ -123,9 +123,11 @@ impl Run<'_> {
         match self.test {
             Test::SendBw | Test::SendLat => WrOp::Send,
             Test::WriteBw | Test::WriteLat => WrOp::Write { remote_addr, rkey },
-            Test::ReadBw => WrOp::Read { remote_addr, rkey },
-            Test::AtomicBw if self.atomic_cas => WrOp::CompareSwap { remote_addr, rkey, compare: i, swap: i + 1 },
-            Test::AtomicBw => WrOp::FetchAdd { remote_addr, rkey, add: 1 },
+            Test::ReadBw | Test::ReadLat => WrOp::Read { remote_addr, rkey },
+            Test::AtomicBw | Test::AtomicLat if self.atomic_cas => {
+                WrOp::CompareSwap { remote_addr, rkey, compare: i, swap: i + 1 }
+            }
+            Test::AtomicBw | Test::AtomicLat => WrOp::FetchAdd { remote_addr, rkey, add: 1 },
         }
     }
 
@@ -176,6 +178,72 @@ impl Run<'_> {
         Ok(bw_report(self.size, self.tx_depth, start, &stamps))
     }
 
+    /// A timed bandwidth client (`-D`, one period of `--run_infinitely`):
+    /// `tx_depth` requests in flight for `period`, then the last ones
+    /// reaped; the figures count what completed within the period.
+    pub fn timed_bandwidth(&self, period: Duration) -> crate::Result<BwReport> {
+        let sge = self.outbox()?;
+        let mut poller = Poller::new();
+        let (mut posted, mut done) = (0u64, 0u64);
+        let start = Instant::now();
+        let mut stamps = Vec::new();
+        let mut counted = None;
+        while counted.is_none() || done < posted {
+            let elapsed = start.elapsed();
+            if counted.is_none() && elapsed >= period {
+                counted = Some((done, elapsed));
+            }
+            let room = u64::from(self.tx_depth) - (posted - done);
+            if counted.is_none() && room > 0 {
+                let wrs: Vec<SendWr<'_>> = (0..room)
+                    .map(|j| SendWr {
+                        wr_id: posted + j,
+                        op: self.op(posted + j),
+                        sg_list: &sge,
+                        flags: SendFlags::SIGNALED,
+                        ud: None,
+                    })
+                    .collect();
+                self.qp.post_send(&wrs)?;
+                posted += room;
+            }
+            done += u64::from(poller.poll(self.send_cq, &mut stamps)?);
+            // Only the count matters here, not when each completed.
+            stamps.clear();
+        }
+        let (count, elapsed) = counted.unwrap_or((done, start.elapsed()));
+        Ok(bw_report_timed(self.size as u64, count, elapsed.as_secs_f64()))
+    }
+
+    /// `run_iter_lat` (read_lat, atomic_lat): one operation at a time, each
+    /// posted when the last completed. Returns the post times.
+    pub fn op_latency(&self) -> crate::Result<Vec<Instant>> {
+        let sge = self.outbox()?;
+        let mut posts = Vec::with_capacity(self.iters as usize);
+        let mut progress = Progress::new();
+        for i in 0..self.iters {
+            posts.push(Instant::now());
+            self.post_one(i, &sge)?;
+            check(&self.send_cq.wait(STALL)?)?;
+            progress.tick(i + 1, self.iters);
+        }
+        Ok(posts)
+    }
+
+    /// [`Run::op_latency`] for `period` (`-D`): the operations done and
+    /// the seconds they took.
+    pub fn timed_latency(&self, period: Duration) -> crate::Result<(u64, f64)> {
+        let sge = self.outbox()?;
+        let start = Instant::now();
+        let mut count = 0u64;
+        while start.elapsed() < period {
+            self.post_one(count as u32, &sge)?;
+            check(&self.send_cq.wait(STALL)?)?;
+            count += 1;
+        }
+        Ok((count, start.elapsed().as_secs_f64()))
+    }
+
     /// A SEND receiver (`run_iter_bw_server`): `posted` receives are up;
     /// keep reposting until `iters` messages came.
     pub fn receive_bandwidth(&self, mut posted: u32) -> crate::Result<BwReport> {
@@ -199,7 +267,13 @@ impl Run<'_> {
     }
 
     fn post_one(&self, i: u32, sge: &[Sge]) -> crate::Result<()> {
-        let wr = SendWr { wr_id: u64::from(i), op: self.op(0), sg_list: sge, flags: SendFlags::SIGNALED, ud: None };
+        let wr = SendWr {
+            wr_id: u64::from(i),
+            op: self.op(u64::from(i)),
+            sg_list: sge,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
         self.qp.post_send(&[wr])
     }
 

@@ -1,0 +1,252 @@
+//! The command line of every perf tool, parsed in one place, and what
+//! perftest 4.5 derives from it before a run (its `force_dependecies`):
+//! per-test defaults, depths bounded by the iterations, CQ moderation off
+//! for large messages, `-a`'s largest size.
+
+use clap::Parser;
+
+use super::Test;
+use crate::Error;
+use crate::cli::RingArgs;
+
+/// perftest's options as our tools take them; `-h` prints the tool's own
+/// usage ([`super::usage`]), so clap's generated help is off.
+#[derive(Parser, Debug)]
+#[command(disable_help_flag = true, disable_version_flag = true)]
+pub struct PerfArgs {
+    #[command(flatten)]
+    pub ring: RingArgs,
+    #[arg(short = 'h', long = "help")]
+    pub help: bool,
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    #[arg(short = 'c', long = "connection", default_value = "RC")]
+    pub connection: String,
+    #[arg(short = 'd', long = "ib-dev")]
+    pub dev: Option<String>,
+    #[arg(short = 'D', long = "duration")]
+    pub duration: Option<u32>,
+    /// Accepted as perftest does; we never warn about CPU frequency scaling.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    pub ib_port: u8,
+    #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
+    pub gid_index: u8,
+    #[arg(short = 's', long = "size")]
+    pub size: Option<u64>,
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u32>,
+    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    pub port: u16,
+    /// The address a server listens on (ours: perftest listens on all).
+    #[arg(long = "bind", default_value = "0.0.0.0")]
+    pub bind: String,
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    pub qps: u32,
+    #[arg(short = 't', long = "tx-depth")]
+    pub tx_depth: Option<u32>,
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
+    pub rx_depth: u32,
+    #[arg(short = 'A', long = "atomic_type", default_value = "FETCH_AND_ADD")]
+    pub atomic_type: String,
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    #[arg(short = 'z', long = "comm_rdma_cm", alias = "com_rdma_cm")]
+    pub comm_rdma_cm: bool,
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+    #[arg(long = "run_infinitely")]
+    pub run_infinitely: bool,
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+    #[arg(long = "out_json_file", default_value = "perftest_out.json")]
+    pub out_json_file: String,
+    /// Server to connect to (else: be the server)
+    pub host: Option<String>,
+}
+
+/// perftest's `MAX_SIZE`: `-a` runs 2, 4, ... up to this.
+pub const MAX_SIZE: u64 = 1 << 23;
+/// Messages above this size run with CQ moderation 1 (`MSG_SIZE_CQ_MOD_LIMIT`).
+const CQ_MOD_LIMIT: u64 = 8192;
+/// perftest's `DEF_CQ_MOD`.
+const DEF_CQ_MOD: u32 = 100;
+/// perftest's `DEF_DURATION`, the period of `--run_infinitely` without `-D`.
+const DEF_DURATION: u32 = 5;
+
+/// How a run ends: after a count of iterations or after a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Iterations,
+    /// `-D`: for this many seconds.
+    Duration(u32),
+    /// `--run_infinitely`: a result every this many seconds, forever.
+    Infinitely(u32),
+}
+
+/// What a run uses, once perftest's rules have been applied.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub test: Test,
+    /// The message size (the largest with `-a`, which buffers are sized for).
+    pub size: u64,
+    /// `-a`: every power of two from 2 to [`MAX_SIZE`].
+    pub all: bool,
+    pub iters: u32,
+    pub tx_depth: u32,
+    pub rx_depth: u32,
+    pub cq_mod: u32,
+    pub method: Method,
+    pub atomic_cas: bool,
+    /// `-c UC`: an unreliable connection instead of RC.
+    pub uc: bool,
+}
+
+impl Settings {
+    /// perftest's defaults and bounds for `test`; an error for what it
+    /// refuses or what we do not run.
+    pub fn new(test: Test, a: &PerfArgs) -> crate::Result<Settings> {
+        let atomic_cas = match a.atomic_type.as_str() {
+            "CMP_AND_SWAP" => true,
+            "FETCH_AND_ADD" => false,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "Invalid Atomic type! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}",
+                ));
+            }
+        };
+        let uc = match a.connection.as_str() {
+            "RC" => false,
+            // perftest runs UC in the SEND and WRITE tests only.
+            "UC" if test.takes_uc() && !a.rdma_cm => true,
+            "UC" if test.takes_uc() => {
+                return Err(Error::InvalidArgument("UC connections (-c UC) are not supported with -R by this tool"));
+            }
+            "UC" | "UD" | "XRC" | "DC" | "SRD" => {
+                return Err(Error::InvalidArgument(if test.takes_uc() {
+                    "only RC and UC connections (-c RC, -c UC) are supported by this tool"
+                } else {
+                    "only RC connections (-c RC) are supported by this tool"
+                }));
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}",
+                ));
+            }
+        };
+        if a.qps != 1 {
+            return Err(Error::InvalidArgument("only one QP (-q 1) is supported by this tool"));
+        }
+        if a.bidirectional {
+            return Err(Error::InvalidArgument("bidirectional runs (-b) are not supported by this tool"));
+        }
+        let method = match (a.run_infinitely, a.duration) {
+            (true, d) => Method::Infinitely(d.unwrap_or(DEF_DURATION)),
+            (false, Some(d)) => Method::Duration(d),
+            (false, None) => Method::Iterations,
+        };
+        if method != Method::Iterations && !test.timed_runs() {
+            return Err(Error::InvalidArgument(
+                "-D and --run_infinitely are supported by write_bw, read_bw, atomic_bw, read_lat and atomic_lat",
+            ));
+        }
+        if matches!(method, Method::Infinitely(_)) && test.is_lat() {
+            return Err(Error::InvalidArgument("--run_infinitely runs bandwidth tests only"));
+        }
+        if matches!(method, Method::Duration(0) | Method::Infinitely(0)) {
+            return Err(Error::InvalidArgument("the duration must be positive"));
+        }
+        if a.all && !test.all_sizes() {
+            return Err(Error::InvalidArgument("-a is supported by write_bw, read_bw, write_lat and read_lat"));
+        }
+        if a.all && method != Method::Iterations {
+            return Err(Error::InvalidArgument("-a runs a count of iterations per size: not with -D"));
+        }
+        let def_iters = if test == Test::WriteBw { 5000 } else { 1000 };
+        let iters = a.iters.unwrap_or(def_iters);
+        if !(5..=100_000_000).contains(&iters) {
+            return Err(Error::InvalidArgument("Iteration count must be between 5 and 100000000"));
+        }
+        let size = if test.is_atomic() {
+            8
+        } else if a.all {
+            MAX_SIZE
+        } else {
+            a.size.unwrap_or(if test.is_lat() { 2 } else { 65536 })
+        };
+        if size == 0 || size > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument("the message size must be 1 to 2^32-1 bytes"));
+        }
+        let mut tx_depth = if test.is_lat() { 1 } else { a.tx_depth.unwrap_or(128) };
+        let mut rx_depth = if test.is_send() { a.rx_depth } else { 1 };
+        if tx_depth == 0 || rx_depth == 0 {
+            return Err(Error::InvalidArgument("tx depth and rx depth must be positive"));
+        }
+        if method == Method::Iterations {
+            tx_depth = tx_depth.min(iters);
+            if test.is_send() {
+                rx_depth = rx_depth.min(iters);
+            }
+        }
+        let mut cq_mod = DEF_CQ_MOD;
+        if size > CQ_MOD_LIMIT && !a.all {
+            cq_mod = 1;
+        }
+        cq_mod = cq_mod.min(tx_depth);
+        Ok(Settings { test, size, all: a.all, iters, tx_depth, rx_depth, cq_mod, method, atomic_cas, uc })
+    }
+
+    /// The sizes to run: one, or `-a`'s 2 B to 8 MiB.
+    pub fn sizes(&self) -> Vec<u64> {
+        if self.all && !self.test.is_atomic() { (1..=23).map(|i| 1u64 << i).collect() } else { vec![self.size] }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(test: Test, line: &str) -> crate::Result<Settings> {
+        let a = PerfArgs::try_parse_from(std::iter::once("t").chain(line.split_whitespace())).expect("parses");
+        Settings::new(test, &a)
+    }
+
+    #[test]
+    fn perftest_defaults_and_bounds() {
+        let s = settings(Test::WriteBw, "").unwrap();
+        assert_eq!((s.size, s.iters, s.tx_depth, s.cq_mod), (65536, 5000, 128, 1));
+        let s = settings(Test::ReadBw, "-n 100 -s 4096").unwrap();
+        assert_eq!((s.iters, s.tx_depth, s.cq_mod), (100, 100, 100));
+        let s = settings(Test::SendBw, "-n 100").unwrap();
+        assert_eq!((s.rx_depth, s.tx_depth), (100, 100));
+        let s = settings(Test::AtomicLat, "-s 64").unwrap();
+        assert_eq!((s.size, s.tx_depth), (8, 1));
+        let s = settings(Test::WriteBw, "-a -n 5").unwrap();
+        assert_eq!(s.sizes().len(), 23);
+        assert_eq!((s.sizes()[0], s.size, s.cq_mod), (2, MAX_SIZE, 5));
+        let s = settings(Test::ReadBw, "-D 3").unwrap();
+        assert_eq!((s.method, s.tx_depth), (Method::Duration(3), 128));
+        let s = settings(Test::WriteBw, "--run_infinitely").unwrap();
+        assert_eq!(s.method, Method::Infinitely(5));
+        assert!(settings(Test::WriteBw, "-n 4").is_err());
+        assert!(settings(Test::WriteBw, "-c XX").is_err());
+        assert!(settings(Test::WriteLat, "-c UC").unwrap().uc);
+        assert!(settings(Test::ReadBw, "-c UC").is_err() && settings(Test::SendBw, "-c UD").is_err());
+        assert!(settings(Test::WriteBw, "-A NOPE").is_err());
+        assert!(settings(Test::SendLat, "--run_infinitely").is_err());
+    }
+
+    #[test]
+    fn perftest_spellings_parse() {
+        let a = PerfArgs::try_parse_from(["t", "-F", "--out_json", "--out_json_file=x.json", "-D", "2", "-c", "RC"])
+            .expect("parses");
+        assert!(a.cpu_freq && a.out_json && a.out_json_file == "x.json" && a.duration == Some(2));
+        assert!(PerfArgs::try_parse_from(["t", "--help"]).expect("parses").help);
+    }
+}
