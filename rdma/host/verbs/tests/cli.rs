@@ -207,13 +207,14 @@ fn rdma_resource_listings() {
     let qps = loop {
         let (ok, out, err) = run("rdma", ring, &["resource", "show", "qp"]);
         assert!(ok, "{err}");
-        if out.contains("comm rc_pingpong") {
+        // Created in RESET, then moved to INIT, where the server waits.
+        if out.lines().any(|l| l.contains("comm rc_pingpong") && l.contains(" state INIT ")) {
             break out;
         }
         assert!(start.elapsed() < PATIENCE, "no QP of rc_pingpong:\n{out}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mine = qps.lines().find(|l| l.contains("rc_pingpong")).unwrap();
+    let mine = qps.lines().find(|l| l.contains("rc_pingpong") && l.contains(" state INIT ")).unwrap();
     // The loopback provider's QUERY_QP names no port (`rxe0/-`); the
     // firmware's does (golden.rs).
     assert!(mine.starts_with("link rxe0/"), "{mine}");

@@ -352,6 +352,7 @@ fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, inbox
         size: size as usize,
         iters: st.iters,
         tx_depth: st.tx_depth,
+        cq_mod: st.cq_mod,
         rx_depth: st.rx_depth,
         qp,
         send_cq,

@@ -30,6 +30,9 @@ pub struct Run<'a> {
     pub iters: u32,
     /// Requests kept in flight by a bandwidth client.
     pub tx_depth: u32,
+    /// A bandwidth client signals every `cq_mod`-th request (and the last),
+    /// as perftest's `--cq-mod`; at most `tx_depth`.
+    pub cq_mod: u32,
     /// Receives kept posted by a SEND receiver.
     pub rx_depth: u32,
     pub qp: &'a Qp<'a>,
@@ -115,6 +118,22 @@ impl Poller {
         }
         Ok(k as u32)
     }
+
+    /// [`Poller::poll`] for moderated completions: each CQE retires its
+    /// request and the unsignaled ones before it (`wr_id` is the request's
+    /// index), each stamped with the CQE's time. Returns how many requests
+    /// are retired in all, from `done`; never more than were `posted`.
+    fn retire(&mut self, cq: &Cq<'_>, stamps: &mut Vec<Instant>, done: u32, posted: u32) -> crate::Result<u32> {
+        let mut at = Vec::with_capacity(self.wc.len());
+        let k = self.poll(cq, &mut at)? as usize;
+        let mut done = done;
+        for (w, t) in self.wc[..k].iter().zip(at) {
+            let upto = u32::try_from(w.wr_id).map_or(done, |i| i.saturating_add(1)).clamp(done, posted);
+            stamps.extend(std::iter::repeat_n(t, (upto - done) as usize));
+            done = upto;
+        }
+        Ok(done)
+    }
 }
 
 impl Run<'_> {
@@ -148,31 +167,29 @@ impl Run<'_> {
         self.rx_depth.min(self.iters)
     }
 
-    /// A bandwidth client: `tx_depth` requests in flight until `iters` completed.
+    /// A bandwidth client (`run_iter_bw`): up to `tx_depth` requests in
+    /// flight until `iters` completed, each posted by itself and every
+    /// `cq_mod`-th signaled, as perftest does, so our tool and Debian's
+    /// programs over our libibverbs put the same load on the ring.
     pub fn bandwidth(&self) -> crate::Result<BwReport> {
         let n = self.iters;
         let sge = self.outbox()?;
+        let cq_mod = self.cq_mod.clamp(1, self.tx_depth.max(1));
         let mut poller = Poller::new();
         let mut progress = Progress::new();
         let (mut posted, mut done) = (0u32, 0u32);
         let start = Instant::now();
         let mut stamps = Vec::with_capacity(n as usize);
         while done < n {
-            let room = (self.tx_depth - (posted - done)).min(n - posted);
-            if room > 0 {
-                let wrs: Vec<SendWr<'_>> = (0..room)
-                    .map(|j| SendWr {
-                        wr_id: u64::from(posted + j),
-                        op: self.op(u64::from(posted + j)),
-                        sg_list: &sge,
-                        flags: SendFlags::SIGNALED,
-                        ud: None,
-                    })
-                    .collect();
-                self.qp.post_send(&wrs)?;
-                posted += room;
+            while posted < n && posted - done < self.tx_depth {
+                let signaled = posted % cq_mod == cq_mod - 1 || posted == n - 1;
+                let flags = if signaled { SendFlags::SIGNALED } else { SendFlags::NONE };
+                let wr =
+                    SendWr { wr_id: u64::from(posted), op: self.op(u64::from(posted)), sg_list: &sge, flags, ud: None };
+                self.qp.post_send(&[wr])?;
+                posted += 1;
             }
-            done += poller.poll(self.send_cq, &mut stamps)?;
+            done = poller.retire(self.send_cq, &mut stamps, done, posted)?;
             progress.tick(done, n);
         }
         Ok(bw_report(self.size, self.tx_depth, start, &stamps))
