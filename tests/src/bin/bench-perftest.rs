@@ -76,8 +76,28 @@ fn finish(child: Child) -> Res<String> {
     }
 }
 
-/// One perftest run of `test` (`write_bw`, `send_lat`, ...); the client's output.
+/// Runs that failed and were run again, reported under the tables.
+static REPEATED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Attempts per measurement: a run that fails is logged and run again, at most twice more.
+const ATTEMPTS: usize = 3;
+
+/// One perftest run (see [`perftest_once`]), repeated when it fails.
 fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<String> {
+    let mut attempt = 1;
+    loop {
+        match perftest_once(server, client, test, args) {
+            Err(e) if attempt < ATTEMPTS => {
+                REPEATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                println!("ib_{test} {args}: attempt {attempt} failed, running it again:\n{e}");
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// One perftest run of `test` (`write_bw`, `send_lat`, ...); the client's output.
+fn perftest_once(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<String> {
     let linux_args = format!("-d rxe0 -F {args}");
     match (server, client) {
         (End::Linux(s), c) => {
@@ -115,8 +135,11 @@ fn perftest(server: &mut End, client: &mut End, test: &str, args: &str) -> Res<S
                     let (status, out) =
                         c.status(&format!("ib_{test} {linux_args} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN)?;
                     if status != 0 {
-                        let _ = finish(server);
-                        return Err(format!("ib_{test} client failed:\n{out}").into());
+                        let host = match finish(server) {
+                            Ok(o) => o,
+                            Err(e) => e.to_string(),
+                        };
+                        return Err(format!("ib_{test} client failed:\n{out}\nthe host's server:\n{host}").into());
                     }
                     out
                 }
@@ -371,6 +394,10 @@ fn main() -> Res<()> {
         100.0 * app_64k / raw.1
     )?;
     cabi_table(&mut md, &mut csv, &figures)?;
+    let repeated = REPEATED.load(std::sync::atomic::Ordering::Relaxed);
+    if repeated > 0 {
+        writeln!(md, "\n{repeated} perftest run(s) failed and were run again (the log shows each failure).")?;
+    }
     println!("\n{md}");
     write_tables("perftest", &md, &csv, &load)?;
     let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
