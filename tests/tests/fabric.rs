@@ -162,9 +162,9 @@ fn with_mesh<R>(
                 .collect()
         })
         .collect();
-    for i in 0..n {
-        for j in 0..n {
-            if let (Some(me), Some(peer)) = (&qps[i][j], &qps[j][i]) {
+    for (i, row) in qps.iter().enumerate() {
+        for (j, me) in row.iter().enumerate() {
+            if let (Some(me), Some(peer)) = (me, &qps[j][i]) {
                 connect(me, peer.qp_num(), j as u8 + 1, IBV_MTU_1024).unwrap();
             }
         }

@@ -20,7 +20,7 @@ fn fixture(name: &str) -> String {
 }
 
 /// The keys whose values [`mask`] and [`mask_json`] hide: what must differ
-/// between the two machines (see [`mask`]), and the counters.
+/// between the two machines (see [`mask`]); the counters are [`masked`] too.
 const MASKED: &[&str] = &[
     "qdisc",
     "qlen",
@@ -47,22 +47,13 @@ const MASKED: &[&str] = &[
     "mr",
     "ctx",
     "srq",
-    "sent_pkts",
-    "rcvd_pkts",
-    "duplicate_request",
-    "out_of_seq_request",
-    "rcvd_rnr_err",
-    "send_rnr_err",
-    "rcvd_seq_err",
-    "ack_deferred",
-    "retry_exceeded_err",
-    "retry_rnr_exceeded_err",
-    "completer_retry_err",
-    "send_err",
-    "link_downed",
-    "rdma_sends",
-    "rdma_recvs",
 ];
+
+/// Whether [`mask`] and [`mask_json`] hide `key`'s value: one of [`MASKED`]
+/// or a counter (`rdma statistic`'s names).
+fn masked(key: &str) -> bool {
+    MASKED.contains(&key) || verbs_ring::show::rdma_stat::COUNTER_NAMES.contains(&key)
+}
 
 /// Masks what must differ between two machines in the same state: the
 /// interface index (Linux has `lo` first), the queueing discipline and
@@ -82,7 +73,7 @@ fn mask(text: &str) -> String {
                 w.to_string()
             };
             first = false;
-            let masked_value = MASKED.contains(&w.as_str());
+            let masked_value = masked(&w);
             words.push(w);
             if masked_value && it.peek().is_some() {
                 it.next();
@@ -206,7 +197,7 @@ fn console_and_host_tools_print_what_linux_prints() {
 /// masked key (`"pid":151` → `"pid":*`).
 fn mask_json(text: &str) -> String {
     let mut out = text.to_string();
-    for key in MASKED {
+    for key in MASKED.iter().chain(verbs_ring::show::rdma_stat::COUNTER_NAMES.iter()) {
         for sep in ["\":", "\": "] {
             let pat = format!("\"{key}{sep}");
             let mut from = 0;
