@@ -162,6 +162,29 @@ fn host(shm: &Ivshmem, tool: &str, args: &str) -> (bool, String) {
     tests::tool::finish(tests::tool::spawn(tool, &shm.path, args).unwrap(), WAIT).unwrap()
 }
 
+/// `rdma ARGS` on the console and from the host tool, each (through
+/// `as_linux`) the same as Linux's `linux` once masked: as JSON when `-j`.
+fn rdma_on_both_as_on_linux(
+    a: &mut Appliance,
+    shm: &Ivshmem,
+    args: &str,
+    linux: &str,
+    as_linux: impl Fn(&str) -> String,
+) {
+    let check = |what: &str, ours: &str| {
+        let ours = &as_linux(ours);
+        if args.contains("-j") {
+            assert_eq!(mask_json(ours), mask_json(linux), "{what}");
+        } else {
+            same(what, ours, linux);
+        }
+    };
+    check(&format!("console `rdma {args}`"), &a.cmd(&format!("rdma {args}")).unwrap());
+    let (ok, out) = host(shm, "rdma", args);
+    assert!(ok, "host `rdma {args}` failed:\n{out}");
+    check(&format!("host `rdma {args}`"), &out);
+}
+
 /// A fixture, the console command that prints it, and the host tool with its
 /// arguments that prints it too (if one does).
 type Case = (&'static str, &'static str, Option<(&'static str, &'static str)>);
@@ -278,17 +301,7 @@ fn rdma_resource_listings_match_linux() {
         let json = args.contains("-j");
         let linux = fixture(name);
         let linux = if json && !args.contains("-p") { comparable_json(&linux) } else { comparable(&linux) };
-        let check = |what: &str, ours: &str| {
-            if json {
-                assert_eq!(mask_json(ours), mask_json(&linux), "{what}");
-            } else {
-                same(what, ours, &linux);
-            }
-        };
-        check(&format!("console `rdma {args}`"), &a.cmd(&format!("rdma {args}")).unwrap());
-        let (ok, out) = host(&shm, "rdma", args);
-        assert!(ok, "host `rdma {args}` failed:\n{out}");
-        check(&format!("host `rdma {args}`"), &out);
+        rdma_on_both_as_on_linux(&mut a, &shm, args, &linux, |ours| ours.to_string());
     }
     for mut p in [server, rping] {
         let _ = p.kill();
@@ -314,19 +327,7 @@ fn rdma_json_details_and_system_match_linux() {
         ("rdma-j-system", "-j system show"),
     ];
     for &(name, args) in cases {
-        let linux = fixture(name);
-        let check = |what: &str, ours: &str| {
-            let ours = &caps_as_linux_6_1(ours);
-            if args.contains("-j") {
-                assert_eq!(mask_json(ours), mask_json(&linux), "{what}");
-            } else {
-                same(what, ours, &linux);
-            }
-        };
-        check(&format!("console `rdma {args}`"), &a.cmd(&format!("rdma {args}")).unwrap());
-        let (ok, out) = host(&shm, "rdma", args);
-        assert!(ok, "host `rdma {args}` failed:\n{out}");
-        check(&format!("host `rdma {args}`"), &out);
+        rdma_on_both_as_on_linux(&mut a, &shm, args, &fixture(name), caps_as_linux_6_1);
     }
     // Statistics as JSON (counters masked).
     let linux = mask_json(&fixture("rdma-j-statistic"));
