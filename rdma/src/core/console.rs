@@ -630,20 +630,11 @@ mod tests {
 
     #[test]
     fn resource_listings_filters_json_and_system() {
-        use verbs_ring::cmd::{res_kind, res_owner};
+        use verbs_ring::cmd::res_owner;
         let net = vec![eth0()];
         let mut core = rxe_core();
         sh(&mut core, &net, "rdma link add rxe0 type rxe netdev eth0").unwrap();
-        let gsi = ResEntry {
-            kind: res_kind::QP,
-            port: 1,
-            num: 1,
-            qp_type: 1,
-            state: 3,
-            owner: res_owner::KERNEL,
-            comm: name_field("ib_core").unwrap(),
-            ..Default::default()
-        };
+        let gsi = ResEntry::gsi(0, 0);
         let rc = ResEntry { num: 17, qp_type: 2, state: 1, owner: res_owner::USER, pid: 7, pdn: 3, ..gsi };
         let res = Resources {
             counts: vec![(0, ResourceCounts { counts: [2, 0, 0, 0, 0, 1], contexts: 1, reserved: 0 })],

@@ -29,8 +29,8 @@ handle_type! {
 
 /// The Q_Key of the GSI QP (IBA vol. 1 13.4.6.1: QP1's well-known Q_Key).
 pub const GSI_QKEY: u32 = 0x8001_0000;
-/// The QPN of the GSI QP.
-pub const GSI_QPN: u32 = 1;
+/// The QPN of the GSI QP (the ring's listing names it too).
+pub use verbs_ring::cmd::GSI_QPN;
 /// QPNs below this are reserved (0 SMI, 1 GSI), as in rxe (`RXE_MIN_QP_INDEX`).
 pub const FIRST_QPN: u32 = 16;
 /// The most READ/atomic requests a QP may have outstanding, and the most responder

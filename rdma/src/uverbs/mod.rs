@@ -73,19 +73,7 @@ pub fn kernel_resources<A: TransportAccess + ?Sized>(
     let Ok(psn) = access.with_transport(dev, |t, _, _| Ok(t.mad_port().psn())) else {
         return alloc::vec::Vec::new();
     };
-    alloc::vec![cmd::ResEntry {
-        kind,
-        dev_index: dev,
-        port: 1,
-        num: crate::rxe::qp::GSI_QPN,
-        // IB_QPT_GSI, IB_QPS_RTS.
-        qp_type: 1,
-        state: cmd::qp_state::RTS as u8,
-        sq_psn: psn,
-        owner: cmd::res_owner::KERNEL,
-        comm: name_field("ib_core").unwrap_or_default(),
-        ..Default::default()
-    }]
+    alloc::vec![cmd::ResEntry::gsi(dev, psn)]
 }
 
 /// How the provider reaches the core and the netdevs for the length of one

@@ -938,6 +938,29 @@ wire_struct! {
     }
 }
 
+/// QP1, the General Services Interface's QP (IBA 13.5.1): on every port.
+pub const GSI_QPN: u32 = 1;
+
+impl ResEntry {
+    /// The firmware's own GSI QP1 on port 1 of `dev_index`, as Linux lists
+    /// the kernel's: type GSI, state RTS, owned by `[ib_core]`.
+    pub fn gsi(dev_index: u32, sq_psn: u32) -> Self {
+        ResEntry {
+            kind: res_kind::QP,
+            dev_index,
+            port: 1,
+            num: GSI_QPN,
+            // IB_QPT_GSI.
+            qp_type: 1,
+            state: qp_state::RTS as u8,
+            sq_psn,
+            owner: res_owner::KERNEL,
+            comm: crate::wire::name_field("ib_core").unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+}
+
 /// Size of a device name field (Linux `IB_DEVICE_NAME_MAX` is 64; ours are short).
 pub const DEV_NAME_LEN: usize = 32;
 /// Size of a netdev name field (`IFNAMSIZ`).

@@ -359,16 +359,7 @@ mod tests {
     }
 
     fn gsi() -> ResEntry {
-        ResEntry {
-            kind: res_kind::QP,
-            port: 1,
-            num: 1,
-            qp_type: 1,
-            state: 3,
-            owner: res_owner::KERNEL,
-            comm: name_field("ib_core").unwrap(),
-            ..Default::default()
-        }
+        ResEntry::gsi(0, 0)
     }
 
     fn line(e: &ResEntry) -> String {
