@@ -201,7 +201,9 @@ impl Verbs {
         let mut res = rdma::core::console::Resources::default();
         for dev in devs {
             let first = res.entries.len();
-            for kind in [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD, res_kind::CM_ID] {
+            for kind in
+                [res_kind::QP, res_kind::CQ, res_kind::MR, res_kind::PD, res_kind::CM_ID, res_kind::CTX, res_kind::SRQ]
+            {
                 let mut cursor = 0;
                 while let Ok(e) = d.res_entry(&*self.mem, &mut p, dev, kind, cursor) {
                     res.entries.push(e);
@@ -212,7 +214,8 @@ impl Verbs {
                     cursor = e.next;
                 }
             }
-            let counts = verbs_ring::show::rdma_res::with_kernel(&d.resource_counts(dev), &res.entries[first..]);
+            let counts =
+                verbs_ring::show::rdma_res::with_kernel(&d.resource_counts(&mut p, dev), &res.entries[first..]);
             res.counts.push((dev, counts));
         }
         res

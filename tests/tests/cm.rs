@@ -197,6 +197,16 @@ fn a_killed_client_disconnects_the_linux_server() {
         std::thread::sleep(Duration::from_millis(500));
     };
     std::thread::sleep(Duration::from_secs(1));
+    // While connected, both ends list their connected id alike: its QP
+    // (`lqpn`, `qp-type`), state CONNECT, both addresses.
+    let connected = |listing: &str| -> Vec<String> {
+        let keys = |l: &str| l.split(' ').step_by(2).collect::<Vec<_>>().join(" ");
+        listing.lines().filter(|l| l.contains("state CONNECT")).map(keys).collect()
+    };
+    let (ok, ours) = tool::finish(tool::spawn("rdma", &shm.path, "resource show cm_id").unwrap(), RUN).unwrap();
+    let theirs = linux.cmd("rdma resource show cm_id").unwrap();
+    assert!(ok && ours.contains("qp-type RC state CONNECT"), "ours:\n{ours}");
+    assert_eq!(connected(&ours), connected(&theirs), "ours:\n{ours}\nLinux:\n{theirs}");
     drop(client); // kills it (SIGKILL): no DREQ of its own
     let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/rping.log", RUN).unwrap();
     assert!(theirs.contains("exit="), "{theirs}");

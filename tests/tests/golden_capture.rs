@@ -57,6 +57,19 @@ pub const RESOURCE_COMMANDS: &[(&str, &str)] = &[
     ("rdma-j-resource-cm_id", "rdma -j resource show cm_id"),
 ];
 
+/// With an SRQ pingpong server (16 QPs on one SRQ) and an rping server
+/// listening on the wildcard address alive.
+pub const SRQ_COMMANDS: &[(&str, &str)] = &[
+    ("rdma-resource-srq", "rdma resource show srq"),
+    ("rdma-j-resource-srq", "rdma -j resource show srq"),
+    ("rdma-resource-ctx", "rdma resource show ctx"),
+    ("rdma-j-resource-ctx", "rdma -j resource show ctx"),
+    ("rdma-resource-srq-ctx", "rdma resource show"),
+    ("rdma-resource-qp-srq", "rdma resource show qp"),
+    ("rdma-resource-cm_id-any", "rdma resource show cm_id"),
+    ("rdma-j-resource-cm_id-any", "rdma -j resource show cm_id"),
+];
+
 #[test]
 #[ignore = "boots a Linux peer; regenerates tests/fixtures/linux/"]
 fn capture_linux_tool_output() {
@@ -82,6 +95,13 @@ fn capture_linux_tool_output() {
     linux.cmd("rping -s -a 10.0.0.3 -p 7471 > /dev/null 2>&1 &").unwrap();
     linux.cmd("sleep 1").unwrap();
     for (name, cmd) in RESOURCE_COMMANDS {
+        save(&mut linux, name, cmd);
+    }
+    linux.cmd("kill %1 %2; wait").unwrap();
+    linux.cmd("ibv_srq_pingpong -d rxe0 -g 1 > /dev/null 2>&1 &").unwrap();
+    linux.cmd("rping -s -a 0.0.0.0 -p 7472 > /dev/null 2>&1 &").unwrap();
+    linux.cmd("sleep 1").unwrap();
+    for (name, cmd) in SRQ_COMMANDS {
         save(&mut linux, name, cmd);
     }
     linux.cmd("kill %1 %2; wait").unwrap();

@@ -192,6 +192,9 @@ struct Id {
     /// The PSN this id's QP receives from first (`id_priv->seq_num`, random):
     /// its REQ's or REP's starting PSN, and its RTR `rq_psn`.
     seq_num: u32,
+    /// The QPN the program connected or accepted with (`id_priv->qp_num`;
+    /// 0 before), which `rdma resource show cm_id` lists.
+    qp_num: u32,
 }
 
 /// One device's GSI agents (the MAD dispatcher, the IB CM its one agent)
@@ -491,6 +494,12 @@ impl RdmaCm {
         Some((id.ps, dev))
     }
 
+    /// The QP the id connected or accepted with, and the id's QP type, once
+    /// it has one.
+    pub fn qp_of(&self, n: u32) -> Option<(u32, IdQpType)> {
+        self.ids.get(&n).filter(|id| id.qp_num != 0).map(|id| (id.qp_num, id.qp_type))
+    }
+
     /// The id's route and addresses (`rdma_ucm_query_route`).
     pub fn route(&self, n: u32) -> Option<(Option<SocketAddr>, Option<SocketAddr>, Option<Route>)> {
         self.ids.get(&n).map(|id| (id.src, id.dst, id.route))
@@ -566,6 +575,7 @@ impl RdmaCm {
         let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
         id.conn = Some(conn);
         id.state = State::Connect;
+        id.qp_num = p.qp_num;
         self.pump_all(now);
         Ok(())
     }
@@ -589,6 +599,7 @@ impl RdmaCm {
                 self.child_settled(n);
                 let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
                 id.state = State::Established;
+                id.qp_num = p.qp_num;
             }
             (State::Connect, true) => {
                 if p.private_data.len() > REP_PRIVATE {
@@ -598,6 +609,7 @@ impl RdmaCm {
                 self.child_settled(n);
                 let id = self.ids.get_mut(&n).ok_or(CmaError::NoId)?;
                 id.state = State::Accepting;
+                id.qp_num = p.qp_num;
             }
             (State::Accepting, false) => {
                 d.ib.send_rtu(now, conn, &p.private_data).map_err(|_| CmaError::Cm)?;
@@ -1057,6 +1069,7 @@ impl Id {
             events_reported: 0,
             disconnected: false,
             seq_num: 0,
+            qp_num: 0,
         }
     }
 }

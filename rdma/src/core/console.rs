@@ -11,7 +11,7 @@
 //! - `rdma link [show] [DEV[/PORT]]`
 //! - `rdma dev [show] [DEV]`, `rdma dev set DEV name NEWNAME`
 //! - `rdma statistic [show] [link DEV[/PORT]]`
-//! - `rdma resource [show] [DEV]`, `rdma resource show qp|cq|mr|pd|cm_id [link
+//! - `rdma resource [show] [DEV]`, `rdma resource show qp|cq|mr|pd|cm_id|ctx|srq [link
 //!   DEV[/PORT] | dev DEV] [FILTER VALUE]...`, from a [`Resources`]
 //!   snapshot the kernel takes of the ring server's objects
 //! - `rdma system [show]`
@@ -297,12 +297,12 @@ fn rdma_res(core: &RdmaCore, res: &Resources, o: Opts, args: &[&str], out: &mut 
             return Err(Error::BadArgument(alloc::format!("unknown filter \"{key}\"")));
         }
     }
-    let rows: Vec<(&str, &ResEntry)> = res
+    let rows: Vec<(&str, ResEntry)> = res
         .entries
         .iter()
         .filter(|e| e.kind == kind)
         .filter(|e| only.is_none_or(|(d, p)| d.index() == e.dev_index && p.is_none_or(|p| p == e.port)))
-        .filter(|e| filters.iter().all(|(k, v)| tools::rdma_res_obj::field(e, k).is_some_and(|f| f.matches(v))))
+        .filter_map(|e| tools::rdma_res_obj::filtered(e, &filters))
         .filter_map(|e| core.device(e.dev_index).map(|d| (d.name(), e)))
         .collect();
     emit(

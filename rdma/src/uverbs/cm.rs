@@ -178,16 +178,28 @@ impl<A: CoreAccess + TransportAccess> CoreVerbs<'_, A> {
             Some(SocketAddr::V6(_)) => CmSockAddr::ipv6([0; 16], 0, 0),
             _ => CmSockAddr::ipv4([0; 4], 0),
         };
-        Some(cmd::ResEntry {
+        let (lqpn, qp_type) = self.u.cm.qp_of(id).map_or((0, 0), |(n, t)| (n, ibv_qp_type(t)));
+        let entry = cmd::ResEntry {
             kind: cmd::res_kind::CM_ID,
-            dev_index: dev?,
             port: 1,
             state,
             ps,
+            cm_lqpn: lqpn,
+            qp_type,
             src: src.as_ref().map(ring_sockaddr).unwrap_or(none),
             dst: dst.as_ref().map(ring_sockaddr).unwrap_or(none),
             ..Default::default()
-        })
+        };
+        match dev {
+            Some(dev) => Some(cmd::ResEntry { dev_index: dev, ..entry }),
+            // A wildcard listener listens on every device through an id of
+            // its own there, bound to no port and with no destination: Linux
+            // lists those, one per device.
+            None if state == 8 => {
+                Some(cmd::ResEntry { dev_index: cmd::RES_ANY_DEV, port: 0, dst: CmSockAddr::default(), ..entry })
+            }
+            None => None,
+        }
     }
 
     pub(super) fn cm_query_route_(&mut self, id: ObjId) -> Result<CmRoute, Status> {
@@ -253,5 +265,15 @@ impl<A: CoreAccess + TransportAccess> CoreVerbs<'_, A> {
             None => (ev.id, None),
         };
         Ok(CmEventOut { id, new_id, event: ev.event, status: ev.status, param: ring_conn_param(&ev.param) })
+    }
+}
+
+/// An id's QP type as `enum ib_qp_type` numbers it (2 RC, 3 UC, 4 UD).
+fn ibv_qp_type(t: crate::cm::cma::IdQpType) -> u8 {
+    use crate::cm::cma::IdQpType;
+    match t {
+        IdQpType::Rc => 2,
+        IdQpType::Uc => 3,
+        IdQpType::Ud => 4,
     }
 }

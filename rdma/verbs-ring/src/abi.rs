@@ -24,9 +24,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// ABI minor version: additions that an older host may ignore
 /// (1: QUERY_RESOURCES; 2: the RDMA CM commands, REG_MR's iova; 3: memory
 /// windows, fast-register MRs, multicast; 4: the slot's `host_comm`,
-/// RES_ENTRY). An older host leaves `host_comm` zero: its objects list
-/// with a pid and no name.
-pub const ABI_MINOR: u32 = 4;
+/// RES_ENTRY; 5: RES_ENTRY's contexts and SRQs, the entry grown to carry an
+/// SRQ's QPs at its end). An older host leaves `host_comm` zero: its
+/// objects list with a pid and no name.
+pub const ABI_MINOR: u32 = 5;
 /// The `abi_version` field: major in the high 16 bits, minor in the low 16.
 pub const ABI_VERSION: u32 = (ABI_MAJOR << 16) | ABI_MINOR;
 

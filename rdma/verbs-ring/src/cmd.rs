@@ -183,7 +183,7 @@ pub mod nr {
     /// registers (ABI 1.3).
     pub const MAP_MR_SG: u16 = 0x88;
     /// One object of a kind on a device, or the next one: `rdma resource
-    /// show qp|cq|mr|pd` (NLDEV RES_*_GET, a dump by paging) (ABI 1.4).
+    /// show qp|cq|mr|pd|cm_id|ctx|srq` (NLDEV RES_*_GET, a dump by paging) (ABI 1.4; contexts and SRQs 1.5).
     pub const RES_ENTRY: u16 = 0x89;
     /// `rdma link add NAME type TYPE netdev NETDEV` (NLDEV NEWLINK).
     pub const LINK_ADD: u16 = 0x90;
@@ -850,7 +850,18 @@ pub mod res_kind {
     pub const QP: u32 = 2;
     pub const CM_ID: u32 = 3;
     pub const MR: u32 = 4;
+    /// A host context that has objects on the device (`ctxn`, `pid`, `comm`).
+    pub const CTX: u32 = 5;
+    pub const SRQ: u32 = 6;
 }
+
+/// A CM id's `dev_index` when it is listed on every device (a wildcard
+/// listener, as Linux lists its per-device listeners).
+pub const RES_ANY_DEV: u32 = u32::MAX;
+
+/// How many runs of consecutive QPNs an SRQ entry carries
+/// ([`ResEntry::srq_qps`]).
+pub const SRQ_QP_RUNS: usize = 8;
 
 /// Who owns a listed object (`ResEntry::owner`).
 pub mod res_owner {
@@ -883,7 +894,7 @@ wire_struct! {
     /// `rdma resource show` line); fields a kind does not have are zero.
     /// Which fields a line prints follows from the kind, the QP type and
     /// the owner, as nldev decides which attributes to send.
-    pub struct ResEntry, size 144 {
+    pub struct ResEntry, size 216 {
         /// MR: its length (`mrlen`).
         pub mrlen: u64,
         /// One of [`res_kind`].
@@ -935,6 +946,20 @@ wire_struct! {
         /// CM id: its source and destination (family 0: none).
         pub src: crate::cm::CmSockAddr,
         pub dst: crate::cm::CmSockAddr,
+        /// SRQ: `enum ib_srq_type` (0 BASIC, 1 XRC, 2 TM).
+        pub srq_type: u8,
+        /// SRQ: how many of [`ResEntry::srq_qps`] are used.
+        pub srq_runs: u8,
+        /// SRQ: 1 when its QPs made more runs than fit (the list is cut
+        /// there, as iproute2 cuts its own text).
+        pub srq_runs_cut: u8,
+        pub reserved1: u8,
+        /// SRQ: the QPs that take their receives from it, as nldev sends
+        /// them: runs of consecutive QPNs `[first, last]` in creation order.
+        pub srq_qps: [[u32; 2]; SRQ_QP_RUNS],
+        /// CM id: the QPN it connected or accepted with (`lqpn`; 0: none,
+        /// and then no `qp-type` either).
+        pub cm_lqpn: u32,
     }
 }
 

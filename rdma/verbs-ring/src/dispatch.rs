@@ -612,19 +612,42 @@ impl Dispatcher {
     /// QUERY_RESOURCES: the hosts' objects on `dev` by kind, and the
     /// contexts owning some (the provider's own objects are not counted:
     /// RES_ENTRY lists them, and `rdma resource show` adds them, see
-    /// [`crate::show::rdma_res::with_kernel`]).
-    pub fn resource_counts(&self, dev: u32) -> ResourceCounts {
+    /// [`crate::show::rdma_res::with_kernel`]). The counts are of what
+    /// RES_ENTRY lists.
+    pub fn resource_counts<P: VerbsProvider + ?Sized>(&self, p: &mut P, dev: u32) -> ResourceCounts {
         let mut counts = [0u32; 6];
-        let mut owners = alloc::collections::BTreeSet::new();
         for o in self.objs.values().filter(|o| o.dev == dev) {
-            // CM ids have no device here: counted apart, below.
             if let Some(c) = counts.get_mut(o.kind.index()) {
                 *c += 1;
             }
-            owners.insert(o.ctx);
         }
-        let cm_ids = self.count(None, ObjKind::CmId) as u32;
-        ResourceCounts { counts, contexts: owners.len() as u32, reserved: cm_ids }
+        // CM ids have no device here: the provider says where each is.
+        let cm_ids = self
+            .objs
+            .values()
+            .filter(|o| o.kind == ObjKind::CmId)
+            .filter(|o| p.cm_res_entry(o.id).is_some_and(|e| e.dev_index == dev || e.dev_index == RES_ANY_DEV))
+            .count() as u32;
+        let contexts = self.contexts_on(p, dev).len() as u32;
+        ResourceCounts { counts, contexts, reserved: cm_ids }
+    }
+
+    /// The contexts with an object on `dev`, each with its first object's
+    /// handle. librdmacm opens a device once an id is bound to it (not for
+    /// a wildcard listener), so a CM id counts only where it is bound, as
+    /// Linux counts contexts.
+    fn contexts_on<P: VerbsProvider + ?Sized>(&self, p: &mut P, dev: u32) -> BTreeMap<u32, u32> {
+        let mut on_dev = BTreeMap::new();
+        for (&h, o) in &self.objs {
+            let here = match o.kind {
+                ObjKind::CmId => p.cm_res_entry(o.id).is_some_and(|e| e.dev_index == dev),
+                _ => o.dev == dev,
+            };
+            if here {
+                on_dev.entry(o.ctx).or_insert(h);
+            }
+        }
+        on_dev
     }
 
     /// RES_ENTRY: the first object of `kind` (one of [`res_kind`]) on `dev`
@@ -646,7 +669,9 @@ impl Dispatcher {
             res_kind::CQ => ObjKind::Cq,
             res_kind::QP => ObjKind::Qp,
             res_kind::MR => ObjKind::Mr,
+            res_kind::SRQ => ObjKind::Srq,
             res_kind::CM_ID => return self.cm_id_entry(mem, p, dev, cursor),
+            res_kind::CTX => return self.ctx_entry(mem, p, dev, cursor),
             _ => return Err(Status::EINVAL),
         };
         let ours = |from: u32| {
@@ -678,11 +703,12 @@ impl Dispatcher {
         dev: u32,
         cursor: u32,
     ) -> Result<ResEntry, Status> {
-        let mut on_dev = self
-            .objs
-            .range(cursor.max(1)..RES_KERNEL_CURSOR)
-            .filter(|(_, o)| o.kind == ObjKind::CmId)
-            .filter_map(|(&h, o)| Some((h, o, p.cm_res_entry(o.id).filter(|e| e.dev_index == dev)?)));
+        let mut on_dev =
+            self.objs.range(cursor.max(1)..RES_KERNEL_CURSOR).filter(|(_, o)| o.kind == ObjKind::CmId).filter_map(
+                |(&h, o)| {
+                    Some((h, o, p.cm_res_entry(o.id).filter(|e| e.dev_index == dev || e.dev_index == RES_ANY_DEV)?))
+                },
+            );
         let (h, o, e) = on_dev.next().ok_or(Status::ENOENT)?;
         let next = on_dev.next().map_or(NO_MORE, |(n, _, _)| n);
         let owner = self.user_entry(mem, &mut NoQuery, h, o);
@@ -697,6 +723,53 @@ impl Dispatcher {
             owner: res_owner::USER,
             ..e
         })
+    }
+
+    /// RES_ENTRY for contexts: those owning an object on `dev` (a CM id
+    /// counts where the provider says it is), by context number; the
+    /// cursor is the context number.
+    fn ctx_entry<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &self,
+        mem: &M,
+        p: &mut P,
+        dev: u32,
+        cursor: u32,
+    ) -> Result<ResEntry, Status> {
+        let on_dev = self.contexts_on(p, dev);
+        let mut it = on_dev.range(cursor..);
+        let (&ctx, &h) = it.next().ok_or(Status::ENOENT)?;
+        let next = it.next().map_or(NO_MORE, |(&c, _)| c);
+        let o = self.objs.get(&h).ok_or(Status::ENOENT)?;
+        let owner = self.user_entry(mem, &mut NoQuery, h, o);
+        Ok(ResEntry {
+            kind: res_kind::CTX,
+            dev_index: dev,
+            next,
+            num: ctx,
+            ctxn: ctx,
+            pid: owner.pid,
+            comm: owner.comm,
+            owner: res_owner::USER,
+            ..Default::default()
+        })
+    }
+
+    /// An SRQ's QPs as runs of consecutive QPNs, in the order they were
+    /// made (handle order), at most [`SRQ_QP_RUNS`] of them.
+    fn srq_qps(&self, srq: u32, e: &mut ResEntry) {
+        let qpns = self.objs.values().filter(|o| o.kind == ObjKind::Qp && o.uses[3] == srq).map(|o| o.info.num);
+        let mut runs: alloc::vec::Vec<[u32; 2]> = alloc::vec::Vec::new();
+        for n in qpns {
+            match runs.last_mut() {
+                Some(r) if r[1].checked_add(1) == Some(n) => r[1] = n,
+                _ => runs.push([n, n]),
+            }
+        }
+        e.srq_runs_cut = u8::from(runs.len() > SRQ_QP_RUNS);
+        for (slot, r) in e.srq_qps.iter_mut().zip(&runs) {
+            *slot = *r;
+        }
+        e.srq_runs = runs.len().min(SRQ_QP_RUNS) as u8;
     }
 
     /// One host object's entry; its owner as the context's slot shows it.
@@ -739,7 +812,14 @@ impl Dispatcher {
                 e.pdn = o.uses[0];
             }
             ObjKind::CmId => e.kind = res_kind::CM_ID,
-            ObjKind::Ah | ObjKind::Srq | ObjKind::Mw => {}
+            ObjKind::Srq => {
+                e.kind = res_kind::SRQ;
+                e.pdn = o.uses[0];
+                // Only an XRC SRQ has a CQ of its own; ours are basic.
+                e.srq_type = 0;
+                self.srq_qps(h, &mut e);
+            }
+            ObjKind::Ah | ObjKind::Mw => {}
             ObjKind::Qp => {
                 e.kind = res_kind::QP;
                 e.num = o.info.num;
@@ -889,7 +969,7 @@ impl Dispatcher {
             }
             nr::QUERY_RESOURCES => {
                 let r: DevReq = decode(req)?;
-                reply(out, self.resource_counts(r.dev_index))
+                reply(out, self.resource_counts(p, r.dev_index))
             }
             nr::RES_ENTRY => {
                 let r: ResEntryReq = decode(req)?;

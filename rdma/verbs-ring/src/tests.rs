@@ -1128,3 +1128,41 @@ fn res_entry_lists_objects_with_their_owners() {
     assert_eq!(slot_state(&mem, &fw, 1).host_comm, [0; crate::abi::COMM_LEN]);
     assert_eq!(list(&mut fw, &mut a, res_kind::PD).len(), 1);
 }
+
+/// ABI 1.5: RES_ENTRY lists the contexts with objects on a device, and
+/// each SRQ with the QPs on it as runs of consecutive QPNs.
+#[test]
+fn res_entry_lists_contexts_and_srqs_with_their_qps() {
+    let mut h = Harness::new();
+    let pd = h.pd(0, 0);
+    let cq = h.cq(0, 0, 8).unwrap().cq_handle;
+    let srq: CreateSrqResp =
+        h.cmd(0, nr::CREATE_SRQ, CreateSrqReq { pd_handle: pd, max_wr: 8, max_sge: 1, ..Default::default() }).unwrap();
+    let on_srq: Vec<u32> = (0..3).map(|_| h.qp(0, pd, cq, cq, srq.srq_handle).unwrap().qp_num).collect();
+    let alone = h.qp(0, pd, cq, cq, 0).unwrap().qp_num;
+    let last = h.qp(0, pd, cq, cq, srq.srq_handle).unwrap().qp_num;
+    h.pd(1, 0);
+    let list = |h: &mut Harness, kind: u32| {
+        let (mut out, mut cursor) = (Vec::new(), 0);
+        while let Ok(e) = h.d.res_entry(&h.mem, &mut h.p, 0, kind, cursor) {
+            out.push(e);
+            if e.next == NO_MORE {
+                break;
+            }
+            cursor = e.next;
+        }
+        out
+    };
+    let ctxs = list(&mut h, res_kind::CTX);
+    assert_eq!(ctxs.iter().map(|e| (e.kind, e.num)).collect::<Vec<_>>(), [(res_kind::CTX, 0), (res_kind::CTX, 1)]);
+    let srqs = list(&mut h, res_kind::SRQ);
+    assert_eq!(srqs.len(), 1);
+    let e = srqs[0];
+    assert_eq!((e.num, e.pdn, e.srq_type, e.srq_runs_cut), (srq.srq_handle, pd, 0, 0));
+    // The fake numbers QPs in order: three on the SRQ, one not, one more.
+    assert_eq!((on_srq[1], on_srq[2], alone), (on_srq[0] + 1, on_srq[0] + 2, on_srq[0] + 3));
+    assert_eq!(&e.srq_qps[..usize::from(e.srq_runs)], &[[on_srq[0], on_srq[2]], [last, last]]);
+    // Another device has none of them.
+    assert_eq!(h.d.res_entry(&h.mem, &mut h.p, 3, res_kind::CTX, 0), Err(Status::ENOENT));
+    assert_eq!(h.d.res_entry(&h.mem, &mut h.p, 3, res_kind::SRQ, 0), Err(Status::ENOENT));
+}

@@ -10,7 +10,7 @@
 //! - [`gids`]: the `show_gids` script (mlnx-tools);
 //! - [`rdma_link`], [`rdma_dev`], [`rdma_res`], [`rdma_res_obj`],
 //!   [`rdma_stat`], [`rdma_sys`]: iproute2's `rdma link show`, `rdma dev
-//!   show`, `rdma resource show` (the summary, and `qp|cq|mr|pd`), `rdma
+//!   show`, `rdma resource show` (the summary, and `qp|cq|mr|pd|cm_id|ctx|srq`), `rdma
 //!   statistic show` and `rdma system show` lines, and their `-j` JSON
 //!   ([`json`]);
 //! - [`pingpong`]: the pingpongs' `-c` check and its line;

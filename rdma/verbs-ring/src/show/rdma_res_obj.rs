@@ -1,6 +1,6 @@
-//! iproute2's `rdma resource show qp|cq|mr|pd|cm_id` lines (rdma/res-qp.c,
-//! res-cq.c, res-mr.c, res-pd.c, res-cmid.c, iproute2 6.1), text and JSON,
-//! from the ring's RES_ENTRY answer.
+//! iproute2's `rdma resource show qp|cq|mr|pd|cm_id|ctx|srq` lines
+//! (rdma/res-qp.c, res-cq.c, res-mr.c, res-pd.c, res-cmid.c, res-ctx.c,
+//! res-srq.c, iproute2 6.1), text and JSON, from the ring's RES_ENTRY answer.
 //!
 //! Which fields a line has follows Linux 6.1's nldev, which sends an
 //! attribute only where it applies: RC and UC QPs have `rqpn`, `rq-psn`
@@ -16,10 +16,10 @@ use core::fmt::{self, Write};
 use super::json::JsonObject;
 use super::words::name;
 use crate::cm::{CmSockAddr, af};
-use crate::cmd::{ResEntry, qp_state, res_kind, res_owner};
+use crate::cmd::{ResEntry, SRQ_QP_RUNS, qp_state, res_kind, res_owner};
 
-/// The kind named on the command line (`qp`, `cq`, `mr`, `pd`, `cm_id`;
-/// iproute2 takes no abbreviations of these).
+/// The kind named on the command line (`qp`, `cq`, `mr`, `pd`, `cm_id`,
+/// `ctx`, `srq`; iproute2 takes no abbreviations of these).
 pub fn kind_of(word: &str) -> Option<u32> {
     match word {
         "qp" => Some(res_kind::QP),
@@ -27,6 +27,8 @@ pub fn kind_of(word: &str) -> Option<u32> {
         "mr" => Some(res_kind::MR),
         "pd" => Some(res_kind::PD),
         "cm_id" => Some(res_kind::CM_ID),
+        "ctx" => Some(res_kind::CTX),
+        "srq" => Some(res_kind::SRQ),
         _ => None,
     }
 }
@@ -47,6 +49,11 @@ pub fn state(s: u8) -> &'static str {
 
 fn path_mig(s: u8) -> &'static str {
     ["MIGRATED", "REARM", "ARMED"].get(usize::from(s)).copied().unwrap_or("UNKNOWN")
+}
+
+/// `enum ib_srq_type` as iproute2 spells it.
+fn srq_type(t: u8) -> &'static str {
+    ["BASIC", "XRC", "TM"].get(usize::from(t)).copied().unwrap_or("UNKNOWN")
 }
 
 fn poll_ctx(p: u8) -> &'static str {
@@ -123,7 +130,13 @@ pub fn field(e: &ResEntry, key: &str) -> Option<FieldValue> {
         "mrlen" if k == res_kind::MR => return u32::try_from(e.mrlen).ok().map(Num),
         "ctxn" if (k == res_kind::CQ || k == res_kind::PD) && user(e) => Num(e.ctxn),
         "cm-idn" if k == res_kind::CM_ID => Num(e.num),
+        "ctxn" if k == res_kind::CTX => Num(e.num),
+        "srqn" if k == res_kind::SRQ => Num(e.num),
+        "type" if k == res_kind::SRQ => Str(srq_type(e.srq_type)),
+        "pdn" if k == res_kind::SRQ => Num(e.pdn),
         "state" if k == res_kind::CM_ID => Str(cm_state(e.state)),
+        "lqpn" if k == res_kind::CM_ID && e.cm_lqpn != 0 => Num(e.cm_lqpn),
+        "qp-type" if k == res_kind::CM_ID && e.cm_lqpn != 0 => Str(qp_type(e.qp_type)),
         "ps" if k == res_kind::CM_ID => Str(ps(e.ps)),
         "pid" if user(e) => Num(e.pid),
         _ => return None,
@@ -159,9 +172,69 @@ pub fn filter_names(kind: u32) -> &'static [&'static str] {
         res_kind::CQ => &["cqn", "cqe", "users", "pid", "ctxn"],
         res_kind::MR => &["mrn", "rkey", "lkey", "mrlen", "pid", "pdn"],
         res_kind::PD => &["pdn", "users", "pid", "ctxn"],
-        res_kind::CM_ID => &["cm-idn", "pid", "state", "ps"],
+        res_kind::CM_ID => &["cm-idn", "lqpn", "qp-type", "pid", "state", "ps"],
+        res_kind::CTX => &["ctxn", "pid"],
+        res_kind::SRQ => &["srqn", "type", "pdn", "cqn", "lqpn", "pid"],
         _ => &[],
     }
+}
+
+/// `e` if every `(key, value)` filter selects it, as iproute2 filters:
+/// each key names one of the line's fields ([`field`]). An SRQ's `lqpn`
+/// filter keeps the QPs it names in the SRQ's list, and the SRQ only if
+/// one is left.
+pub fn filtered(e: &ResEntry, filters: &[(&str, &str)]) -> Option<ResEntry> {
+    let mut e = *e;
+    for &(key, value) in filters {
+        if e.kind == res_kind::SRQ && key == "lqpn" {
+            e = srq_qps_named(&e, value)?;
+        } else if !field(&e, key).is_some_and(|f| f.matches(value)) {
+            return None;
+        }
+    }
+    Some(e)
+}
+
+/// An SRQ's QP runs cut down to the QPNs `filter` names (`None` when
+/// none is left), each run split where a QPN is not named.
+fn srq_qps_named(e: &ResEntry, filter: &str) -> Option<ResEntry> {
+    let mut out = ResEntry { srq_runs: 0, srq_qps: [[0; 2]; SRQ_QP_RUNS], ..*e };
+    let mut n = 0;
+    for &[first, last] in runs(e) {
+        let mut open: Option<[u32; 2]> = None;
+        for q in first..=last {
+            if FieldValue::Num(q).matches(filter) {
+                open = Some(open.map_or([q, q], |[a, _]| [a, q]));
+            } else if let Some(r) = open.take() {
+                push_run(&mut out, &mut n, r);
+            }
+        }
+        if let Some(r) = open {
+            push_run(&mut out, &mut n, r);
+        }
+    }
+    (n > 0).then_some(out)
+}
+
+fn push_run(e: &mut ResEntry, n: &mut usize, r: [u32; 2]) {
+    match e.srq_qps.get_mut(*n) {
+        Some(slot) => {
+            *slot = r;
+            *n += 1;
+            e.srq_runs = *n as u8;
+        }
+        None => e.srq_runs_cut = 1,
+    }
+}
+
+/// The runs of QPNs an SRQ entry carries.
+fn runs(e: &ResEntry) -> &[[u32; 2]] {
+    &e.srq_qps[..usize::from(e.srq_runs).min(SRQ_QP_RUNS)]
+}
+
+/// A run as iproute2 prints it: `17` or `17-32`.
+fn run_text(&[first, last]: &[u32; 2]) -> alloc::string::String {
+    if first == last { alloc::format!("{first}") } else { alloc::format!("{first}-{last}") }
 }
 
 /// The owner's command name, or `None` when the host gave none (an older
@@ -174,7 +247,15 @@ fn comm(e: &ResEntry) -> Option<&str> {
 pub fn write(out: &mut dyn Write, dev: &str, e: &ResEntry) -> fmt::Result {
     if e.kind == res_kind::CM_ID {
         // The addresses come after the owner on this line.
-        write!(out, "link {dev}/{} cm-idn {} ", e.port, e.num)?;
+        if e.port != 0 {
+            write!(out, "link {dev}/{} ", e.port)?;
+        } else {
+            write!(out, "link {dev}/- ")?;
+        }
+        write!(out, "cm-idn {} ", e.num)?;
+        if e.cm_lqpn != 0 {
+            write!(out, "lqpn {} qp-type {} ", e.cm_lqpn, qp_type(e.qp_type))?;
+        }
         write!(out, "state {} ps {} ", cm_state(e.state), ps(e.ps))?;
         write!(out, "pid {} ", e.pid)?;
         if let Some(c) = comm(e) {
@@ -221,6 +302,18 @@ pub fn write(out: &mut dyn Write, dev: &str, e: &ResEntry) -> fmt::Result {
                 write!(out, "ctxn {} ", e.ctxn)?;
             }
         }
+        res_kind::CTX => write!(out, "dev {dev} ctxn {} ", e.num)?,
+        res_kind::SRQ => {
+            write!(out, "dev {dev} srqn {} type {} ", e.num, srq_type(e.srq_type))?;
+            if !runs(e).is_empty() {
+                write!(out, "lqpn ")?;
+                for (i, r) in runs(e).iter().enumerate() {
+                    write!(out, "{}{}", if i > 0 { "," } else { "" }, run_text(r))?;
+                }
+                write!(out, " ")?;
+            }
+            write!(out, "pdn {} ", e.pdn)?;
+        }
         res_kind::MR => {
             write!(out, "dev {dev} mrn {} rkey {:#x} lkey {:#x} mrlen {} ", e.num, e.rkey, e.lkey, e.mrlen)?;
             if user(e) {
@@ -252,8 +345,14 @@ pub fn write_json(o: &mut JsonObject<'_, '_>, dev_index: u32, dev: &str, e: &Res
     o.uint("ifindex", u64::from(dev_index))?;
     o.str("ifname", dev)?;
     if e.kind == res_kind::CM_ID {
-        o.uint("port", u64::from(e.port))?;
+        if e.port != 0 {
+            o.uint("port", u64::from(e.port))?;
+        }
         o.uint("cm-idn", u64::from(e.num))?;
+        if e.cm_lqpn != 0 {
+            o.uint("lqpn", u64::from(e.cm_lqpn))?;
+            o.str("qp-type", qp_type(e.qp_type))?;
+        }
         o.str("state", cm_state(e.state))?;
         o.str("ps", ps(e.ps))?;
         o.uint("pid", u64::from(e.pid))?;
@@ -301,6 +400,16 @@ pub fn write_json(o: &mut JsonObject<'_, '_>, dev_index: u32, dev: &str, e: &Res
             if user(e) {
                 o.uint("ctxn", u64::from(e.ctxn))?;
             }
+        }
+        res_kind::CTX => o.uint("ctxn", u64::from(e.num))?,
+        res_kind::SRQ => {
+            o.uint("srqn", u64::from(e.num))?;
+            o.str("type", srq_type(e.srq_type))?;
+            if !runs(e).is_empty() {
+                let list: alloc::vec::Vec<alloc::string::String> = runs(e).iter().map(run_text).collect();
+                o.strs("lqpn", &list.iter().map(|s| s.as_str()).collect::<alloc::vec::Vec<_>>())?;
+            }
+            o.uint("pdn", u64::from(e.pdn))?;
         }
         res_kind::MR => {
             o.uint("mrn", u64::from(e.num))?;
@@ -470,6 +579,73 @@ mod tests {
         assert!(line(&v6).contains("state CONNECT ps UDP "), "{}", line(&v6));
         assert!(line(&v6).contains("src-addr fe80::1:1 "), "{}", line(&v6));
         assert!(field(&id, "state").unwrap().matches("LISTEN"));
+    }
+
+    #[test]
+    fn wildcard_and_connected_cm_ids_are_linux_6_1s() {
+        // A wildcard listener's per-device id (captured from Linux 6.1).
+        let any = ResEntry {
+            kind: res_kind::CM_ID,
+            port: 0,
+            num: 1,
+            state: 8,
+            ps: 0x0106,
+            pid: 172,
+            comm: name_field("rping").unwrap(),
+            src: CmSockAddr::ipv4([0; 4], 7472),
+            ..Default::default()
+        };
+        assert_eq!(
+            line(&any),
+            "link rxe0/- cm-idn 1 state LISTEN ps TCP pid 172 comm rping src-addr 0.0.0.0:7472 
+"
+        );
+        assert_eq!(
+            json(&any),
+            "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"cm-idn\":1,\"state\":\"LISTEN\",\"ps\":\"TCP\",\"pid\":172,\"comm\":\"rping\",\"src-addr\":\"0.0.0.0:7472\"}]\n"
+        );
+        // A connected id names its QP (iproute2 6.1's res-cmid.c order).
+        let conn =
+            ResEntry { port: 1, state: 5, cm_lqpn: 18, qp_type: 2, dst: CmSockAddr::ipv4([10, 0, 0, 1], 40000), ..any };
+        assert_eq!(
+            line(&conn),
+            "link rxe0/1 cm-idn 1 lqpn 18 qp-type RC state CONNECT ps TCP pid 172 comm rping src-addr 0.0.0.0:7472 dst-addr 10.0.0.1:40000 \n"
+        );
+        assert!(json(&conn).contains("\"cm-idn\":1,\"lqpn\":18,\"qp-type\":\"RC\",\"state\""), "{}", json(&conn));
+        assert_eq!(field(&conn, "lqpn"), Some(FieldValue::Num(18)));
+        assert_eq!(field(&any, "lqpn"), None);
+    }
+
+    #[test]
+    fn ctx_and_srq_lines_are_linux_6_1s() {
+        let ctx =
+            ResEntry { kind: res_kind::CTX, num: 4, pid: 171, comm: name_field("ibv_srq_pingpon").unwrap(), ..rc_qp() };
+        assert_eq!(line(&ctx), "dev rxe0 ctxn 4 pid 171 comm ibv_srq_pingpon \n");
+        assert_eq!(
+            json(&ctx),
+            "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"ctxn\":4,\"pid\":171,\"comm\":\"ibv_srq_pingpon\"}]\n"
+        );
+        let mut qps = [[0; 2]; SRQ_QP_RUNS];
+        qps[0] = [18, 33];
+        let srq = ResEntry { kind: res_kind::SRQ, num: 0, pdn: 3, srq_runs: 1, srq_qps: qps, ..ctx };
+        // iproute2 6.1 prints the QP list again where the owner's name
+        // belongs (its name buffer is out of scope by then); we print the name.
+        assert_eq!(line(&srq), "dev rxe0 srqn 0 type BASIC lqpn 18-33 pdn 3 pid 171 comm ibv_srq_pingpon \n");
+        assert_eq!(
+            json(&srq),
+            "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"srqn\":0,\"type\":\"BASIC\",\"lqpn\":[\"18-33\"],\"pdn\":3,\"pid\":171,\"comm\":\"ibv_srq_pingpon\"}]\n"
+        );
+        // An lqpn filter keeps the QPs it names, splitting runs; none left
+        // drops the SRQ.
+        let some = filtered(&srq, &[("lqpn", "18,20-22,33")]).unwrap();
+        assert!(line(&some).contains(" lqpn 18,20-22,33 pdn 3 "), "{}", line(&some));
+        assert!(filtered(&srq, &[("lqpn", "40")]).is_none());
+        assert!(filtered(&srq, &[("srqn", "0"), ("type", "BASIC")]).is_some());
+        assert!(filtered(&srq, &[("pdn", "4")]).is_none());
+        // No QP on it: no lqpn field.
+        let lone = ResEntry { srq_runs: 0, ..srq };
+        assert_eq!(line(&lone), "dev rxe0 srqn 0 type BASIC pdn 3 pid 171 comm ibv_srq_pingpon \n");
+        assert_eq!((kind_of("ctx"), kind_of("srq")), (Some(res_kind::CTX), Some(res_kind::SRQ)));
     }
 
     #[test]

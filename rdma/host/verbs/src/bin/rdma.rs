@@ -1,6 +1,6 @@
 //! `rdma`: iproute2's RDMA tool for the appliance, same syntax and output
 //! shape: `link [show|add|delete]`, `dev [show]`, `resource [show]
-//! [qp|cq|mr|pd]`, `statistic [show]`, `system [show]`, with `-j` (JSON),
+//! [qp|cq|mr|pd|cm_id|ctx|srq]`, `statistic [show]`, `system [show]`, with `-j` (JSON),
 //! `-p` (pretty JSON) and `-d` (details). Objects and keywords may be
 //! abbreviated, as in iproute2 (`rdma l s`, `rdma res`).
 
@@ -246,7 +246,7 @@ fn resource_show(ctx: &Context, out: Out, filter: Option<&String>) -> verbs::Res
     Ok(())
 }
 
-/// `rdma resource show qp|cq|mr|pd [link DEV[/PORT] | dev DEV] [FILTER VALUE]...`.
+/// `rdma resource show qp|cq|mr|pd|cm_id|ctx|srq [link DEV[/PORT] | dev DEV] [FILTER VALUE]...`.
 fn resource_objects(ctx: &Context, out: Out, kind: u32, args: &[String]) -> verbs::Result<()> {
     let mut only: (Option<String>, Option<u32>) = (None, None);
     let mut filters: Vec<(&str, &str)> = Vec::new();
@@ -265,9 +265,10 @@ fn resource_objects(ctx: &Context, out: Out, kind: u32, args: &[String]) -> verb
     let mut rows = Vec::new();
     for d in devices(ctx, only.0.as_ref())? {
         for e in d.res_entries(kind)? {
-            let port_ok = only.1.is_none_or(|p| p == e.port);
-            let kept = filters.iter().all(|(k, v)| show::rdma_res_obj::field(&e, k).is_some_and(|f| f.matches(v)));
-            if port_ok && kept {
+            if only.1.is_some_and(|p| p != e.port) {
+                continue;
+            }
+            if let Some(e) = show::rdma_res_obj::filtered(&e, &filters) {
                 rows.push((d.name().to_string(), e));
             }
         }
