@@ -37,6 +37,17 @@ pub fn spawn_unmodified(prog: &str, ring: &Path, args: &str) -> std::io::Result<
         .spawn()
 }
 
+/// A program that is killed when this is dropped, also when the test that
+/// started it panics, so a failed test leaves no server behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Waits until a host socket listens on TCP `port` (any address; read from
 /// `/proc/net/tcp{,6}`, so no probe connection reaches a server that accepts
 /// only one), at most `limit`; whether it did.

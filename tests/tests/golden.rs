@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 use std::time::Duration;
+use tests::tool::KillOnDrop;
 use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -270,9 +271,10 @@ fn comparable_json(text: &str) -> String {
 fn rdma_resource_listings_match_linux() {
     let (mut a, shm) = boot("golden-res");
     let port = free_udp_port();
-    let server =
-        tests::tool::spawn_unmodified("ibv_rc_pingpong", &shm.path, &format!("-d rxe0 -g 1 -p {port}")).unwrap();
-    let rping = tests::tool::spawn_unmodified("rping", &shm.path, "-s -a 10.0.0.3 -p 7471").unwrap();
+    let _server = KillOnDrop(
+        tests::tool::spawn_unmodified("ibv_rc_pingpong", &shm.path, &format!("-d rxe0 -g 1 -p {port}")).unwrap(),
+    );
+    let _rping = KillOnDrop(tests::tool::spawn_unmodified("rping", &shm.path, "-s -a 10.0.0.3 -p 7471").unwrap());
     let start = std::time::Instant::now();
     while !host(&shm, "rdma", "resource show qp").1.contains("ibv_rc_pingpong")
         || !host(&shm, "rdma", "resource show cm_id").1.contains("LISTEN")
@@ -303,10 +305,6 @@ fn rdma_resource_listings_match_linux() {
         let linux = fixture(name);
         let linux = if json && !args.contains("-p") { comparable_json(&linux) } else { comparable(&linux) };
         rdma_on_both_as_on_linux(&mut a, &shm, args, &linux, |ours| ours.to_string());
-    }
-    for mut p in [server, rping] {
-        let _ = p.kill();
-        let _ = p.wait();
     }
 }
 
@@ -339,9 +337,10 @@ fn srq_comm_hidden(text: &str) -> String {
 fn rdma_resource_ctx_srq_and_wildcard_listeners_match_linux() {
     let (mut a, shm) = boot("golden-srq");
     let port = free_udp_port();
-    let server =
-        tests::tool::spawn_unmodified("ibv_srq_pingpong", &shm.path, &format!("-d rxe0 -g 1 -p {port}")).unwrap();
-    let rping = tests::tool::spawn_unmodified("rping", &shm.path, "-s -a 0.0.0.0 -p 7472").unwrap();
+    let _server = KillOnDrop(
+        tests::tool::spawn_unmodified("ibv_srq_pingpong", &shm.path, &format!("-d rxe0 -g 1 -p {port}")).unwrap(),
+    );
+    let _rping = KillOnDrop(tests::tool::spawn_unmodified("rping", &shm.path, "-s -a 0.0.0.0 -p 7472").unwrap());
     let start = std::time::Instant::now();
     while host(&shm, "rdma", "resource show qp").1.matches("ibv_srq_pingpon").count() < 16
         || !host(&shm, "rdma", "resource show cm_id").1.contains("LISTEN")
@@ -376,10 +375,6 @@ fn rdma_resource_ctx_srq_and_wildcard_listeners_match_linux() {
     let want = format!(" lqpn {first},{} pdn ", first + 2);
     assert!(a.cmd(&format!("rdma {filter}")).unwrap().contains(&want));
     assert!(host(&shm, "rdma", &filter).1.contains(&want));
-    for mut p in [server, rping] {
-        let _ = p.kill();
-        let _ = p.wait();
-    }
 }
 
 /// `rdma -j`/`-p`/`-d` of links and devices, `rdma system`, on the console
