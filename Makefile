@@ -247,7 +247,6 @@ interop: abi deps-rdma-core deps-vde
 		--test interop --test perftest --test cm --test ext_interop -- --ignored --test-threads=1 --nocapture
 	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop \
 		-- --ignored --test-threads=1 --nocapture
-	cargo test -p librdmacm --test programs perftest -- --ignored
 	APPLIANCE_IMAGE=$(IMAGE) cargo test -p tests --test fabric -- --ignored --nocapture
 
 clean:
