@@ -121,11 +121,14 @@ pub struct E1000e<H: Hal, R: Regs> {
 fn rx_buffer(mtu: usize) -> (usize, u32) {
     let need = mtu + L2_OVERHEAD;
     let bsize = |b: u32| b << regs::RCTL_BSIZE_SHIFT;
-    match need {
-        ..=2048 => (2048, bsize(0b00)),
-        ..=4096 => (4096, bsize(0b11) | regs::RCTL_BSEX),
-        ..=8192 => (8192, bsize(0b10) | regs::RCTL_BSEX),
-        _ => (16384, bsize(0b01) | regs::RCTL_BSEX),
+    if need <= 2048 {
+        (2048, bsize(0b00))
+    } else if need <= 4096 {
+        (4096, bsize(0b11) | regs::RCTL_BSEX)
+    } else if need <= 8192 {
+        (8192, bsize(0b10) | regs::RCTL_BSEX)
+    } else {
+        (16384, bsize(0b01) | regs::RCTL_BSEX)
     }
 }
 
