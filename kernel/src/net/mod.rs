@@ -556,13 +556,14 @@ impl Net {
     fn care_for_nics(&mut self, now: Instant) {
         for i in 0..self.links.len() {
             let Some(mtu) = self.dev(i).map(|d| d.mtu()) else { continue };
-            let name = String::from(self.name(i));
-            let link = &mut self.links[i];
+            let Self { links, netdevs, .. } = self;
+            let link = &mut links[i];
+            let name = || netdevs.by_index(link.ifindex).map_or("eth?", |d| d.name());
             let mut reset = false;
             if mtu != link.mtu_applied {
                 link.mtu_applied = mtu;
                 if let Err(e) = link.nic.set_mtu(mtu) {
-                    log::error!("{name}: mtu {mtu}: {e:?}");
+                    log::error!("{}: mtu {mtu}: {e:?}", name());
                 }
                 reset = true;
                 // smoltcp reads the device's MTU only when an interface is
@@ -571,12 +572,13 @@ impl Net {
                 link.iface = new_iface(&mut link.nic, &mut link.scratch, now);
             }
             if link.nic.watchdog(now) {
-                log::warn!("{name}: transmit timed out, device reset");
+                log::warn!("{}: transmit timed out, device reset", name());
                 reset = true;
             }
-            let missed = link.nic.rx_missed();
-            if let (Some(m), Some(s)) = (missed, self.netdevs.stats_mut(self.links[i].ifindex)) {
-                s.rx_missed = m;
+            if let Some(missed) = link.nic.rx_missed()
+                && let Some(s) = netdevs.stats_mut(link.ifindex)
+            {
+                s.rx_missed = missed;
             }
             if reset {
                 self.refresh_carrier(i);
