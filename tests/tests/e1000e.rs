@@ -204,3 +204,30 @@ fn the_verbs_rings_run_rc_pingpong_over_e1000e() {
         }
     }
 }
+
+/// `make run NIC=e1000e` (its `make boot` half, under a pty): the 82574L on
+/// the console's appliance, and `MTU=` telling how to raise eth0's MTU, which
+/// the device has no property for.
+#[test]
+fn make_run_with_nic_e1000e() {
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_file(format!("{}.udp.lock", self.0));
+        }
+    }
+    let ring = format!("/dev/shm/roce-test-{}-make-e1000e", std::process::id());
+    let _cleanup = Cleanup(ring.clone());
+    let mut args = tests::MakeRun::args(1, free_udp_port() - 1, &ring);
+    args.extend(["NIC=e1000e".to_string(), "MTU=9000".to_string()]);
+    let mut run = tests::MakeRun::start(&args).unwrap();
+    run.wait_prompt().unwrap_or_else(|e| panic!("{e}\n{}", run.transcript()));
+    let boot = run.transcript();
+    assert!(boot.contains("e1000e: eth0 starts at mtu 1500; type 'ip link set eth0 mtu 9000'"), "{boot}");
+    assert!(boot.contains("eth0: e1000e mac 52:54:00:00:00:01 mtu 1500 irq "), "{boot}");
+    run.cmd("ip link set eth0 mtu 9000").unwrap();
+    assert!(run.cmd("ip link show eth0").unwrap().contains("mtu 9000 "));
+    run.send(b"shutdown\r").unwrap();
+    assert!(run.wait_exit(WAIT).unwrap().success(), "{}", run.transcript());
+}
