@@ -19,6 +19,13 @@ RING_SIZE ?= 64M
 MEM      ?= 512M
 # eth0's MTU (and largest MTU), the NIC's `host_mtu`: 9000 gives RoCE MTU 4096.
 MTU      ?= 1500
+# The NIC model: virtio (virtio-net-pci) or e1000e (Intel 82574L). e1000e has
+# no MTU property: eth0 starts at 1500 and `ip link set eth0 mtu 9000` on the
+# console raises it (the driver's largest is 9000).
+NIC      ?= virtio
+NIC_DEVICE_virtio = virtio-net-pci,netdev=n0,mac=$(MAC),host_mtu=$(MTU)
+NIC_DEVICE_e1000e = e1000e,netdev=n0,mac=$(MAC)
+NIC_DEVICE = $(or $(NIC_DEVICE_$(NIC)),$(error NIC=$(NIC): expected virtio or e1000e))
 # Held (flock) while an appliance runs on that UDP port: QEMU's socket netdev
 # binds with SO_REUSEADDR, so a second one on the same port would not fail.
 PORT_LOCK ?= /tmp/roce-appliance-udp-$(PORT).lock
@@ -37,7 +44,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-chardev stdio,id=console,mux=on,signal=off -serial chardev:console -monitor none \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) \
 	-netdev socket,id=n0,udp=127.0.0.1:$(PEER_PORT),localaddr=127.0.0.1:$(PORT) \
-	-device virtio-net-pci,netdev=n0,mac=$(MAC),host_mtu=$(MTU) \
+	-device $(NIC_DEVICE) \
 	-object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
@@ -96,12 +103,14 @@ if ! flock -n 9; then \
 truncate -s $(RING_SIZE) $(RING); \
 echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$(PORT) <-> 127.0.0.1:$(PEER_PORT), mtu $(MTU), ring $(RING)"; \
 echo "(type 'shutdown' to power off; Ctrl-C interrupts a command; Ctrl-A x kills QEMU)"; \
+$(if $(and $(filter e1000e,$(NIC)),$(filter-out 1500,$(MTU))),echo "e1000e: eth0 starts at mtu 1500; type 'ip link set eth0 mtu $(MTU)'";) \
 qemu-system-x86_64 $(QEMU_ARGS); status=$$?; \
 rm -f $(RING); exit $$status
 endef
 
 ## run: build the image and boot one appliance (NODE=2 in a second terminal
-## joins the same wire; MTU=9000 for jumbo frames and RoCE MTU 4096)
+## joins the same wire; MTU=9000 for jumbo frames and RoCE MTU 4096;
+## NIC=e1000e for an Intel 82574L instead of virtio-net)
 run: image deps-qemu
 	@$(BOOT)
 
@@ -142,6 +151,8 @@ deps-rdma-core:
 		$(SUDO) apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(RDMA_CORE_PKGS) >/dev/null; }
 
+# (tests/tests/e1000e.rs runs boot, ping, link changes, jumbo frames and the
+# RDMA pingpongs over e1000e; APPLIANCE_NIC=e1000e runs any suite over it.)
 qemu-test: image deps-qemu abi deps-rdma-core
 	cargo build --release -q -p verbs --bins --examples
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests

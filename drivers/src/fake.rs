@@ -300,3 +300,236 @@ impl DeviceQueue {
         v
     }
 }
+
+/// A fake 82574 for the e1000e driver's tests: a register file with the
+/// device's side effects (reset, read-to-clear causes and counters, NVM
+/// reads) and the device's half of the rings, stepped by the test.
+pub mod e1000e {
+    use super::at;
+    use crate::e1000e::regs::{self, Regs};
+    use alloc::collections::BTreeMap;
+    use alloc::rc::Rc;
+    use alloc::vec::Vec;
+    use core::cell::RefCell;
+    use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+
+    /// Registers that clear when read.
+    const READ_TO_CLEAR: [u32; 12] = [
+        regs::ICR,
+        regs::CRCERRS,
+        regs::MPC,
+        regs::GPRC,
+        regs::GPTC,
+        regs::GORCL,
+        regs::GORCH,
+        regs::GOTCL,
+        regs::GOTCH,
+        regs::RNBC,
+        regs::TPR,
+        regs::TPT,
+    ];
+
+    /// The device model; the test keeps a clone of the `Rc`.
+    #[derive(Default)]
+    pub struct Device {
+        pub regs: BTreeMap<u32, u32>,
+        /// What a reset loads into RAL0/RAH0 (`None`: leave them invalid,
+        /// so the driver must read the NVM).
+        pub ral_mac: Option<[u8; 6]>,
+        /// NVM words (the MAC in 0..=2).
+        pub nvm: Vec<u16>,
+        pub link: bool,
+        /// CTRL.RST never clears.
+        pub reset_stuck: bool,
+        pub resets: u32,
+        /// Writes per register, to count doorbells.
+        pub writes: BTreeMap<u32, u32>,
+    }
+
+    impl Device {
+        pub fn new(mac: [u8; 6]) -> Rc<RefCell<Device>> {
+            Rc::new(RefCell::new(Device { ral_mac: Some(mac), link: true, ..Device::default() }))
+        }
+
+        pub fn reg(&self, r: u32) -> u32 {
+            self.regs.get(&r).copied().unwrap_or(0)
+        }
+
+        fn set(&mut self, r: u32, v: u32) {
+            self.regs.insert(r, v);
+        }
+
+        pub fn writes(&self, r: u32) -> u32 {
+            self.writes.get(&r).copied().unwrap_or(0)
+        }
+
+        /// Power-on state: everything zero but the link and the address.
+        fn reset(&mut self) {
+            self.resets += 1;
+            self.regs.clear();
+            self.set(regs::STATUS, if self.link { regs::STATUS_LU } else { 0 });
+            if let Some(m) = self.ral_mac {
+                self.set(regs::RAL0, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+                self.set(regs::RAH0, u32::from(u16::from_le_bytes([m[4], m[5]])) | regs::RAH_AV);
+            }
+            if self.reset_stuck {
+                self.set(regs::CTRL, regs::CTRL_RST);
+            }
+        }
+
+        /// The link goes up or down: STATUS.LU and an LSC cause.
+        pub fn set_link(&mut self, up: bool) {
+            self.link = up;
+            let status = self.reg(regs::STATUS) & !regs::STATUS_LU;
+            self.set(regs::STATUS, status | if up { regs::STATUS_LU } else { 0 });
+            self.cause(regs::INT_LSC);
+        }
+
+        fn cause(&mut self, bits: u32) {
+            let icr = self.reg(regs::ICR);
+            self.set(regs::ICR, icr | bits);
+        }
+
+        /// Adds to a statistics register.
+        pub fn count(&mut self, r: u32, n: u32) {
+            let v = self.reg(r).wrapping_add(n);
+            self.set(r, v);
+        }
+
+        fn ring(&self, bal: u32, bah: u32, len: u32) -> (u64, u32) {
+            (u64::from(self.reg(bal)) | u64::from(self.reg(bah)) << 32, self.reg(len) / 16)
+        }
+
+        /// Receive descriptors the driver gave and the device has not used.
+        pub fn rx_available(&self) -> u32 {
+            let (_, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
+            let (h, t) = (self.reg(regs::RDH), self.reg(regs::RDT));
+            if size == 0 { 0 } else { (t + size - h) % size }
+        }
+
+        /// The device receives `frame`: written into the next buffer with
+        /// DD|EOP, or counted missed (MPC, RXO) when there is none.
+        pub fn deliver(&mut self, frame: &[u8]) -> bool {
+            self.deliver_raw(frame, frame.len() as u16, 0b11, 0)
+        }
+
+        /// As `deliver` with the written length, status and errors given
+        /// (a test may lie).
+        pub fn deliver_raw(&mut self, bytes: &[u8], len: u16, status: u8, errors: u8) -> bool {
+            let (base, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
+            if self.reg(regs::RCTL) & regs::RCTL_EN == 0 || self.rx_available() == 0 {
+                self.count(regs::MPC, 1);
+                self.cause(regs::INT_RXO);
+                return false;
+            }
+            let head = self.reg(regs::RDH);
+            let d = base + 16 * u64::from(head);
+            // SAFETY: the ring and the buffers it names are the driver's
+            // FakeHal memory, alive while the driver is; the descriptor
+            // between head and tail is the device's to write.
+            unsafe {
+                let addr = at::<AtomicU64>(d).load(Ordering::Acquire);
+                for (i, &b) in bytes.iter().enumerate() {
+                    core::ptr::write_volatile((addr as usize + i) as *mut u8, b);
+                }
+                at::<AtomicU16>(d + 8).store(len, Ordering::Relaxed);
+                at::<AtomicU16>(d + 12).store(u16::from_le_bytes([status, errors]), Ordering::Release);
+            }
+            self.set(regs::RDH, (head + 1) % size);
+            self.count(regs::GPRC, 1);
+            self.cause(regs::INT_RXT0);
+            true
+        }
+
+        /// The receive buffer size RCTL names.
+        pub fn rx_buffer_size(&self) -> usize {
+            let rctl = self.reg(regs::RCTL);
+            let bsize = (rctl >> regs::RCTL_BSIZE_SHIFT) & 3;
+            match (rctl & regs::RCTL_BSEX != 0, bsize) {
+                (false, b) => 2048 >> b,
+                (true, 1) => 16384,
+                (true, 2) => 8192,
+                (true, 3) => 4096,
+                (true, _) => 0,
+            }
+        }
+
+        /// The device sends every frame between TDH and TDT, writing DD
+        /// back; the frames.
+        pub fn send_all(&mut self) -> Vec<Vec<u8>> {
+            self.send_up_to(usize::MAX)
+        }
+
+        pub fn send_up_to(&mut self, max: usize) -> Vec<Vec<u8>> {
+            let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
+            let mut sent = Vec::new();
+            if self.reg(regs::TCTL) & regs::TCTL_EN == 0 {
+                return sent;
+            }
+            while self.reg(regs::TDH) != self.reg(regs::TDT) && sent.len() < max {
+                let head = self.reg(regs::TDH);
+                let d = base + 16 * u64::from(head);
+                // SAFETY: as in `deliver_raw`, for the transmit ring.
+                let frame = unsafe {
+                    let addr = at::<AtomicU64>(d).load(Ordering::Acquire);
+                    let len_cmd = at::<AtomicU32>(d + 8).load(Ordering::Relaxed);
+                    let cmd = (len_cmd >> 24) as u8;
+                    assert_eq!(cmd & 0b1011, 0b1011, "EOP, IFCS and RS on every frame");
+                    let len = (len_cmd & 0xffff) as usize;
+                    let frame: Vec<u8> =
+                        (0..len).map(|i| core::ptr::read_volatile((addr as usize + i) as *const u8)).collect();
+                    at::<AtomicU16>(d + 12).store(1, Ordering::Release);
+                    frame
+                };
+                sent.push(frame);
+                self.set(regs::TDH, (head + 1) % size);
+                self.count(regs::GPTC, 1);
+            }
+            sent
+        }
+    }
+
+    /// The driver's handle on the device.
+    pub struct FakeRegs(pub Rc<RefCell<Device>>);
+
+    impl Regs for FakeRegs {
+        fn read(&self, offset: u32) -> u32 {
+            let mut d = self.0.borrow_mut();
+            if READ_TO_CLEAR.contains(&offset) {
+                return d.regs.remove(&offset).unwrap_or(0);
+            }
+            d.reg(offset)
+        }
+
+        fn write(&mut self, offset: u32, value: u32) {
+            let mut d = self.0.borrow_mut();
+            *d.writes.entry(offset).or_default() += 1;
+            match offset {
+                regs::CTRL if value & regs::CTRL_RST != 0 => d.reset(),
+                regs::ICR => {
+                    let icr = d.reg(regs::ICR) & !value;
+                    d.set(regs::ICR, icr);
+                }
+                regs::ICS => d.cause(value),
+                regs::IMS => {
+                    let ims = d.reg(regs::IMS) | value;
+                    d.set(regs::IMS, ims);
+                }
+                regs::IMC => {
+                    let ims = d.reg(regs::IMS) & !value;
+                    d.set(regs::IMS, ims);
+                }
+                regs::EERD if value & regs::EERD_START != 0 => {
+                    let word = (value >> regs::EERD_ADDR_SHIFT) as usize & 0x3fff;
+                    let data = d.nvm.get(word).copied();
+                    match data {
+                        Some(w) => d.set(regs::EERD, u32::from(w) << regs::EERD_DATA_SHIFT | regs::EERD_DONE),
+                        // No such word: never done.
+                        None => d.set(regs::EERD, 0),
+                    }
+                }
+                _ => d.set(offset, value),
+            }
+        }
+    }
+}

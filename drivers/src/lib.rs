@@ -5,6 +5,7 @@
 extern crate alloc;
 
 pub mod dma;
+pub mod e1000e;
 #[cfg(test)]
 mod fake;
 pub mod ivshmem;

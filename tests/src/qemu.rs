@@ -26,16 +26,53 @@ impl Accel {
     }
 }
 
-/// A virtio-net NIC on a point-to-point UDP wire over 127.0.0.1, or on a
-/// port of a switch.
+/// The NIC model QEMU emulates for an appliance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NicModel {
+    /// `virtio-net-pci`: the default.
+    Virtio,
+    /// `e1000e`, the Intel 82574L.
+    E1000e,
+}
+
+impl NicModel {
+    /// `$APPLIANCE_NIC` (`virtio` or `e1000e`), virtio when unset; anything
+    /// else is a mistake worth stopping for.
+    pub fn from_env() -> Self {
+        match std::env::var("APPLIANCE_NIC").as_deref() {
+            Err(_) | Ok("") | Ok("virtio") => NicModel::Virtio,
+            Ok("e1000e") => NicModel::E1000e,
+            Ok(other) => panic!("APPLIANCE_NIC={other}: expected virtio or e1000e"),
+        }
+    }
+
+    /// QEMU's `-device` for this model on netdev `id`. e1000e has no MTU
+    /// property: its MTU is set in the guest (see [`Appliance::boot`]).
+    pub fn device(self, id: &str, mac: &str, host_mtu: Option<u32>) -> String {
+        match self {
+            NicModel::Virtio => format!(
+                "virtio-net-pci,netdev={id},mac={mac}{}",
+                host_mtu.map_or(String::new(), |m| format!(",host_mtu={m}"))
+            ),
+            NicModel::E1000e => format!("e1000e,netdev={id},mac={mac}"),
+        }
+    }
+}
+
+/// A NIC on a point-to-point UDP wire over 127.0.0.1, or on a port of a
+/// switch.
 #[derive(Clone, Debug)]
 pub struct Nic {
+    /// virtio-net unless `$APPLIANCE_NIC` says otherwise.
+    pub model: NicModel,
     pub mac: String,
     /// Our end of the wire.
     pub local_port: u16,
     /// The peer's end.
     pub peer_port: u16,
-    /// MTU the device advertises (virtio's `host_mtu`); 1500 when `None`.
+    /// eth0's MTU: the one the device advertises (virtio's `host_mtu`), or
+    /// for e1000e, which has none, set with `ip link` once booted; 1500
+    /// when `None`.
     pub host_mtu: Option<u32>,
     /// Instead of the UDP wire: the socket directory of a
     /// [`VdeSwitch`](crate::VdeSwitch) (the ports are then unused).
@@ -45,7 +82,7 @@ pub struct Nic {
 impl Nic {
     /// A NIC with the default MTU.
     pub fn new(mac: &str, local_port: u16, peer_port: u16) -> Self {
-        Nic { mac: mac.into(), local_port, peer_port, host_mtu: None, switch: None }
+        Nic { model: NicModel::from_env(), mac: mac.into(), local_port, peer_port, host_mtu: None, switch: None }
     }
 
     /// A NIC on a port of `switch`.
@@ -170,12 +207,21 @@ impl Appliance {
         Ok((app, shm))
     }
 
-    /// Starts QEMU and waits for the first prompt.
+    /// Starts QEMU and waits for the first prompt. An e1000e NIC with a
+    /// `host_mtu` gets that MTU now, as virtio's has it from the device.
     pub fn boot(opts: Options) -> Result<Self, Error> {
-        let a = Self::start(opts)?;
+        let mut a = Self::start(opts)?;
         a.guest
             .wait_prompt(0, a.opts.boot_timeout)
             .map_err(|e| a.guest.error(format!("no prompt after boot: {}", e.message)))?;
+        if let Some(Nic { model: NicModel::E1000e, host_mtu: Some(mtu), .. }) = a.opts.nic.clone()
+            && mtu != 1500
+        {
+            let out = a.cmd(&format!("ip link set eth0 mtu {mtu}"))?;
+            if !out.contains(&format!("eth0: NETDEV_CHANGEMTU {mtu}")) {
+                return Err(a.guest.error(format!("ip link set eth0 mtu {mtu}: {out}")));
+            }
+        }
         Ok(a)
     }
 
@@ -296,16 +342,7 @@ pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
         Accel::Kvm => cmd.args(["-accel", "kvm"]),
     };
     if let Some(nic) = &opts.nic {
-        cmd.args([
-            "-netdev",
-            &nic.netdev("n0"),
-            "-device",
-            &format!(
-                "virtio-net-pci,netdev=n0,mac={}{}",
-                nic.mac,
-                nic.host_mtu.map_or(String::new(), |m| format!(",host_mtu={m}"))
-            ),
-        ]);
+        cmd.args(["-netdev", &nic.netdev("n0"), "-device", &nic.model.device("n0", &nic.mac, nic.host_mtu)]);
     }
     if let Some(shm) = &opts.ivshmem {
         cmd.args([

@@ -63,3 +63,32 @@ impl ConfigurationAccess for PciConfig {
         PciConfig
     }
 }
+
+/// The 82574's register window, BAR0 of `f` (memory, at least 128 KiB),
+/// which `pci::scan` mapped uncached; `None` when the BAR is not that or
+/// not mapped.
+pub fn e1000e_registers(f: &kbase::pci::Function) -> Option<drivers::e1000e::Mmio> {
+    let Some(kbase::pci::Bar::Memory { addr, size, .. }) = f.bars[0] else { return None };
+    let len = drivers::e1000e::regs::BAR0_LEN;
+    if size < len as u64 || crate::mem::paging::translate(addr).is_none() {
+        return None;
+    }
+    crate::mem::paging::translate(addr.checked_add(len as u64 - 1)?)?;
+    let base = NonNull::new(addr as *mut u8)?;
+    // SAFETY: `addr..addr + len` is the function's own memory BAR (checked
+    // above to be at least `len` long and mapped at both ends), identity-
+    // mapped uncached by `pci::scan` for the life of the kernel; the probe
+    // makes one driver per function, so nothing else touches it.
+    Some(unsafe { drivers::e1000e::Mmio::new(base, len) })
+}
+
+/// Lets `f` decode its memory BARs and master the bus (DMA), keeping the
+/// other command bits as they are (the status half, write-1-to-clear, is
+/// written as zero).
+pub fn enable_bus_master(f: &kbase::pci::Function) {
+    const COMMAND: u8 = 0x04;
+    const MEMORY_SPACE: u32 = 1 << 1;
+    const BUS_MASTER: u32 = 1 << 2;
+    let cmd = CONFIG.read32(f.bdf, COMMAND) & 0xffff;
+    CONFIG.write32(f.bdf, COMMAND, cmd | MEMORY_SPACE | BUS_MASTER);
+}

@@ -1,4 +1,4 @@
-//! Networking: the virtio-net NIC, the netdev layer (`eth0`, addresses, the
+//! Networking: the NICs (virtio-net, the 82574L), the netdev layer (`eth0`, addresses, the
 //! notifier chain), frame steering, the neighbour table for the RDMA path, the
 //! smoltcp interface (ICMP, `ping`) and the RDMA core that follows the netdev.
 //!
@@ -12,6 +12,7 @@ mod device;
 pub mod discard;
 mod hal;
 pub mod memory;
+mod nic;
 pub mod rdma;
 
 use crate::poll::{Task, Timers};
@@ -31,13 +32,12 @@ use knet::mcast_report::{Change, McastReports};
 use knet::neigh::{ArpTable, NdTable, NeighConfig};
 use knet::netdev::{NetdevConfig, NetdevError, Netdevs};
 use knet::steer::{Steer, steer};
+pub use nic::NetDevice;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Cidr, Ipv6Cidr};
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, DeviceFunction, PciRoot};
 use vocab::{IfIndex, MacAddr};
-
-pub type NetDevice = VirtioNet<KernelHal, PciTransport>;
 
 /// Frames taken from the NIC per pass, so other tasks get their turn.
 const RX_BUDGET: usize = 256;
@@ -48,6 +48,8 @@ pub struct Link {
     pub irq: u8,
     /// The NIC's interrupt count when the last pass acknowledged it.
     irq_seen: u64,
+    /// The netdev MTU the driver was last given.
+    mtu_applied: u32,
     pub ifindex: IfIndex,
     pub neigh: ArpTable,
     pub nd: NdTable,
@@ -76,7 +78,8 @@ fn smol_now(now: Instant) -> smoltcp::time::Instant {
     smoltcp::time::Instant::from_micros(now.as_micros() as i64)
 }
 
-/// Brings up every virtio-net function as `eth0`, `eth1`, ... in PCI order,
+/// Brings up every NIC function (virtio-net, 82574L) as `eth0`, `eth1`, ...
+/// in PCI order, the driver chosen by PCI vendor and device,
 /// with an RDMA core whose rxe devices use `config` and the host-shared
 /// region. `None` when there is no NIC.
 pub fn probe(
@@ -86,14 +89,12 @@ pub fn probe(
     now: Instant,
 ) -> Option<Net> {
     let mut net = Net::new(rdma::Rdma::new(config, shared));
-    for f in functions.iter().filter(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1000 | 0x1041)) {
-        let df = DeviceFunction { bus: f.bdf.bus, device: f.bdf.device, function: f.bdf.function };
-        let mut root = PciRoot::new(PciConfig);
-        root.set_command(df, Command::IO_SPACE | Command::MEMORY_SPACE | Command::BUS_MASTER);
-        let nic = PciTransport::new::<KernelHal, _>(&mut root, df)
-            .map_err(|e| log::error!("{}: virtio transport: {e:?}", f.bdf))
-            .ok()
-            .and_then(|t| VirtioNet::new(t).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf)).ok());
+    for f in functions {
+        let nic = match (f.vendor, f.device) {
+            (0x1af4, 0x1000 | 0x1041) => probe_virtio(f),
+            (drivers::e1000e::VENDOR_INTEL, drivers::e1000e::DEVICE_82574L) => probe_e1000e(f),
+            _ => continue,
+        };
         let Some(nic) = nic else { continue };
         match net.add_link(nic, f.interrupt_line, now) {
             Ok(i) => net.refresh_carrier(i),
@@ -101,6 +102,29 @@ pub fn probe(
         }
     }
     (!net.links.is_empty()).then_some(net)
+}
+
+fn probe_virtio(f: &Function) -> Option<NetDevice> {
+    let df = DeviceFunction { bus: f.bdf.bus, device: f.bdf.device, function: f.bdf.function };
+    let mut root = PciRoot::new(PciConfig);
+    root.set_command(df, Command::IO_SPACE | Command::MEMORY_SPACE | Command::BUS_MASTER);
+    let transport =
+        PciTransport::new::<KernelHal, _>(&mut root, df).map_err(|e| log::error!("{}: virtio transport: {e:?}", f.bdf));
+    let nic = VirtioNet::new(transport.ok()?).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf));
+    nic.ok().map(NetDevice::Virtio)
+}
+
+/// The 82574L at its default MTU; the netdev's MTU reaches it later
+/// (`ip link set eth0 mtu 9000`), as Linux's e1000e resizes on change.
+fn probe_e1000e(f: &Function) -> Option<NetDevice> {
+    let Some(regs) = hal::e1000e_registers(f) else {
+        log::error!("{}: e1000e: BAR0 is not a mapped 128 KiB memory window", f.bdf);
+        return None;
+    };
+    hal::enable_bus_master(f);
+    let nic = drivers::e1000e::E1000e::new(regs, drivers::e1000e::DEFAULT_MTU)
+        .map_err(|e| log::error!("{}: e1000e: {e:?}", f.bdf));
+    nic.ok().map(NetDevice::E1000e)
 }
 impl Net {
     fn new(rdma: rdma::Rdma) -> Self {
@@ -117,7 +141,8 @@ impl Net {
     fn add_link(&mut self, mut nic: NetDevice, irq: u8, now: Instant) -> Result<usize, NetdevError> {
         let mac = MacAddr(nic.mac());
         let mtu = nic.mtu() as u32;
-        let ifindex = self.netdevs.register(&NetdevConfig { mtu, max_mtu: mtu, ..NetdevConfig::ethernet(mac) })?;
+        let max_mtu = nic.max_mtu() as u32;
+        let ifindex = self.netdevs.register(&NetdevConfig { mtu, max_mtu, ..NetdevConfig::ethernet(mac) })?;
         let name = String::from(self.netdevs.by_index(ifindex).map_or("eth?", |d| d.name()));
         self.netdevs.set_up(&name, true)?;
         // smoltcp on the same device answers ARP requests and neighbour
@@ -126,19 +151,14 @@ impl Net {
         let neigh = ArpTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
         let nd = NdTable::new(ifindex, name.as_str().try_into().unwrap_or_default(), mac, cfg);
 
-        let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
-        config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac.0[2], mac.0[3], mac.0[4], mac.0[5]]));
-        let (mut queue, mut scratch, mut stats) = (VecDeque::new(), Vec::new(), knet::steer::LinkStats::default());
-        let iface = {
-            let mut dev =
-                StackDevice { queue: &mut queue, nic: &mut nic, stats: &mut stats, scratch: &mut scratch, up: true };
-            Interface::new(config, &mut dev, smol_now(now))
-        };
-        log::info!("{name}: virtio-net mac {} mtu {mtu} irq {irq}", mac);
+        let (queue, mut scratch) = (VecDeque::new(), Vec::new());
+        let iface = new_iface(&mut nic, &mut scratch, now);
+        log::info!("{name}: {} mac {} mtu {mtu} irq {irq}", nic.model(), mac);
         self.links.push(Link {
             nic,
             irq,
             irq_seen: 0,
+            mtu_applied: mtu,
             ifindex,
             neigh,
             nd,
@@ -230,13 +250,7 @@ impl Net {
             None => v.push((name, n)),
         };
         for l in &self.links {
-            let nic = l.nic.stats();
-            add("nic rx_frames", nic.rx_frames);
-            add("nic tx_frames", nic.tx_frames);
-            add("nic rx_errors", nic.rx_errors);
-            add("nic tx_queue_full", nic.tx_queue_full);
-            add("nic tx_kicks", nic.tx_kicks);
-            add("nic rx_kicks", nic.rx_kicks);
+            l.nic.counters(&mut add);
             add("nic interrupts", crate::arch::irq::count(l.irq));
         }
         add("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER));
@@ -522,6 +536,7 @@ impl Net {
         busy |= self.transmit_mcast_reports(now);
         busy |= self.netdevs.process_events() > 0;
         busy |= self.rdma.process_events();
+        self.care_for_nics(now);
         for link in self.links.iter_mut() {
             prof::KICK.time(|| link.nic.service());
         }
@@ -532,6 +547,55 @@ impl Net {
         }
         busy
     }
+}
+
+impl Net {
+    /// Hands each driver its netdev's MTU when it changed, runs its
+    /// watchdog (a reset device has its carrier read again) and copies the
+    /// frames it missed into the netdev's counters.
+    fn care_for_nics(&mut self, now: Instant) {
+        for i in 0..self.links.len() {
+            let Some(mtu) = self.dev(i).map(|d| d.mtu()) else { continue };
+            let Self { links, netdevs, .. } = self;
+            let link = &mut links[i];
+            let name = || netdevs.by_index(link.ifindex).map_or("eth?", |d| d.name());
+            let mut reset = false;
+            if mtu != link.mtu_applied {
+                link.mtu_applied = mtu;
+                if let Err(e) = link.nic.set_mtu(mtu) {
+                    log::error!("{}: mtu {mtu}: {e:?}", name());
+                }
+                reset = true;
+                // smoltcp reads the device's MTU only when an interface is
+                // made: a new one (its addresses synced below, its
+                // neighbour cache learnt again; the sockets live apart).
+                link.iface = new_iface(&mut link.nic, &mut link.scratch, now);
+            }
+            if link.nic.watchdog(now) {
+                log::warn!("{}: transmit timed out, device reset", name());
+                reset = true;
+            }
+            if let Some(missed) = link.nic.rx_missed()
+                && let Some(s) = netdevs.stats_mut(link.ifindex)
+            {
+                s.rx_missed = missed;
+            }
+            if reset {
+                self.refresh_carrier(i);
+                self.sync_addresses(i);
+            }
+        }
+    }
+}
+
+/// A smoltcp interface on `nic`, with its MAC and the NIC's MTU.
+fn new_iface(nic: &mut NetDevice, scratch: &mut Vec<u8>, now: Instant) -> Interface {
+    let mac = nic.mac();
+    let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+    config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]));
+    let (mut queue, mut stats) = (VecDeque::new(), knet::steer::LinkStats::default());
+    let mut dev = StackDevice { queue: &mut queue, nic, stats: &mut stats, scratch, up: true };
+    Interface::new(config, &mut dev, smol_now(now))
 }
 
 /// Whether a frame went to an Ethernet group address (queries always do).

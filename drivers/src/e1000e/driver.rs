@@ -1,0 +1,812 @@
+//! The 82574L driver behind [`Nic`]: one receive and one transmit ring of
+//! legacy descriptors ([`super::ring`]), reset and bring-up as §4.6 of the
+//! datasheet orders them, the MAC from RAL0/RAH0 (or the NVM through EERD),
+//! the link from STATUS.LU with its change interrupt, jumbo frames up to
+//! [`MAX_MTU`], a transmit watchdog that resets a stuck device, and the
+//! statistics registers accumulated.
+//!
+//! Doorbells (the tail registers; each write a trap under emulation) are
+//! written once per batch, in [`Nic::service`], as virtio-net's kicks are.
+//! Sent buffers are reclaimed on every pass, so transmit completions raise
+//! no interrupt; received frames and link changes do (legacy INTx).
+#![forbid(unsafe_code)]
+
+use super::regs::{self, Regs};
+use super::ring::{RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxRing};
+use super::stats::HwStats;
+use crate::nic::Nic;
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use virtio_drivers::Hal;
+
+/// Descriptors per ring (one page of each).
+pub const RING_SIZE: u16 = 256;
+/// The MTU a new device starts with.
+pub const DEFAULT_MTU: usize = 1500;
+/// The largest MTU: the 82574's 9 KB jumbo frames (9018 bytes with the
+/// Ethernet header and CRC).
+pub const MAX_MTU: usize = 9000;
+/// IPv4's minimum, as the netdev layer's.
+pub const MIN_MTU: usize = 68;
+/// Ethernet header plus one VLAN tag, around the MTU in a buffer (the
+/// device strips the CRC, SECRC).
+const L2_OVERHEAD: usize = 18;
+/// Register reads to wait for a reset or an NVM read to finish: the
+/// datasheet gives a reset about a millisecond; a device that needs more
+/// than this many traps is not coming back.
+const POLLS: u32 = 100_000;
+/// A transmission the device has not finished in this long, with the link
+/// up, means it is stuck: reset it (Linux's e1000e waits a few seconds too).
+pub const TX_HANG_US: u64 = 2_000_000;
+/// How often the statistics registers are read (each a trap; they are 32
+/// bits, so at least every few seconds at line rate).
+pub const STATS_EVERY_US: u64 = 1_000_000;
+
+/// Why the device could not be brought up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// CTRL.RST never cleared.
+    ResetTimeout,
+    /// No DMA memory for a ring.
+    NoMemory,
+    /// An MTU outside [`MIN_MTU`]..=[`MAX_MTU`].
+    BadMtu,
+}
+
+/// Counters the driver keeps (the device's own are [`HwStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Receive buffers dropped: an error bit, no length, or part of a frame
+    /// spread over several buffers.
+    pub rx_errors: u64,
+    /// Receiver overruns the device signalled (RXO).
+    pub rx_overruns: u64,
+    /// Transmit attempts refused because the ring was full.
+    pub tx_queue_full: u64,
+    /// Tail register writes.
+    pub tx_doorbells: u64,
+    pub rx_doorbells: u64,
+    /// Device resets after bring-up (hangs, MTU changes), and what caused
+    /// the hang ones.
+    pub resets: u64,
+    pub tx_hangs: u64,
+    /// Frames queued but dropped by a reset before the device sent them.
+    pub tx_lost: u64,
+    pub rx_faults: RingFaults,
+}
+
+/// A received frame in its receive buffer.
+pub struct RxFrame {
+    buf: Box<[u8]>,
+    len: usize,
+}
+
+impl AsRef<[u8]> for RxFrame {
+    fn as_ref(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&[])
+    }
+}
+
+pub struct E1000e<H: Hal, R: Regs> {
+    regs: R,
+    mac: [u8; 6],
+    mtu: usize,
+    /// Bytes in each receive buffer: a size RCTL can name.
+    rx_buf_len: usize,
+    rx: RxRing<H>,
+    tx: TxRing<H>,
+    /// Sent buffers, for the next frames.
+    tx_free: Vec<Box<[u8]>>,
+    /// The tails the device was last told.
+    rx_told: u16,
+    tx_told: u16,
+    /// Dropping the rest of a frame spread over several buffers.
+    rx_discarding: bool,
+    /// STATUS.LU as last read (at bring-up and on each LSC).
+    carrier: bool,
+    /// Since when the oldest transmission waits, and how many had
+    /// completed then (progress restarts the clock).
+    hang: Option<(u64, u64)>,
+    tx_completed: u64,
+    stats_at: Option<u64>,
+    stats: Stats,
+    hw: HwStats,
+}
+
+/// The receive buffer size for `mtu` and the RCTL bits naming it
+/// (BSIZE/BSEX, §10.2.5's RCTL table): the smallest that holds a frame.
+fn rx_buffer(mtu: usize) -> (usize, u32) {
+    let need = mtu + L2_OVERHEAD;
+    let bsize = |b: u32| b << regs::RCTL_BSIZE_SHIFT;
+    if need <= 2048 {
+        (2048, bsize(0b00))
+    } else if need <= 4096 {
+        (4096, bsize(0b11) | regs::RCTL_BSEX)
+    } else if need <= 8192 {
+        (8192, bsize(0b10) | regs::RCTL_BSEX)
+    } else {
+        (16384, bsize(0b01) | regs::RCTL_BSEX)
+    }
+}
+
+/// Resets the device (§4.6: interrupts masked first and after, CTRL.RST
+/// polled until it self-clears) and forces the link up.
+fn reset_device(r: &mut impl Regs) -> Result<(), Error> {
+    r.write(regs::IMC, u32::MAX);
+    r.write(regs::RCTL, 0);
+    r.write(regs::TCTL, 0);
+    let ctrl = r.read(regs::CTRL);
+    r.write(regs::CTRL, ctrl | regs::CTRL_RST);
+    if !(0..POLLS).any(|_| r.read(regs::CTRL) & regs::CTRL_RST == 0) {
+        return Err(Error::ResetTimeout);
+    }
+    r.write(regs::IMC, u32::MAX);
+    let _ = r.read(regs::ICR);
+    let ctrl = r.read(regs::CTRL);
+    let clear = regs::CTRL_LRST | regs::CTRL_PHY_RST | regs::CTRL_ILOS | regs::CTRL_VME;
+    r.write(regs::CTRL, (ctrl | regs::CTRL_SLU | regs::CTRL_ASDE) & !clear);
+    Ok(())
+}
+
+/// The station MAC: RAL0/RAH0 as the device loaded them from its NVM at
+/// reset when valid, else NVM words 0..=2 read through EERD; zero when
+/// neither answers.
+fn read_mac(r: &mut impl Regs) -> [u8; 6] {
+    let (lo, hi) = (r.read(regs::RAL0), r.read(regs::RAH0));
+    let mut mac = [0u8; 6];
+    if hi & regs::RAH_AV != 0 && (lo != 0 || hi & 0xffff != 0) {
+        mac[..4].copy_from_slice(&lo.to_le_bytes());
+        mac[4..].copy_from_slice(&hi.to_le_bytes()[..2]);
+        return mac;
+    }
+    for (word, pair) in mac.chunks_exact_mut(2).enumerate() {
+        r.write(regs::EERD, (word as u32) << regs::EERD_ADDR_SHIFT | regs::EERD_START);
+        let Some(v) = (0..POLLS).map(|_| r.read(regs::EERD)).find(|v| v & regs::EERD_DONE != 0) else {
+            return [0; 6];
+        };
+        pair.copy_from_slice(&((v >> regs::EERD_DATA_SHIFT) as u16).to_le_bytes());
+    }
+    mac
+}
+
+impl<H: Hal, R: Regs> E1000e<H, R> {
+    /// Resets and brings up the device with `mtu` (the netdev's; changed
+    /// later with [`E1000e::set_mtu`]).
+    pub fn new(mut regs: R, mtu: usize) -> Result<Self, Error> {
+        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
+            return Err(Error::BadMtu);
+        }
+        let rx = RxRing::new(RING_SIZE).ok_or(Error::NoMemory)?;
+        let tx = TxRing::new(RING_SIZE).ok_or(Error::NoMemory)?;
+        reset_device(&mut regs)?;
+        let mac = read_mac(&mut regs);
+        let mut nic = Self {
+            regs,
+            mac,
+            mtu,
+            rx_buf_len: rx_buffer(mtu).0,
+            rx,
+            tx,
+            tx_free: Vec::new(),
+            rx_told: 0,
+            tx_told: 0,
+            rx_discarding: false,
+            carrier: false,
+            hang: None,
+            tx_completed: 0,
+            stats_at: None,
+            stats: Stats::default(),
+            hw: HwStats::default(),
+        };
+        nic.configure(Vec::new());
+        Ok(nic)
+    }
+
+    /// Programs a freshly reset device: address filters, both rings (the
+    /// receive one filled, from `spare` buffers first), interrupts.
+    fn configure(&mut self, mut spare: Vec<Box<[u8]>>) {
+        let r = &mut self.regs;
+        let m = self.mac;
+        r.write(regs::RAL0, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+        r.write(regs::RAH0, u32::from(u16::from_le_bytes([m[4], m[5]])) | regs::RAH_AV);
+        for i in 0..regs::MTA_WORDS {
+            r.write(regs::MTA + 4 * i, 0);
+        }
+        // Interrupt at once for each frame: no throttling, no delay timers.
+        r.write(regs::ITR, 0);
+        r.write(regs::RDTR, 0);
+        r.write(regs::RADV, 0);
+
+        let base = self.rx.base();
+        r.write(regs::RDBAL, base as u32);
+        r.write(regs::RDBAH, (base >> 32) as u32);
+        r.write(regs::RDLEN, self.rx.len_bytes());
+        r.write(regs::RDH, 0);
+        r.write(regs::RDT, 0);
+        let base = self.tx.base();
+        r.write(regs::TDBAL, base as u32);
+        r.write(regs::TDBAH, (base >> 32) as u32);
+        r.write(regs::TDLEN, self.tx.len_bytes());
+        r.write(regs::TDH, 0);
+        r.write(regs::TDT, 0);
+        r.write(regs::TIPG, regs::TIPG_DEFAULT);
+        r.write(regs::TCTL, regs::TCTL_EN | regs::TCTL_PSP | regs::TCTL_CT | regs::TCTL_COLD);
+        (self.rx_told, self.tx_told) = (0, 0);
+        self.rx_discarding = false;
+
+        // Enable the receiver before giving it buffers (§7.1.8: it fetches
+        // descriptors once the tail moves).
+        self.write_rctl();
+        while self.rx.has_room() {
+            let buf = spare.pop().filter(|b| b.len() == self.rx_buf_len);
+            let buf = buf.unwrap_or_else(|| vec![0u8; self.rx_buf_len].into_boxed_slice());
+            if self.rx.post(buf).is_err() {
+                break;
+            }
+        }
+        self.ring_doorbells();
+        self.regs.write(regs::IMS, regs::INT_ENABLED);
+        self.carrier = self.regs.read(regs::STATUS) & regs::STATUS_LU != 0;
+    }
+
+    fn write_rctl(&mut self) {
+        let (_, size_bits) = rx_buffer(self.mtu);
+        let lpe = if self.mtu > DEFAULT_MTU { regs::RCTL_LPE } else { 0 };
+        let rctl = regs::RCTL_EN | regs::RCTL_MPE | regs::RCTL_BAM | regs::RCTL_SECRC | lpe | size_bits;
+        self.regs.write(regs::RCTL, rctl);
+    }
+
+    /// Resets the device and brings it up again with the same rings: frames
+    /// queued for transmission are dropped (and counted), receive buffers
+    /// posted again. Frames lent out come back through `recycle` as usual.
+    pub fn reset(&mut self) -> Result<(), Error> {
+        // A reset clears the statistics: keep what they counted.
+        self.hw.accumulate(&self.regs);
+        self.stats.resets += 1;
+        let result = reset_device(&mut self.regs);
+        self.stats.tx_lost += u64::from(self.tx.in_flight());
+        let sent = self.tx.drain();
+        self.tx_free.extend(sent);
+        let spare = self.rx.drain();
+        self.hang = None;
+        result?;
+        self.configure(spare);
+        Ok(())
+    }
+
+    /// Sets the MTU (68..=9000). A new receive buffer size needs a reset
+    /// (the ring is refilled with buffers of the new size); otherwise only
+    /// the receiver's long-frame bit changes.
+    pub fn set_mtu(&mut self, mtu: usize) -> Result<(), Error> {
+        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
+            return Err(Error::BadMtu);
+        }
+        if mtu == self.mtu {
+            return Ok(());
+        }
+        self.mtu = mtu;
+        let (len, _) = rx_buffer(mtu);
+        if len != self.rx_buf_len {
+            self.rx_buf_len = len;
+            return self.reset();
+        }
+        self.write_rctl();
+        Ok(())
+    }
+
+    /// Acknowledges the device's interrupt (INTx stays asserted until the
+    /// causes are cleared: read ICR, write back what it held); whether the
+    /// link changed, in which case [`E1000e::carrier`] is fresh.
+    pub fn ack_interrupt(&mut self) -> bool {
+        let icr = self.regs.read(regs::ICR);
+        if icr != 0 {
+            self.regs.write(regs::ICR, icr);
+        }
+        if icr & regs::INT_RXO != 0 {
+            self.stats.rx_overruns += 1;
+        }
+        if icr & regs::INT_LSC != 0 {
+            self.carrier = self.regs.read(regs::STATUS) & regs::STATUS_LU != 0;
+            return true;
+        }
+        false
+    }
+
+    /// The link as last read (bring-up, link-change interrupts), without
+    /// touching the device.
+    pub fn carrier(&self) -> bool {
+        self.carrier
+    }
+
+    /// Periodic care, cheap enough for every pass (`now_us`: any monotonic
+    /// microsecond clock): resets a device whose oldest transmission has
+    /// waited [`TX_HANG_US`] with the link up, and reads the statistics every
+    /// [`STATS_EVERY_US`]. Whether it reset the device.
+    pub fn watchdog(&mut self, now_us: u64) -> bool {
+        if self.stats_at.is_none_or(|t| now_us.saturating_sub(t) >= STATS_EVERY_US) {
+            self.stats_at = Some(now_us);
+            self.hw.accumulate(&self.regs);
+        }
+        self.reclaim_tx();
+        if !(self.carrier && self.tx.oldest_pending()) {
+            self.hang = None;
+            return false;
+        }
+        match self.hang {
+            Some((since, done)) if done == self.tx_completed => {
+                if now_us.saturating_sub(since) < TX_HANG_US {
+                    return false;
+                }
+                self.stats.tx_hangs += 1;
+                // A failed reset leaves the device down; the next pass's
+                // watchdog finds nothing queued and tries no more.
+                let _ = self.reset();
+                true
+            }
+            _ => {
+                self.hang = Some((now_us, self.tx_completed));
+                false
+            }
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats { rx_faults: self.rx.faults(), ..self.stats }
+    }
+
+    /// The device's counters, as of the last read.
+    pub fn hw_stats(&self) -> HwStats {
+        self.hw
+    }
+
+    fn repost(&mut self, buf: Box<[u8]>) {
+        // A buffer from before an MTU change is the wrong size: replace it.
+        let buf = if buf.len() == self.rx_buf_len { buf } else { vec![0u8; self.rx_buf_len].into_boxed_slice() };
+        if self.rx.post(buf).is_err() {
+            self.stats.rx_errors += 1;
+        }
+    }
+
+    /// Tells the device about buffers and frames added since the last time.
+    fn ring_doorbells(&mut self) {
+        if self.rx.tail() != self.rx_told {
+            self.rx_told = self.rx.tail();
+            self.regs.write(regs::RDT, u32::from(self.rx_told));
+            self.stats.rx_doorbells += 1;
+        }
+        if self.tx.tail() != self.tx_told {
+            self.tx_told = self.tx.tail();
+            self.regs.write(regs::TDT, u32::from(self.tx_told));
+            self.stats.tx_doorbells += 1;
+        }
+    }
+
+    fn reclaim_tx(&mut self) {
+        while let Some(buf) = self.tx.reclaim() {
+            self.tx_completed += 1;
+            self.tx_free.push(buf);
+        }
+    }
+}
+
+impl<H: Hal, R: Regs> Drop for E1000e<H, R> {
+    fn drop(&mut self) {
+        // Stop the device using the rings and buffers, which are freed next.
+        let _ = reset_device(&mut self.regs);
+    }
+}
+
+impl<H: Hal, R: Regs> Nic for E1000e<H, R> {
+    type Rx = RxFrame;
+
+    fn receive(&mut self) -> Option<RxFrame> {
+        loop {
+            let done = self.rx.pop()?;
+            let eop = done.status & RX_EOP != 0;
+            let discarding = self.rx_discarding;
+            self.rx_discarding = !eop;
+            if discarding || !eop || done.len == 0 || done.errors & RX_ERR_FATAL != 0 {
+                self.stats.rx_errors += 1;
+                self.repost(done.buf);
+                continue;
+            }
+            self.stats.rx_frames += 1;
+            return Some(RxFrame { buf: done.buf, len: done.len });
+        }
+    }
+
+    fn recycle(&mut self, rx: RxFrame) {
+        self.repost(rx.buf);
+    }
+
+    fn transmit<T>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
+        if len > self.max_frame_len() {
+            return None;
+        }
+        if self.tx.free() == 0 {
+            self.reclaim_tx();
+            if self.tx.free() == 0 {
+                // A whole ring to send: make sure the device knows.
+                self.ring_doorbells();
+                self.stats.tx_queue_full += 1;
+                return None;
+            }
+        }
+        let cap = self.mtu + L2_OVERHEAD;
+        let mut buf = match self.tx_free.pop() {
+            Some(b) if b.len() >= cap => b,
+            _ => vec![0u8; cap].into_boxed_slice(),
+        };
+        let result = f(buf.get_mut(..len)?);
+        match self.tx.push(buf, len) {
+            Ok(()) => {
+                self.stats.tx_frames += 1;
+                Some(result)
+            }
+            Err(buf) => {
+                self.tx_free.push(buf);
+                self.stats.tx_queue_full += 1;
+                None
+            }
+        }
+    }
+
+    fn service(&mut self) {
+        self.ring_doorbells();
+        self.reclaim_tx();
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// STATUS.LU: a register read (a trap under emulation), for after a
+    /// link-change interrupt; [`E1000e::carrier`] is the cached value.
+    fn link_up(&self) -> bool {
+        self.regs.read(regs::STATUS) & regs::STATUS_LU != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeHal;
+    use crate::fake::e1000e::{Device, FakeRegs};
+    use alloc::rc::Rc;
+    use core::cell::RefCell;
+
+    const MAC: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+    const POSTED: u32 = RING_SIZE as u32 - 1;
+
+    struct Rig {
+        nic: E1000e<FakeHal, FakeRegs>,
+        dev: Rc<RefCell<Device>>,
+    }
+
+    fn rig_with(mtu: usize) -> Rig {
+        let dev = Device::new(MAC);
+        let nic = E1000e::new(FakeRegs(dev.clone()), mtu).expect("device");
+        Rig { nic, dev }
+    }
+
+    fn rig() -> Rig {
+        rig_with(DEFAULT_MTU)
+    }
+
+    impl Rig {
+        fn reg(&self, r: u32) -> u32 {
+            self.dev.borrow().reg(r)
+        }
+        fn writes(&self, r: u32) -> u32 {
+            self.dev.borrow().writes(r)
+        }
+        fn deliver(&self, frame: &[u8]) -> bool {
+            self.dev.borrow_mut().deliver(frame)
+        }
+        fn send_all(&self) -> Vec<Vec<u8>> {
+            self.dev.borrow_mut().send_all()
+        }
+        fn rx_available(&self) -> u32 {
+            self.dev.borrow().rx_available()
+        }
+    }
+
+    #[test]
+    fn bring_up_resets_and_programs_both_rings() {
+        let r = rig();
+        assert_eq!(r.dev.borrow().resets, 1);
+        assert_eq!((r.nic.mac(), r.nic.mtu(), r.nic.max_frame_len()), (MAC, 1500, 1514));
+        assert_eq!((r.reg(regs::RDLEN), r.reg(regs::TDLEN)), (4096, 4096));
+        assert_ne!(r.reg(regs::RDBAL), 0);
+        assert_eq!(r.rx_available(), POSTED, "the receive ring full, one slot kept empty");
+        assert_eq!(r.writes(regs::RDT), 2, "zeroed, then one doorbell for the whole ring");
+        let rctl = r.reg(regs::RCTL);
+        assert_eq!(rctl & (regs::RCTL_EN | regs::RCTL_SECRC), regs::RCTL_EN | regs::RCTL_SECRC);
+        assert_eq!(rctl & regs::RCTL_LPE, 0, "no long frames at 1500");
+        assert_eq!(r.dev.borrow().rx_buffer_size(), 2048);
+        assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED);
+        assert_ne!(r.reg(regs::TCTL) & regs::TCTL_EN, 0);
+        assert_ne!(r.reg(regs::CTRL) & regs::CTRL_SLU, 0);
+        assert!(r.nic.carrier() && r.nic.link_up());
+        assert_eq!(r.reg(regs::RAH0), 0x5634 | regs::RAH_AV, "the address filter keeps our MAC");
+    }
+
+    #[test]
+    fn the_mac_comes_from_the_nvm_when_ral0_is_invalid() {
+        let dev = Device::new(MAC);
+        dev.borrow_mut().ral_mac = None;
+        dev.borrow_mut().nvm = alloc::vec![0x0002, 0x0403, 0x0605];
+        let nic = E1000e::<FakeHal, _>::new(FakeRegs(dev.clone()), 1500).expect("device");
+        assert_eq!(nic.mac(), [2, 0, 3, 4, 5, 6]);
+        // An NVM that never answers: no address, but a working device.
+        let dev = Device::new(MAC);
+        dev.borrow_mut().ral_mac = None;
+        let nic = E1000e::<FakeHal, _>::new(FakeRegs(dev), 1500).expect("device");
+        assert_eq!(nic.mac(), [0; 6]);
+    }
+
+    #[test]
+    fn a_device_that_never_finishes_its_reset_fails_bring_up() {
+        let dev = Device::new(MAC);
+        dev.borrow_mut().reset_stuck = true;
+        let r = E1000e::<FakeHal, _>::new(FakeRegs(dev), 1500);
+        assert_eq!(r.err(), Some(Error::ResetTimeout));
+        let r = E1000e::<FakeHal, _>::new(FakeRegs(Device::new(MAC)), MAX_MTU + 1);
+        assert_eq!(r.err(), Some(Error::BadMtu));
+    }
+
+    #[test]
+    fn received_frames_wrap_the_ring_and_are_refilled() {
+        let mut r = rig();
+        // Three times round the ring.
+        for i in 0..800u32 {
+            let frame = alloc::vec![i as u8; 60 + (i as usize % 1400)];
+            assert!(r.deliver(&frame), "frame {i}");
+            let rx = r.nic.receive().expect("a frame");
+            assert_eq!(rx.as_ref(), &frame[..]);
+            assert!(r.nic.receive().is_none());
+            r.nic.recycle(rx);
+            r.nic.service();
+            assert_eq!(r.rx_available(), POSTED, "refilled and told, frame {i}");
+        }
+        let s = r.nic.stats();
+        assert_eq!((s.rx_frames, s.rx_errors), (800, 0));
+        assert_eq!(s.rx_doorbells, 801);
+    }
+
+    #[test]
+    fn refills_ring_the_receive_doorbell_once_per_pass() {
+        let mut r = rig();
+        for _ in 0..10 {
+            r.deliver(&[1; 64]);
+        }
+        let before = r.writes(regs::RDT);
+        let mut lent = Vec::new();
+        while let Some(rx) = r.nic.receive() {
+            lent.push(rx);
+        }
+        assert_eq!(lent.len(), 10);
+        assert_eq!(r.rx_available(), POSTED - 10, "lent out");
+        for rx in lent {
+            r.nic.recycle(rx);
+        }
+        assert_eq!(r.writes(regs::RDT), before, "nothing before the pass ends");
+        r.nic.service();
+        r.nic.service();
+        assert_eq!(r.writes(regs::RDT), before + 1);
+        assert_eq!(r.rx_available(), POSTED);
+    }
+
+    #[test]
+    fn a_ring_with_every_buffer_lent_misses_frames_and_says_so() {
+        let mut r = rig();
+        let mut lent = Vec::new();
+        for _ in 0..POSTED {
+            assert!(r.deliver(&[7; 64]));
+            lent.push(r.nic.receive().expect("frame"));
+        }
+        assert!(!r.deliver(&[8; 64]), "no buffer");
+        assert!(!r.nic.ack_interrupt(), "an overrun is no link change");
+        assert_eq!(r.nic.stats().rx_overruns, 1);
+        r.nic.watchdog(0);
+        assert_eq!(r.nic.hw_stats().missed, 1);
+        for rx in lent {
+            r.nic.recycle(rx);
+        }
+        r.nic.service();
+        assert!(r.deliver(&[9; 64]), "buffers back");
+        assert_eq!(r.nic.receive().map(|f| f.as_ref().to_vec()), Some(alloc::vec![9; 64]));
+    }
+
+    #[test]
+    fn bad_receive_descriptors_are_dropped_and_the_ring_stays_full() {
+        let mut r = rig();
+        {
+            let mut d = r.dev.borrow_mut();
+            d.deliver_raw(&[1; 64], 64, 0b11, 1); // CRC error
+            d.deliver_raw(&[2; 64], 0, 0b11, 0); // no length
+            d.deliver_raw(&[3; 64], 4000, 0b11, 0); // longer than the buffer
+            d.deliver_raw(&[4; 64], 64, 0b01, 0); // first part of a chained frame...
+            d.deliver_raw(&[5; 64], 64, 0b11, 0); // ...and its end
+            d.deliver_raw(&[6; 64], 64, 0b11, 1 << 5); // TCP checksum flag: not ours to judge
+        }
+        let rx = r.nic.receive().expect("the good frame");
+        assert_eq!(rx.as_ref(), &[6; 64]);
+        r.nic.recycle(rx);
+        assert!(r.nic.receive().is_none());
+        r.nic.service();
+        let s = r.nic.stats();
+        assert_eq!((s.rx_frames, s.rx_errors), (1, 5));
+        assert_eq!((s.rx_faults.bad_len, s.rx_faults.chained), (2, 1));
+        assert_eq!(r.rx_available(), POSTED, "dropped buffers went back");
+    }
+
+    #[test]
+    fn a_burst_rings_the_transmit_doorbell_once_and_sent_buffers_come_back() {
+        let mut r = rig();
+        for i in 0..10u8 {
+            assert_eq!(r.nic.transmit(60, |b| b.fill(i)), Some(()));
+        }
+        assert_eq!(r.writes(regs::TDT), 1, "only the bring-up's zero before the burst ends");
+        r.nic.service();
+        assert_eq!(r.writes(regs::TDT), 2);
+        assert_eq!(r.send_all(), (0..10u8).map(|i| alloc::vec![i; 60]).collect::<Vec<_>>());
+        r.nic.service();
+        assert_eq!(r.nic.tx.in_flight(), 0, "reclaimed");
+        // Many times round the ring.
+        for pass in 0..300u32 {
+            for _ in 0..200 {
+                assert!(r.nic.transmit(100, |b| b.fill(pass as u8)).is_some(), "pass {pass}");
+            }
+            r.nic.service();
+            let sent = r.send_all();
+            assert_eq!(sent.len(), 200);
+            assert!(sent.iter().all(|f| f == &alloc::vec![pass as u8; 100]));
+            r.nic.service();
+        }
+        assert_eq!(r.nic.stats().tx_frames, 60_010);
+        assert!(r.nic.tx_free.len() < usize::from(RING_SIZE), "buffers recycled, not piling up");
+    }
+
+    #[test]
+    fn a_full_transmit_ring_refuses_and_rings() {
+        let mut r = rig();
+        for _ in 0..POSTED {
+            assert!(r.nic.transmit(60, |_| ()).is_some());
+        }
+        assert_eq!(r.nic.transmit(60, |_| ()), None);
+        assert_eq!(r.nic.stats().tx_queue_full, 1);
+        assert_eq!(r.reg(regs::TDT), POSTED, "the device told about the full ring");
+        assert_eq!(r.send_all().len(), POSTED as usize);
+        assert_eq!(r.nic.transmit(60, |_| ()), Some(()), "reclaimed when needed");
+    }
+
+    #[test]
+    fn jumbo_frames_need_the_mtu_raised() {
+        let mut r = rig();
+        assert_eq!(r.nic.transmit(1515, |_| ()), None);
+        r.nic.set_mtu(9000).expect("mtu");
+        assert_eq!(r.dev.borrow().resets, 2, "a new buffer size resets the device");
+        assert_eq!(r.dev.borrow().rx_buffer_size(), 16384);
+        assert_ne!(r.reg(regs::RCTL) & regs::RCTL_LPE, 0);
+        assert_eq!(r.rx_available(), POSTED);
+        assert_eq!(r.nic.transmit(9015, |_| ()), None);
+        assert_eq!(r.nic.transmit(9014, |b| b.len()), Some(9014));
+        r.nic.service();
+        assert_eq!(r.send_all()[0].len(), 9014);
+        let frame = alloc::vec![0xab; 9014];
+        assert!(r.deliver(&frame));
+        let rx = r.nic.receive().expect("jumbo frame");
+        assert_eq!(rx.as_ref(), &frame[..]);
+        r.nic.recycle(rx);
+        // 4096 + headers: the RoCE MTU 4096 case takes 8 KiB buffers.
+        r.nic.set_mtu(4200).expect("mtu");
+        assert_eq!(r.dev.borrow().rx_buffer_size(), 8192);
+        // Same buffer size: no reset, the long-frame bit follows.
+        r.nic.set_mtu(1400).expect("mtu");
+        let resets = r.dev.borrow().resets;
+        r.nic.set_mtu(1600).expect("mtu");
+        assert_eq!(r.dev.borrow().resets, resets);
+        assert_ne!(r.reg(regs::RCTL) & regs::RCTL_LPE, 0);
+        assert_eq!(r.nic.set_mtu(9001), Err(Error::BadMtu));
+        assert_eq!(r.nic.set_mtu(67), Err(Error::BadMtu));
+        assert_eq!(r.nic.mtu(), 1600);
+    }
+
+    #[test]
+    fn link_changes_are_read_on_their_interrupt() {
+        let mut r = rig();
+        r.dev.borrow_mut().set_link(false);
+        assert!(r.nic.carrier(), "not read before the interrupt is acknowledged");
+        assert!(r.nic.ack_interrupt());
+        assert!(!r.nic.carrier() && !r.nic.link_up());
+        assert_eq!(r.reg(regs::ICR), 0, "causes cleared, INTx released");
+        assert!(!r.nic.ack_interrupt(), "nothing new");
+        r.dev.borrow_mut().set_link(true);
+        r.deliver(&[1; 64]);
+        assert!(r.nic.ack_interrupt());
+        assert!(r.nic.carrier());
+        assert!(r.nic.receive().is_some());
+    }
+
+    #[test]
+    fn a_stuck_transmitter_is_reset_by_the_watchdog() {
+        let mut r = rig();
+        for _ in 0..5 {
+            r.nic.transmit(60, |b| b.fill(1));
+        }
+        r.nic.service();
+        let ms = 1000;
+        assert!(!r.nic.watchdog(0));
+        // Progress (one frame sent) restarts the clock.
+        r.dev.borrow_mut().send_up_to(1);
+        assert!(!r.nic.watchdog(1500 * ms));
+        assert!(!r.nic.watchdog(3000 * ms), "1.5 s since the last progress");
+        assert!(r.nic.watchdog(3600 * ms), "2.1 s without progress");
+        let s = r.nic.stats();
+        assert_eq!((s.tx_hangs, s.resets, s.tx_lost), (1, 1, 4));
+        assert_eq!(r.dev.borrow().resets, 2);
+        assert_eq!((r.reg(regs::TDH), r.reg(regs::TDT)), (0, 0), "a fresh ring");
+        assert_eq!(r.rx_available(), POSTED, "receive ring refilled");
+        assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED);
+        // Working again.
+        r.nic.transmit(60, |b| b.fill(2));
+        r.nic.service();
+        assert_eq!(r.send_all(), alloc::vec![alloc::vec![2; 60]]);
+        r.deliver(&[3; 64]);
+        assert!(r.nic.receive().is_some());
+        assert!(!r.nic.watchdog(10_000 * ms));
+    }
+
+    #[test]
+    fn no_watchdog_reset_while_the_link_is_down() {
+        let mut r = rig();
+        r.dev.borrow_mut().set_link(false);
+        r.nic.ack_interrupt();
+        r.nic.transmit(60, |_| ());
+        r.nic.service();
+        for t in 0..10u64 {
+            assert!(!r.nic.watchdog(t * 1_000_000));
+        }
+        assert_eq!(r.nic.stats().resets, 0);
+    }
+
+    #[test]
+    fn frames_lent_across_a_reset_come_back() {
+        let mut r = rig();
+        r.deliver(&[5; 64]);
+        let rx = r.nic.receive().expect("frame");
+        r.nic.reset().expect("reset");
+        assert_eq!(r.rx_available(), POSTED, "a full ring without the lent buffer");
+        r.nic.recycle(rx);
+        r.nic.service();
+        assert_eq!(r.rx_available(), POSTED, "the ring is full: it is counted, not lost memory");
+        assert_eq!(r.nic.stats().rx_errors, 1);
+    }
+
+    #[test]
+    fn statistics_accumulate_across_reads_and_resets() {
+        let mut r = rig();
+        r.dev.borrow_mut().count(regs::GORCL, 1000);
+        r.dev.borrow_mut().count(regs::CRCERRS, 2);
+        for _ in 0..3 {
+            r.deliver(&[1; 64]);
+        }
+        r.nic.watchdog(0);
+        let hw = r.nic.hw_stats();
+        assert_eq!((hw.rx_good, hw.rx_good_octets, hw.crc_errors), (3, 1000, 2));
+        assert_eq!(r.reg(regs::GPRC), 0, "read, so cleared");
+        r.deliver(&[1; 64]);
+        r.nic.watchdog(500_000);
+        assert_eq!(r.nic.hw_stats().rx_good, 3, "not read again within a second");
+        r.nic.reset().expect("reset");
+        assert_eq!(r.nic.hw_stats().rx_good, 4, "read before the reset cleared it");
+    }
+}

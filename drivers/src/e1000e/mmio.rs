@@ -1,0 +1,59 @@
+//! The 82574's BAR0 as [`Regs`]: volatile 32-bit accesses into an uncached
+//! window, the driver's only `unsafe`. Offsets are checked, so a mistake in
+//! the driver reads zero or writes nothing rather than touching memory
+//! outside the window.
+
+use super::regs::Regs;
+use core::ptr::NonNull;
+
+/// A mapped register window.
+pub struct Mmio {
+    base: NonNull<u32>,
+    len: usize,
+}
+
+impl Mmio {
+    /// The window of `len` bytes at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base..base + len` must be the device's register BAR, mapped uncached
+    /// for as long as the `Mmio` lives, and used by nothing else (the
+    /// driver owning the `Mmio` is the device's only driver).
+    pub unsafe fn new(base: NonNull<u8>, len: usize) -> Self {
+        Self { base: base.cast(), len }
+    }
+
+    /// The register at `offset`, if it lies inside the window and is aligned.
+    fn reg(&self, offset: u32) -> Option<*mut u32> {
+        let offset = offset as usize;
+        if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|end| end > self.len) {
+            debug_assert!(false, "register {offset:#x} outside a {:#x}-byte BAR", self.len);
+            return None;
+        }
+        // SAFETY: `offset / 4` words past `base` is inside the window
+        // (checked above), which `new`'s caller promised is mapped.
+        Some(unsafe { self.base.as_ptr().add(offset / 4) })
+    }
+}
+
+impl Regs for Mmio {
+    fn read(&self, offset: u32) -> u32 {
+        // SAFETY: an aligned register inside the mapped window (`reg`); a
+        // volatile read is what a device register needs (it may change, and
+        // reading may have an effect, so it must happen exactly once).
+        self.reg(offset).map_or(0, |r| unsafe { r.read_volatile() })
+    }
+
+    fn write(&mut self, offset: u32, value: u32) {
+        if let Some(r) = self.reg(offset) {
+            // Descriptors written before a doorbell must be visible to the
+            // device when it rings: keep the compiler (and on weaker
+            // orderings the CPU) from moving them past the register write.
+            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+            // SAFETY: as in `read`; the driver owns the device, so no one
+            // else's register state is changed.
+            unsafe { r.write_volatile(value) }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Intel 82574L (QEMU's `e1000e`, PCI 8086:10d3): the register map, the
+//! BAR window, the legacy descriptor rings, the statistics and the driver.
+
+pub mod driver;
+pub mod mmio;
+pub mod regs;
+pub mod ring;
+pub mod stats;
+
+pub use driver::{DEFAULT_MTU, E1000e, Error, MAX_MTU, RxFrame, Stats};
+pub use mmio::Mmio;
+pub use stats::HwStats;
+
+/// The PCI IDs this driver takes.
+pub const VENDOR_INTEL: u16 = 0x8086;
+pub const DEVICE_82574L: u16 = 0x10d3;

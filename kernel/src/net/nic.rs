@@ -1,0 +1,183 @@
+//! The NIC drivers the appliance knows, as one type: a link holds a
+//! [`NetDevice`], whichever driver probed its PCI function. An enum, not a
+//! trait object, so a frame costs a branch on the variant rather than an
+//! indirect call, and the virtio path compiles as before.
+
+use super::hal::KernelHal;
+use crate::time::Instant;
+use drivers::e1000e::{self, E1000e, Mmio};
+use drivers::nic::Nic;
+use drivers::virtio_net::{self, VirtioNet};
+use virtio_drivers::transport::pci::PciTransport;
+
+pub enum NetDevice {
+    Virtio(VirtioNet<KernelHal, PciTransport>),
+    E1000e(E1000e<KernelHal, Mmio>),
+}
+
+/// A received frame, in whichever driver's buffer.
+pub enum NetRx {
+    Virtio(virtio_net::RxFrame),
+    E1000e(e1000e::RxFrame),
+}
+
+impl AsRef<[u8]> for NetRx {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            NetRx::Virtio(f) => f.as_ref(),
+            NetRx::E1000e(f) => f.as_ref(),
+        }
+    }
+}
+
+impl NetDevice {
+    /// The driver's name, for the log and `ip -d link`.
+    pub fn model(&self) -> &'static str {
+        match self {
+            NetDevice::Virtio(_) => "virtio-net",
+            NetDevice::E1000e(_) => "e1000e",
+        }
+    }
+
+    /// The largest MTU the device carries: virtio-net's is what the host
+    /// offers (`host_mtu`), fixed; the 82574's is its jumbo frame size.
+    pub fn max_mtu(&self) -> usize {
+        match self {
+            NetDevice::Virtio(n) => n.mtu(),
+            NetDevice::E1000e(_) => e1000e::MAX_MTU,
+        }
+    }
+
+    /// Acknowledges the device's interrupt; whether the link may have changed.
+    pub fn ack_interrupt(&mut self) -> bool {
+        match self {
+            NetDevice::Virtio(n) => n.ack_interrupt(),
+            NetDevice::E1000e(n) => n.ack_interrupt(),
+        }
+    }
+
+    /// Gives the driver the netdev's new MTU. virtio-net's frames are sized
+    /// for the host's MTU already (the netdev's cannot exceed it); the
+    /// 82574 resizes its buffers.
+    pub fn set_mtu(&mut self, mtu: u32) -> Result<(), e1000e::Error> {
+        match self {
+            NetDevice::Virtio(_) => Ok(()),
+            NetDevice::E1000e(n) => n.set_mtu(mtu as usize),
+        }
+    }
+
+    /// Per-pass care: the 82574's transmit watchdog and statistics. Whether
+    /// the device was reset.
+    pub fn watchdog(&mut self, now: Instant) -> bool {
+        match self {
+            NetDevice::Virtio(_) => false,
+            NetDevice::E1000e(n) => n.watchdog(now.as_micros()),
+        }
+    }
+
+    /// Frames the device itself dropped for want of buffers, when it counts them.
+    pub fn rx_missed(&self) -> Option<u64> {
+        match self {
+            NetDevice::Virtio(_) => None,
+            NetDevice::E1000e(n) => Some(n.hw_stats().missed),
+        }
+    }
+
+    /// The driver's counters by name, for `perf`: the common ones under the
+    /// same names for every driver, then the driver's own.
+    pub fn counters(&self, add: &mut dyn FnMut(&'static str, u64)) {
+        match self {
+            NetDevice::Virtio(n) => {
+                let s = n.stats();
+                add("nic rx_frames", s.rx_frames);
+                add("nic tx_frames", s.tx_frames);
+                add("nic rx_errors", s.rx_errors);
+                add("nic tx_queue_full", s.tx_queue_full);
+                add("nic tx_kicks", s.tx_kicks);
+                add("nic rx_kicks", s.rx_kicks);
+            }
+            NetDevice::E1000e(n) => {
+                let s = n.stats();
+                add("nic rx_frames", s.rx_frames);
+                add("nic tx_frames", s.tx_frames);
+                add("nic rx_errors", s.rx_errors);
+                add("nic tx_queue_full", s.tx_queue_full);
+                add("nic tx_kicks", s.tx_doorbells);
+                add("nic rx_kicks", s.rx_doorbells);
+                add("e1000e rx_overruns", s.rx_overruns);
+                add("e1000e resets", s.resets);
+                add("e1000e tx_hangs", s.tx_hangs);
+                add("e1000e tx_lost", s.tx_lost);
+                for (name, v) in n.hw_stats().named() {
+                    add(name, v);
+                }
+            }
+        }
+    }
+}
+
+impl Nic for NetDevice {
+    type Rx = NetRx;
+
+    #[inline]
+    fn receive(&mut self) -> Option<NetRx> {
+        match self {
+            NetDevice::Virtio(n) => n.receive().map(NetRx::Virtio),
+            NetDevice::E1000e(n) => n.receive().map(NetRx::E1000e),
+        }
+    }
+
+    #[inline]
+    fn recycle(&mut self, rx: NetRx) {
+        match (self, rx) {
+            (NetDevice::Virtio(n), NetRx::Virtio(f)) => n.recycle(f),
+            (NetDevice::E1000e(n), NetRx::E1000e(f)) => n.recycle(f),
+            // Another driver's buffer: not ours to post; dropping it frees it.
+            _ => log::warn!("nic: a frame recycled to the wrong device"),
+        }
+    }
+
+    #[inline]
+    fn transmit<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        match self {
+            NetDevice::Virtio(n) => n.transmit(len, f),
+            NetDevice::E1000e(n) => n.transmit(len, f),
+        }
+    }
+
+    #[inline]
+    fn service(&mut self) {
+        match self {
+            NetDevice::Virtio(n) => n.service(),
+            NetDevice::E1000e(n) => n.service(),
+        }
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        match self {
+            NetDevice::Virtio(n) => n.mac(),
+            NetDevice::E1000e(n) => n.mac(),
+        }
+    }
+
+    fn mtu(&self) -> usize {
+        match self {
+            NetDevice::Virtio(n) => n.mtu(),
+            NetDevice::E1000e(n) => n.mtu(),
+        }
+    }
+
+    fn max_frame_len(&self) -> usize {
+        match self {
+            NetDevice::Virtio(n) => n.max_frame_len(),
+            NetDevice::E1000e(n) => n.max_frame_len(),
+        }
+    }
+
+    fn link_up(&self) -> bool {
+        match self {
+            NetDevice::Virtio(n) => n.link_up(),
+            NetDevice::E1000e(n) => n.link_up(),
+        }
+    }
+}
