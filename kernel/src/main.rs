@@ -61,7 +61,7 @@ fn kmain(boot: BootResult) -> ! {
         n.rdma.process_events();
     }
     banner(&info, devices);
-    let verbs = region.and_then(|(mem, f)| verbs::start(mem, f, time::now()));
+    let verbs = region.and_then(|(mem, f)| verbs::start(mem, f, &info.cmdline, time::now()));
     let mut appliance = appliance::Appliance { net, verbs, shell: Shell::new(), jobs: jobs::Jobs::default() };
     poll::run(&mut [&mut appliance])
 }

@@ -119,14 +119,44 @@ pub fn map_region(functions: &[Function]) -> Option<(Rc<IvshmemRegion>, &Functio
     Some((Rc::new(unsafe { IvshmemRegion::new(addr as *mut u8, len) }), f))
 }
 
+/// The ring's shape from the command line: `ring.contexts=N` host contexts
+/// (default 8, at most 256) and `ring.queues=SIZE` of queue area for each
+/// (default 1M; a QP's send and receive rings and a CQ's ring live there);
+/// each context's buffer area is what the region has left. A value that is
+/// not a number is reported and the default kept.
+fn params_from_cmdline(cmdline: &str) -> LayoutParams {
+    let mut p = LayoutParams::default();
+    let get = |key: &str| {
+        let v = kbase::cmdline::get(cmdline, key)?;
+        let n = kbase::cmdline::size(v);
+        if n.is_none() {
+            log::error!("{key}={v}: not a number (a size may end in K, M or G); keeping the default");
+        }
+        n
+    };
+    if let Some(n) = get("ring.contexts") {
+        p.num_contexts = u32::try_from(n).unwrap_or(u32::MAX);
+    }
+    if let Some(n) = get("ring.queues") {
+        p.queue_area_size = n;
+    }
+    p
+}
+
 /// Publishes the ring layout in the region and serves it.
-pub fn start(mem: Rc<IvshmemRegion>, f: &Function, now: Instant) -> Option<Verbs> {
+pub fn start(mem: Rc<IvshmemRegion>, f: &Function, cmdline: &str, now: Instant) -> Option<Verbs> {
     let size = verbs_ring::SharedMem::len(&*mem) as u64;
-    let params = LayoutParams::default();
+    let params = params_from_cmdline(cmdline);
     let layout = match Layout::new(size, params) {
         Ok(l) => l,
         Err(e) => {
-            log::error!("{}: a {size}-byte region cannot hold the verbs ring: {e:?}", f.bdf);
+            log::error!(
+                "{}: a {} MiB region cannot hold a verbs ring of {} contexts with {} KiB of queues each: {e:?}",
+                f.bdf,
+                size >> 20,
+                params.num_contexts,
+                params.queue_area_size >> 10
+            );
             return None;
         }
     };

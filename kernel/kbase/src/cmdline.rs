@@ -11,6 +11,22 @@ pub fn get<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
     params(cmdline).filter(|(k, _)| *k == key).map(|(_, v)| v).last()
 }
 
+/// A size as the command line writes it: bytes, or with a `K`, `M` or `G`
+/// suffix (binary multiples, as Linux's `memparse`); `None` if it is not one
+/// or overflows.
+pub fn size(value: &str) -> Option<u64> {
+    let (digits, shift) = match value.as_bytes().last()? {
+        b'K' | b'k' => (&value[..value.len() - 1], 10),
+        b'M' | b'm' => (&value[..value.len() - 1], 20),
+        b'G' | b'g' => (&value[..value.len() - 1], 30),
+        _ => (value, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -25,5 +41,16 @@ mod tests {
         assert_eq!(get(line, "quiet"), Some(""));
         assert_eq!(get(line, "missing"), None);
         assert_eq!(get("", "x"), None);
+    }
+
+    #[test]
+    fn sizes_with_suffixes() {
+        assert_eq!(size("4096"), Some(4096));
+        assert_eq!(size("16K"), Some(16 << 10));
+        assert_eq!(size("8m"), Some(8 << 20));
+        assert_eq!(size("1G"), Some(1 << 30));
+        for bad in ["", "K", "-1", "1.5M", "12Q", "0x10", "99999999999999999999", "18446744073709551615K"] {
+            assert_eq!(size(bad), None, "{bad}");
+        }
     }
 }
