@@ -485,6 +485,12 @@ struct Ctx {
     objects: u32,
 }
 
+/// The hosts' handles from `cursor` on, for a RES_ENTRY dump: an empty
+/// range for a cursor past them (a host may send any cursor).
+fn user_handles(cursor: u32) -> core::ops::Range<u32> {
+    cursor.clamp(1, RES_KERNEL_CURSOR)..RES_KERNEL_CURSOR
+}
+
 /// A read-only view of the dispatcher's handle table (see
 /// [`Dispatcher::provider_and_handles`]).
 pub struct Handles<'a> {
@@ -674,9 +680,7 @@ impl Dispatcher {
             res_kind::CTX => return self.ctx_entry(mem, p, dev, cursor),
             _ => return Err(Status::EINVAL),
         };
-        let ours = |from: u32| {
-            self.objs.range(from.max(1)..RES_KERNEL_CURSOR).find(|(_, o)| o.kind == obj_kind && o.dev == dev)
-        };
+        let ours = |from: u32| self.objs.range(user_handles(from)).find(|(_, o)| o.kind == obj_kind && o.dev == dev);
         let kernel = p.kernel_resources(dev, kind);
         if cursor < RES_KERNEL_CURSOR
             && let Some((&h, o)) = ours(cursor)
@@ -704,11 +708,9 @@ impl Dispatcher {
         cursor: u32,
     ) -> Result<ResEntry, Status> {
         let mut on_dev =
-            self.objs.range(cursor.max(1)..RES_KERNEL_CURSOR).filter(|(_, o)| o.kind == ObjKind::CmId).filter_map(
-                |(&h, o)| {
-                    Some((h, o, p.cm_res_entry(o.id).filter(|e| e.dev_index == dev || e.dev_index == RES_ANY_DEV)?))
-                },
-            );
+            self.objs.range(user_handles(cursor)).filter(|(_, o)| o.kind == ObjKind::CmId).filter_map(|(&h, o)| {
+                Some((h, o, p.cm_res_entry(o.id).filter(|e| e.dev_index == dev || e.dev_index == RES_ANY_DEV)?))
+            });
         let (h, o, e) = on_dev.next().ok_or(Status::ENOENT)?;
         let next = on_dev.next().map_or(NO_MORE, |(n, _, _)| n);
         let owner = self.user_entry(mem, &mut NoQuery, h, o);

@@ -1166,3 +1166,36 @@ fn res_entry_lists_contexts_and_srqs_with_their_qps() {
     assert_eq!(h.d.res_entry(&h.mem, &mut h.p, 3, res_kind::CTX, 0), Err(Status::ENOENT));
     assert_eq!(h.d.res_entry(&h.mem, &mut h.p, 3, res_kind::SRQ, 0), Err(Status::ENOENT));
 }
+
+/// RES_ENTRY takes any cursor a host sends, of every kind: past the hosts'
+/// handles, past the provider's own objects, the last value there is: an
+/// answer or ENOENT, never a panic (the hostile-command fuzzer found a CM id
+/// dump that panicked on a cursor past the hosts' handles).
+#[test]
+fn res_entry_survives_any_cursor() {
+    let mut h = Harness::new();
+    populate(&mut h, 0);
+    let kinds = [
+        res_kind::PD,
+        res_kind::CQ,
+        res_kind::QP,
+        res_kind::CM_ID,
+        res_kind::MR,
+        res_kind::CTX,
+        res_kind::SRQ,
+        7,
+        u32::MAX,
+    ];
+    let cursors =
+        [0, 1, 2, RES_KERNEL_CURSOR - 1, RES_KERNEL_CURSOR, RES_KERNEL_CURSOR + 1, NO_MORE - 1, NO_MORE, u32::MAX];
+    for kind in kinds {
+        for cursor in cursors {
+            for dev in [0, 1, u32::MAX] {
+                let req = ResEntryReq { dev_index: dev, kind, cursor, reserved: 0 };
+                let _ = h.cmd::<_, ResEntry>(0, nr::RES_ENTRY, req);
+            }
+        }
+    }
+    // Still serving.
+    h.pd(0, 0);
+}
