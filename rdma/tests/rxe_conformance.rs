@@ -828,3 +828,27 @@ fn a_reused_qp_slot_gets_a_new_qpn() {
     assert_eq!(new & 0x3FFF, old & 0x3FFF, "the same slot");
     assert!(new < 1 << 24);
 }
+
+/// A UD QP's messages are bounded by its port's active MTU, as it is when
+/// they are sent (rxe's `get_mtu` for datagram QPs): after the port goes to
+/// MTU 4096, a QP made before carries 4096-byte messages, and 4097 bytes
+/// are refused locally. (A UD QP kept the 1024 it was made with, so
+/// `ibv_ud_pingpong -s 2048` on a 9000-byte link failed with LocLenErr.)
+#[test]
+fn ud_messages_follow_the_port_mtu() {
+    let (mut sim, [a, b], ah) = ud_setup(0x1111_1111);
+    for n in &mut sim.nodes {
+        n.set_port_mtu(rdma::core::port::IbMtu::Mtu4096);
+    }
+    fill(&mut sim, 0, 0, &pattern(4096, 9));
+    post_recv(&mut sim, 1, &b, 5, 0x8000, 40 + 4096);
+    let ud = UdDest { ah, remote_qpn: b.qpn, remote_qkey: 0x1111_1111 };
+    sim.nodes[0].post_send(a.qp, &SendWr::new(1, WrOpcode::Send, &[sge(&a, 0, 4096)]).with_ud(ud)).expect("post");
+    assert_eq!(statuses(&wait_cqes(&mut sim, 0, &a, 1)), [(1, WcStatus::Success)]);
+    sim.run_idle(LIMIT);
+    let wc = sim::drain_cq(&mut sim.nodes[1], b.cq);
+    assert_eq!(wc.iter().map(|w| (w.status, w.byte_len)).collect::<Vec<_>>(), [(WcStatus::Success, 40 + 4096)]);
+    assert_eq!(read(&sim, 1, 0x8000 + 40, 4096), pattern(4096, 9));
+    sim.nodes[0].post_send(a.qp, &SendWr::new(2, WrOpcode::Send, &[sge(&a, 0, 4097)]).with_ud(ud)).expect("post");
+    assert_eq!(statuses(&wait_cqes(&mut sim, 0, &a, 1)), [(2, WcStatus::LocLenErr)]);
+}

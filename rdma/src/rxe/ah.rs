@@ -7,6 +7,7 @@
 //! destination IP up in its ARP table and passes the MAC in [`AhAttr::dmac`].
 
 use crate::core::gid::Gid;
+use crate::core::port::IbMtu;
 use crate::wire::frame::{IpPath, Path};
 use crate::wire::{Ecn, Ipv4Address, Ipv6Address, MacAddr};
 
@@ -52,6 +53,9 @@ pub enum AhError {
 pub struct LocalPort {
     pub mac: MacAddr,
     pub gids: alloc::vec::Vec<Gid>,
+    /// The port's active MTU: the most a UD or GSI message may carry (a
+    /// datagram QP has no path MTU of its own; rxe uses the port's).
+    pub mtu: IbMtu,
 }
 
 impl AhAttr {
@@ -99,6 +103,7 @@ mod tests {
     fn port() -> LocalPort {
         let ll: Ipv6Addr = "fe80::5054:ff:fe00:1".parse().unwrap();
         LocalPort {
+            mtu: IbMtu::Mtu1024,
             mac: MacAddr([0x52, 0x54, 0, 0, 0, 1]),
             gids: alloc::vec![Gid::from_ipv6(ll), Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1))],
         }

@@ -32,7 +32,7 @@ pub struct RxeDriver<M> {
 impl<M: Memory + 'static> RxeDriver<M> {
     /// A driver for the netdev `ndev` whose transport reads and writes `mem`.
     pub fn new(ndev: &NetdevInfo, mem: M, config: Config) -> Self {
-        let port = LocalPort { mac: ndev.mac, gids: alloc::vec::Vec::new() };
+        let port = LocalPort { mac: ndev.mac, gids: alloc::vec::Vec::new(), mtu: rxe_params::port_attr().active_mtu };
         RxeDriver { mac: ndev.mac, port: rxe_params::port_attr(), transport: RxeTransport::new(mem, port, config) }
     }
 
@@ -99,6 +99,7 @@ impl<M: Memory + 'static> Driver for RxeDriver<M> {
     fn port_changed(&mut self, port: u32, attr: &PortAttr) {
         if check_port(port).is_ok() {
             self.port = *attr;
+            self.transport.set_port_mtu(attr.active_mtu);
         }
     }
 

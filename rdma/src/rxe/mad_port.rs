@@ -134,7 +134,8 @@ mod tests {
     use crate::rxe::transport::RxeTransport;
 
     fn node(i: usize) -> RxeTransport<FlatMemory> {
-        let port = LocalPort { mac: node_mac(i), gids: alloc::vec![node_gid(i)] };
+        let port =
+            LocalPort { mac: node_mac(i), gids: alloc::vec![node_gid(i)], mtu: crate::core::port::IbMtu::Mtu1024 };
         RxeTransport::new(FlatMemory::new(0x1000, 0x1000), port, Config::default())
     }
 

@@ -411,7 +411,7 @@ impl Sim {
     /// Two nodes with `mem_len` bytes of memory each.
     pub fn new(seed: u64, faults: Faults, mem_len: usize, config: Config) -> Sim {
         let node = |i: usize| {
-            let port = LocalPort { mac: node_mac(i), gids: vec![node_gid(i)] };
+            let port = LocalPort { mac: node_mac(i), gids: vec![node_gid(i)], mtu: IbMtu::Mtu1024 };
             RxeTransport::new(FlatMemory::new(MEM_BASE, mem_len), port, config)
         };
         Sim { nodes: [node(0), node(1)], wire: Wire::new(seed, faults), now: Instant::ZERO }

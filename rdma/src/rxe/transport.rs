@@ -208,6 +208,17 @@ impl<M: Memory> RxeTransport<M> {
         &mut self.dev.port
     }
 
+    /// The port's active MTU changed (the netdev's MTU did): datagram QPs,
+    /// which have no path MTU of their own, follow it, as rxe's do.
+    pub fn set_port_mtu(&mut self, mtu: IbMtu) {
+        self.dev.port.mtu = mtu;
+        for i in 0..self.qps.index_bound() {
+            if let Some((_, qp)) = self.qps.get_by_index_mut(i).filter(|(_, q)| q.qp_type.is_datagram()) {
+                qp.attr.path_mtu = mtu;
+            }
+        }
+    }
+
     /// Sets the next IPv4 identification value (tests match captures with it).
     pub fn set_ip_id(&mut self, next: u16) {
         self.dev.ip_id = IpId::new(next);
@@ -527,7 +538,12 @@ impl<M: Memory> RxeTransport<M> {
                     srq: init.srq,
                     sq_sig_all: init.sq_sig_all,
                     cap,
-                    attr: QpAttr::default(),
+                    // A datagram QP's messages are bounded by the port's MTU.
+                    attr: if init.qp_type.is_datagram() {
+                        QpAttr { path_mtu: self.dev.port.mtu, ..QpAttr::default() }
+                    } else {
+                        QpAttr::default()
+                    },
                     path: None,
                     sq: SendQueue::new(&cap),
                     rq: RecvQueue::new(
