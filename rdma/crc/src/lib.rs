@@ -34,6 +34,14 @@ impl Path {
     /// Both paths, the fallback first.
     pub const ALL: [Path; 2] = [Path::Table, Path::Clmul];
 
+    /// Its name in logs and on the kernel command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Table => "table",
+            Path::Clmul => "pclmulqdq",
+        }
+    }
+
     /// Whether this CPU can run the path.
     pub fn available(self) -> bool {
         match self {
@@ -45,30 +53,95 @@ impl Path {
         }
     }
 
-    /// The fastest path this CPU has, decided on the first call.
+    /// The path [`Hasher::new`] uses: the one set by [`Path::set_best`], else
+    /// PCLMULQDQ if the CPU has it (decided on the first call).
     pub fn best() -> Path {
-        const UNKNOWN: u8 = 0;
-        const TABLE: u8 = 1;
-        const CLMUL: u8 = 2;
-        static BEST: AtomicU8 = AtomicU8::new(UNKNOWN);
         match BEST.load(Ordering::Relaxed) {
             TABLE => Path::Table,
             CLMUL => Path::Clmul,
             _ => {
                 let best = if Path::Clmul.available() { Path::Clmul } else { Path::Table };
-                BEST.store(if best == Path::Clmul { CLMUL } else { TABLE }, Ordering::Relaxed);
+                best.store();
                 best
             }
         }
+    }
+
+    /// Makes `path` the one [`Path::best`] returns; false (and no change) if
+    /// this CPU cannot run it.
+    pub fn set_best(path: Path) -> bool {
+        let ok = path.available();
+        if ok {
+            path.store();
+        }
+        ok
+    }
+
+    fn store(self) {
+        BEST.store(if self == Path::Clmul { CLMUL } else { TABLE }, Ordering::Relaxed);
+    }
+}
+
+const UNKNOWN: u8 = 0;
+const TABLE: u8 = 1;
+const CLMUL: u8 = 2;
+static BEST: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// Bytes each path hashes in [`time_paths`]: a large RoCE payload.
+pub const TIMING_LEN: usize = 4096;
+
+/// The cost of one CRC of [`TIMING_LEN`] bytes on each path (in [`Path::ALL`]
+/// order), in the units of `ticks` (any monotonic counter): the lowest of a
+/// few runs, `None` for a path this CPU lacks. For a CPU whose instructions
+/// cost what nobody can predict, e.g. QEMU's TCG, which emulates PCLMULQDQ bit
+/// by bit (7.2) and may make it slower than the table.
+pub fn time_paths(mut ticks: impl FnMut() -> u64) -> [(Path, Option<u64>); 2] {
+    const RUNS: usize = 5;
+    static DATA: [u8; TIMING_LEN] = [0x5A; TIMING_LEN];
+    Path::ALL.map(|path| {
+        let cost = Hasher::with_path(0, path).map(|h| {
+            (0..RUNS)
+                .map(|_| {
+                    let mut h = h.clone();
+                    let start = ticks();
+                    h.update(core::hint::black_box(&DATA));
+                    core::hint::black_box(h.finalize());
+                    ticks().saturating_sub(start)
+                })
+                .min()
+                .unwrap_or(u64::MAX)
+        });
+        (path, cost)
+    })
+}
+
+/// Makes the cheaper of `costs` (from [`time_paths`]) the best path and
+/// returns it; a tie keeps the table.
+pub fn choose_cheaper(costs: &[(Path, Option<u64>)]) -> Path {
+    let mut cheapest = (Path::Table, u64::MAX);
+    for &(path, cost) in costs {
+        if let Some(c) = cost
+            && (c < cheapest.1 || (c == cheapest.1 && path == Path::Table))
+        {
+            cheapest = (path, c);
+        }
+    }
+    Path::set_best(cheapest.0);
+    cheapest.0
+}
+
+impl core::str::FromStr for Path {
+    type Err = ();
+
+    /// [`Path::name`] back.
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Path::ALL.into_iter().find(|p| p.name() == s).ok_or(())
     }
 }
 
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Path::Table => "table",
-            Path::Clmul => "pclmulqdq",
-        })
+        f.write_str(self.name())
     }
 }
 
@@ -138,4 +211,15 @@ pub fn hash(data: &[u8]) -> u32 {
     let mut h = Hasher::new();
     h.update(data);
     h.finalize()
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn best_defaults_to_clmul_when_available() {
+        assert_eq!(Path::best() == Path::Clmul, Path::Clmul.available());
+        assert_eq!(Hasher::new().path(), Path::best());
+    }
 }

@@ -77,12 +77,6 @@ fn known_values() {
     }
 }
 
-#[test]
-fn best_is_clmul_when_available() {
-    assert_eq!(Path::best() == Path::Clmul, Path::Clmul.available());
-    assert_eq!(Hasher::new().path(), Path::best());
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -105,4 +99,35 @@ proptest! {
             prop_assert_eq!(h.finalize(), want, "{}", path);
         }
     }
+}
+
+/// The only test here that changes the process-wide best path.
+#[test]
+fn timing_covers_the_available_paths_and_choice_sets_best() {
+    let clock = std::time::Instant::now();
+    let costs = crc::time_paths(|| clock.elapsed().as_nanos() as u64);
+    for (path, cost) in costs {
+        assert_eq!(cost.is_some(), path.available(), "{path}");
+    }
+    let chosen = crc::choose_cheaper(&costs);
+    assert!(chosen.available());
+    assert_eq!(Path::best(), chosen);
+    // Only measured costs count, and a tie keeps the table.
+    assert_eq!(crc::choose_cheaper(&[(Path::Table, Some(9)), (Path::Clmul, None)]), Path::Table);
+    if Path::Clmul.available() {
+        assert_eq!(crc::choose_cheaper(&[(Path::Table, Some(9)), (Path::Clmul, Some(3))]), Path::Clmul);
+        assert_eq!(crc::choose_cheaper(&[(Path::Table, Some(3)), (Path::Clmul, Some(3))]), Path::Table);
+        assert!(Path::set_best(Path::Clmul));
+        assert_eq!(Hasher::new().path(), Path::Clmul);
+    }
+    assert!(Path::set_best(Path::Table));
+    assert_eq!(Hasher::new().path(), Path::Table);
+}
+
+#[test]
+fn names_round_trip() {
+    for path in Path::ALL {
+        assert_eq!(path.to_string().parse(), Ok(path));
+    }
+    assert_eq!("clmul".parse::<Path>(), Err(()));
 }
