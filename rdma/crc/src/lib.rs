@@ -47,7 +47,18 @@ impl Path {
         match self {
             Path::Table => true,
             #[cfg(target_arch = "x86_64")]
-            Path::Clmul => clmul::cpu_has_pclmulqdq(),
+            Path::Clmul => {
+                // CPUID once: in a virtual machine each one traps to the hypervisor.
+                static HAS: AtomicU8 = AtomicU8::new(UNKNOWN);
+                match HAS.load(Ordering::Relaxed) {
+                    UNKNOWN => {
+                        let has = clmul::cpu_has_pclmulqdq();
+                        HAS.store(if has { CLMUL } else { TABLE }, Ordering::Relaxed);
+                        has
+                    }
+                    known => known == CLMUL,
+                }
+            }
             #[cfg(not(target_arch = "x86_64"))]
             Path::Clmul => false,
         }
