@@ -42,7 +42,7 @@ ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(comma)thread=si
 # stopping QEMU, and `mux=on` for QEMU's own escape (Ctrl-A x quits QEMU).
 QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-chardev stdio,id=console,mux=on,signal=off -serial chardev:console -monitor none \
-	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) \
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) -cpu qemu64,+pclmulqdq \
 	-netdev socket,id=n0,udp=127.0.0.1:$(PEER_PORT),localaddr=127.0.0.1:$(PORT) \
 	-device $(NIC_DEVICE) \
 	-object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \

@@ -31,6 +31,7 @@ fn kmain(boot: BootResult) -> ! {
     console::init();
     arch::gdt::init();
     arch::idt::init();
+    arch::sse::enable();
     let info = match boot {
         Ok(info) => info,
         Err(e) => fatal!("cannot read the boot information: {e}"),
@@ -39,6 +40,7 @@ fn kmain(boot: BootResult) -> ! {
     logger::init(level.unwrap_or(LevelFilter::Info));
     mem::init(&info);
     time::init();
+    arch::crc::choose(&info.cmdline);
     arch::irq::init();
     arch::irq::enable(arch::irq::IRQ_TIMER);
     arch::irq::enable(arch::irq::IRQ_COM1);

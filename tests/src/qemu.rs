@@ -232,7 +232,7 @@ impl Appliance {
                 .and_then(|f| f.set_len(shm.size))
                 .map_err(|e| plain_error(format!("cannot create {}: {e}", shm.path.display())))?;
         }
-        let guest = Guest::spawn(qemu_command(&opts, crate::image()), PROMPT, 30, "`make test` installs it")?;
+        let guest = Guest::spawn(appliance_command(&opts), PROMPT, 30, "`make test` installs it")?;
         Ok(Appliance { guest, opts })
     }
 
@@ -325,6 +325,19 @@ fn setpriv() -> Option<&'static str> {
 
 /// The QEMU command line for `opts`: `make run`'s, with the console on pipes
 /// (`make run` gives QEMU the terminal, `signal=off` and `mux=on`).
+/// [`qemu_command`] for the appliance: QEMU's default CPU model plus PCLMULQDQ,
+/// so the ICRC's folding path can run (a test's own `-cpu` in `extra` wins), and
+/// `$APPLIANCE_APPEND` added to the command line, e.g. `icrc=pclmulqdq` to run a
+/// test file on the path the firmware would not pick by itself.
+pub fn appliance_command(opts: &Options) -> Command {
+    let mut opts = opts.clone();
+    opts.extra.splice(0..0, ["-cpu".to_string(), "qemu64,+pclmulqdq".to_string()]);
+    if let Ok(extra) = std::env::var("APPLIANCE_APPEND") {
+        opts.append = format!("{} {}", opts.append, extra.trim()).trim().to_string();
+    }
+    qemu_command(&opts, crate::image())
+}
+
 pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
     let mut cmd = match setpriv() {
         Some(sp) => {

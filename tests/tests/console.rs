@@ -105,6 +105,22 @@ fn sleep_waits_on_the_timer_queue_and_the_clock_advances() {
     assert!(halts > 0, "{out}");
 }
 
+/// `icrc=` forces a CRC path; both compute the same ICRCs, as the RDMA tests
+/// show when run with `APPLIANCE_APPEND=icrc=pclmulqdq`.
+#[test]
+fn icrc_path_can_be_forced() {
+    for path in ["pclmulqdq", "table"] {
+        let mut a = Appliance::boot(Options { append: format!("icrc={path}"), ..Options::default() }).unwrap();
+        let log = a.transcript();
+        assert!(log.contains(&format!("icrc: CRC-32 by {path} (icrc={path})")), "{log}");
+        let out = a.cmd("cost icrc 4096 20").unwrap();
+        assert!(out.contains(&format!("({path}, in use)")), "{out}");
+    }
+    let a = Appliance::boot(Options { append: "icrc=fast".into(), ..Options::default() }).unwrap();
+    let log = a.transcript();
+    assert!(log.contains("icrc=fast: not a CRC path (table, pclmulqdq); timing the paths"), "{log}");
+}
+
 #[test]
 fn log_level_can_be_changed() {
     let mut a = boot();
@@ -117,6 +133,29 @@ fn cost_times_the_per_frame_work() {
     let mut a = boot();
     let out = a.cmd("cost icrc 1024 10").unwrap();
     assert!(out.starts_with("icrc 1024 B: ") && out.contains(" us each, "), "{out}");
+    // The harness's CPU has PCLMULQDQ: both CRC paths are timed, the one the
+    // boot log named is in use.
+    let out = a.cmd("cost icrc 4096 200").unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].starts_with("icrc 4096 B: ") && lines[0].contains(" us each, ") && lines[0].contains("(table"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("icrc 4096 B: ") && lines[1].contains(" us each, ") && lines[1].contains("(pclmulqdq"),
+        "{out}"
+    );
+    let log = a.transcript();
+    let chosen = if log.contains("icrc: CRC-32 by table, the cheaper here (4 KiB: table ") {
+        "table"
+    } else if log.contains("icrc: CRC-32 by pclmulqdq, the cheaper here (4 KiB: table ") {
+        "pclmulqdq"
+    } else {
+        panic!("no CRC path in the boot log:\n{log}")
+    };
+    assert_eq!(out.matches(", in use)").count(), 1, "{out}");
+    assert!(out.contains(&format!("({chosen}, in use)")), "{out}");
     let out = a.cmd("cost copy 4096 10").unwrap();
     assert!(out.starts_with("copy 4096 B: "), "{out}");
     a.expect("cost icrc 10 10", "error: cost: '10' is not a size in 64..=65536").unwrap();

@@ -68,7 +68,8 @@ const NAMES: [&str; 32] = [
     "reserved (31)",
 ];
 
-/// Called by the common stub with the saved frame; never returns.
+/// Called by the common stub with the saved frame; never returns. It touches
+/// no XMM register (none is saved; see `sse.rs`).
 extern "C" fn report(frame: &ExceptionFrame) -> ! {
     let v = frame.vector as usize;
     let name = NAMES.get(v).copied().unwrap_or("unknown");

@@ -123,6 +123,8 @@ macro_rules! irq_stub {
     ($name:ident, $irq:literal) => {
         /// Saves the caller-saved registers (the target is soft-float: no SSE
         /// state), calls `dispatch(irq)` on a 16-byte aligned stack, returns.
+        /// XMM registers are not saved: only the ICRC's assembly uses them and
+        /// `dispatch` never reaches it (see `sse.rs`); keep it that way.
         #[unsafe(naked)]
         extern "C" fn $name() {
             naked_asm!(

@@ -340,9 +340,11 @@ fn md(_: &mut Context, args: &[&str]) -> CommandResult {
 }
 
 /// `cost icrc|copy|shm <bytes> <count>`: how long the per-frame work takes on
-/// this (emulated) CPU, to see where the transport's time goes. `shm` copies
-/// out of the ivshmem region, as the transport gathers a payload.
+/// this (emulated) CPU, to see where the transport's time goes. `icrc` times
+/// each CRC path the CPU has (the one in use marked); `shm` copies out of the
+/// ivshmem region, as the transport gathers a payload.
 fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    use rdma::wire::icrc::{self, Path};
     let [what, bytes, count] = args else { return Err(CommandError::Usage) };
     let bytes: usize = bytes
         .parse()
@@ -362,27 +364,49 @@ fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
     if *what == "shm" && shm.is_none_or(|s| verbs_ring::SharedMem::len(s) < bytes) {
         return Err(CommandError::Invalid(format!("no shared memory region of {bytes} bytes")));
     }
-    let start = time::now();
-    let mut sink = 0u32;
-    for _ in 0..count {
-        match *what {
-            "icrc" => sink ^= rdma::wire::icrc::compute(&frame).unwrap_or(0),
-            "copy" => {
-                copy.copy_from_slice(&frame);
-                sink ^= u32::from(core::hint::black_box(&copy)[bytes / 2]);
+    let report =
+        |per: f64, note: &str| println!("{what} {bytes} B: {per:.2} us each, {:.1} MB/s{note}", bytes as f64 / per);
+    match *what {
+        "icrc" => {
+            for path in Path::ALL {
+                let in_use = if path == Path::best() { ", in use" } else { "" };
+                if !path.available() {
+                    println!("{what} {bytes} B: {path} not available on this CPU");
+                    continue;
+                }
+                let per = per_call(count, || icrc::compute_on(path, &frame).unwrap_or(0));
+                report(per, &format!(" ({path}{in_use})"));
             }
-            "shm" => {
+        }
+        "copy" => {
+            let per = per_call(count, || {
+                copy.copy_from_slice(&frame);
+                u32::from(core::hint::black_box(&copy)[bytes / 2])
+            });
+            report(per, "");
+        }
+        "shm" => {
+            let per = per_call(count, || {
                 if let Some(s) = shm {
                     let _ = verbs_ring::SharedMem::read(s, 0, &mut copy);
                 }
-                sink ^= u32::from(core::hint::black_box(&copy)[bytes / 2]);
-            }
-            _ => return Err(CommandError::Usage),
+                u32::from(core::hint::black_box(&copy)[bytes / 2])
+            });
+            report(per, "");
         }
+        _ => return Err(CommandError::Usage),
+    }
+    Ok(())
+}
+
+/// Microseconds per call of `work`, over `count` calls.
+fn per_call(count: u32, mut work: impl FnMut() -> u32) -> f64 {
+    let start = time::now();
+    let mut sink = 0u32;
+    for _ in 0..count {
+        sink ^= work();
     }
     let us = (time::now() - start).as_micros().max(1);
     core::hint::black_box(sink);
-    let per = us as f64 / f64::from(count);
-    println!("{what} {bytes} B: {per:.2} us each, {:.1} MB/s", bytes as f64 / per);
-    Ok(())
+    us as f64 / f64::from(count)
 }

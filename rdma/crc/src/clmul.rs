@@ -1,0 +1,193 @@
+//! CRC-32 by carry-less multiplication (PCLMULQDQ), after Intel's white paper
+//! "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ" (Gopal et
+//! al., 2009): fold the message 64 bytes at a time in four 128-bit lanes, fold
+//! the lanes into one, then reduce that to 32 bits with Barrett. The constants
+//! and the bit-order argument are in [`crate::consts`].
+//!
+//! Written in inline assembly, not `core::arch` intrinsics: the firmware's
+//! target (x86_64-unknown-none) is soft-float, and a `#[target_feature(enable =
+//! "sse2,pclmulqdq")]` function using the intrinsics crashes LLVM there
+//! ("Do not know how to split the result of this operator"). Only SSE2 and
+//! PCLMULQDQ instructions are used (no SSE4.1).
+//!
+//! XMM state: each call's assembly is one block that declares every XMM
+//! register it writes as clobbered, so on a target whose compiler uses SSE the
+//! compiler saves what it needs. On the soft-float firmware nothing but this
+//! block touches XMM registers, and no interrupt or exception handler calls
+//! the CRC (they only count and wake the poll loop, or report and stop), so an
+//! interrupt taken in the middle of the block finds nothing to save and leaves
+//! the registers as they were. The OS must have enabled SSE (CR4.OSFXSR) before
+//! the first call; the firmware does so in its early init.
+
+use crate::consts::CONSTS;
+
+/// Bytes below which the table is used instead: the first four blocks seed the
+/// four lanes.
+pub const MIN_LEN: usize = 64;
+
+/// Whether this CPU has PCLMULQDQ (CPUID leaf 1, ECX bit 1). SSE2 is part of
+/// x86-64 itself.
+pub fn cpu_has_pclmulqdq() -> bool {
+    // CPUID exists on every x86-64 CPU and leaf 1 always: core offers it safe.
+    let leaf1 = core::arch::x86_64::__cpuid(1);
+    leaf1.ecx & (1 << 1) != 0
+}
+
+/// Advances the raw CRC register (zlib's value before its final inversion)
+/// over `data`, which must be at least [`MIN_LEN`] bytes; returns the register
+/// and how many bytes it consumed (a multiple of 16; the rest, under 16 bytes,
+/// is left to the caller).
+///
+/// Only to be called when [`cpu_has_pclmulqdq`] holds and SSE is enabled.
+pub fn update_blocks(register: u32, data: &[u8]) -> (u32, usize) {
+    let blocks = data.len() / 16;
+    if blocks < MIN_LEN / 16 {
+        return (register, 0);
+    }
+    let out: u32;
+    // SAFETY: reads `blocks * 16 <= data.len()` bytes from `data` (unaligned
+    // loads) and the 16-byte aligned `CONSTS`; writes only the named registers
+    // and the declared XMM clobbers; no stack use. The caller checked that the
+    // CPU has PCLMULQDQ and SSE is on (see the module comment on XMM state).
+    unsafe {
+        core::arch::asm!(
+            // The four lanes take the first 64 bytes; the register is added
+            // to the first 32 bits of the message.
+            "movdqu xmm0, [{p}]",
+            "movdqu xmm1, [{p} + 16]",
+            "movdqu xmm2, [{p} + 32]",
+            "movdqu xmm3, [{p} + 48]",
+            "movd xmm4, {r:e}",
+            "pxor xmm0, xmm4",
+            "add {p}, 64",
+            "sub {n}, 4",
+            "movdqa xmm4, [{k}]",
+            "cmp {n}, 4",
+            "jb 3f",
+            // Each lane folds 512 bits ahead onto the next 64 bytes.
+            "2:",
+            "movdqa xmm5, xmm0",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm0, xmm4, 0x11",
+            "movdqu xmm6, [{p}]",
+            "pxor xmm0, xmm5",
+            "pxor xmm0, xmm6",
+            "movdqa xmm5, xmm1",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm1, xmm4, 0x11",
+            "movdqu xmm6, [{p} + 16]",
+            "pxor xmm1, xmm5",
+            "pxor xmm1, xmm6",
+            "movdqa xmm5, xmm2",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm2, xmm4, 0x11",
+            "movdqu xmm6, [{p} + 32]",
+            "pxor xmm2, xmm5",
+            "pxor xmm2, xmm6",
+            "movdqa xmm5, xmm3",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm3, xmm4, 0x11",
+            "movdqu xmm6, [{p} + 48]",
+            "pxor xmm3, xmm5",
+            "pxor xmm3, xmm6",
+            "add {p}, 64",
+            "sub {n}, 4",
+            "cmp {n}, 4",
+            "jae 2b",
+            // Lanes 0..2 fold 128 bits ahead, one into the next, into lane 3.
+            "3:",
+            "movdqa xmm4, [{k} + 16]",
+            "movdqa xmm5, xmm0",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm0, xmm4, 0x11",
+            "pxor xmm1, xmm5",
+            "pxor xmm1, xmm0",
+            "movdqa xmm5, xmm1",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm1, xmm4, 0x11",
+            "pxor xmm2, xmm5",
+            "pxor xmm2, xmm1",
+            "movdqa xmm5, xmm2",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm2, xmm4, 0x11",
+            "pxor xmm3, xmm5",
+            "pxor xmm3, xmm2",
+            // The remaining whole blocks, one at a time.
+            "test {n}, {n}",
+            "jz 5f",
+            "4:",
+            "movdqa xmm5, xmm3",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pclmulqdq xmm3, xmm4, 0x11",
+            "movdqu xmm6, [{p}]",
+            "pxor xmm3, xmm5",
+            "pxor xmm3, xmm6",
+            "add {p}, 16",
+            "dec {n}",
+            "jnz 4b",
+            // Reduce V = L·x^64 + H (xmm3) to V·x^32 mod P. First to 96 bits:
+            // N1 = L·(x^96 mod P) + H·x^32, as refl_96: clmul(L, x^96) ^ H.
+            "5:",
+            "movdqa xmm4, [{k} + 32]",
+            "movdqa xmm5, xmm3",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "psrldq xmm3, 8",
+            "pxor xmm3, xmm5",
+            // Then to 64: N1 = A·x^64 + B with A its top 32 terms (low dword
+            // of refl_96); N2 = A·(x^64 mod P) + B = clmul(A, x^64) ^ (N1 >> 32).
+            "movdqa xmm5, xmm3",
+            "pand xmm5, [{k} + 64]",
+            "pclmulqdq xmm5, xmm4, 0x10",
+            "psrldq xmm3, 4",
+            "pxor xmm3, xmm5",
+            // Barrett: N2 = Nh·x^32 + Nl; q = floor(Nh·µ / x^32) is the low
+            // dword of clmul(Nh, µ); the remainder is the top dword of N2 ^ q·P.
+            "movdqa xmm4, [{k} + 48]",
+            "movdqa xmm5, xmm3",
+            "pand xmm5, [{k} + 64]",
+            "pclmulqdq xmm5, xmm4, 0x00",
+            "pand xmm5, [{k} + 64]",
+            "pclmulqdq xmm5, xmm4, 0x10",
+            "pxor xmm3, xmm5",
+            "psrlq xmm3, 32",
+            "movd {r:e}, xmm3",
+            p = inout(reg) data.as_ptr() => _,
+            n = inout(reg) blocks => _,
+            r = inout(reg) register => out,
+            k = in(reg) &CONSTS,
+            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+            out("xmm4") _, out("xmm5") _, out("xmm6") _,
+            options(nostack, readonly, pure),
+        );
+    }
+    (out, blocks * 16)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// The raw register after `data`, by the table.
+    fn table_register(register: u32, data: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new_with_initial(!register);
+        h.update(data);
+        !h.finalize()
+    }
+
+    #[test]
+    fn blocks_consume_whole_16s_and_match_the_table() {
+        if !cpu_has_pclmulqdq() {
+            return;
+        }
+        let data: std::vec::Vec<u8> = (0..300u32).map(|i| (i * 7 + i / 5) as u8).collect();
+        for len in [0, 63, 64, 65, 79, 80, 127, 128, 129, 191, 192, 255, 256, 300] {
+            let (register, done) = update_blocks(0x1234_5678, &data[..len]);
+            if len < MIN_LEN {
+                assert_eq!((register, done), (0x1234_5678, 0));
+            } else {
+                assert_eq!(done, len / 16 * 16, "length {len}");
+                assert_eq!(register, table_register(0x1234_5678, &data[..done]), "length {len}");
+            }
+        }
+    }
+}

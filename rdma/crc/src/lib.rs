@@ -1,0 +1,236 @@
+//! CRC-32 with zlib's parameters (the Ethernet polynomial 0x04C11DB7,
+//! reflected, initial and final inversion), as the RoCE ICRC uses it: by
+//! PCLMULQDQ folding where the CPU has it, else by crc32fast's table code.
+//!
+//! [`Hasher`] has crc32fast's semantics (`new_with_initial`, `update`,
+//! `finalize`), so either path gives the same value for the same bytes; a
+//! [`Path`] can be forced to compare them. The path is chosen once, from
+//! CPUID; on x86-64 the caller's OS must have enabled SSE (CR4.OSFXSR), as
+//! every hosted OS does and the firmware does in its early init.
+#![no_std]
+
+#[cfg(test)]
+extern crate std;
+
+#[cfg(target_arch = "x86_64")]
+mod clmul;
+pub mod consts;
+
+use core::fmt;
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// How a CRC is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// crc32fast's table code (16 bytes a step through 16 KiB of tables),
+    /// built without its `std` feature so it never picks SIMD itself.
+    Table,
+    /// PCLMULQDQ folding, 64 bytes a step; inputs or tails under 64 bytes use
+    /// the table.
+    Clmul,
+}
+
+impl Path {
+    /// Both paths, the fallback first.
+    pub const ALL: [Path; 2] = [Path::Table, Path::Clmul];
+
+    /// Its name in logs and on the kernel command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Table => "table",
+            Path::Clmul => "pclmulqdq",
+        }
+    }
+
+    /// Whether this CPU can run the path.
+    pub fn available(self) -> bool {
+        match self {
+            Path::Table => true,
+            #[cfg(target_arch = "x86_64")]
+            Path::Clmul => {
+                // CPUID once: in a virtual machine each one traps to the hypervisor.
+                static HAS: AtomicU8 = AtomicU8::new(UNKNOWN);
+                match HAS.load(Ordering::Relaxed) {
+                    UNKNOWN => {
+                        let has = clmul::cpu_has_pclmulqdq();
+                        HAS.store(if has { CLMUL } else { TABLE }, Ordering::Relaxed);
+                        has
+                    }
+                    known => known == CLMUL,
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Path::Clmul => false,
+        }
+    }
+
+    /// The path [`Hasher::new`] uses: the one set by [`Path::set_best`], else
+    /// PCLMULQDQ if the CPU has it (decided on the first call).
+    pub fn best() -> Path {
+        match BEST.load(Ordering::Relaxed) {
+            TABLE => Path::Table,
+            CLMUL => Path::Clmul,
+            _ => {
+                let best = if Path::Clmul.available() { Path::Clmul } else { Path::Table };
+                best.store();
+                best
+            }
+        }
+    }
+
+    /// Makes `path` the one [`Path::best`] returns; false (and no change) if
+    /// this CPU cannot run it.
+    pub fn set_best(path: Path) -> bool {
+        let ok = path.available();
+        if ok {
+            path.store();
+        }
+        ok
+    }
+
+    fn store(self) {
+        BEST.store(if self == Path::Clmul { CLMUL } else { TABLE }, Ordering::Relaxed);
+    }
+}
+
+const UNKNOWN: u8 = 0;
+const TABLE: u8 = 1;
+const CLMUL: u8 = 2;
+static BEST: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// Bytes each path hashes in [`time_paths`]: a large RoCE payload.
+pub const TIMING_LEN: usize = 4096;
+
+/// The cost of one CRC of [`TIMING_LEN`] bytes on each path (in [`Path::ALL`]
+/// order), in the units of `ticks` (any monotonic counter): the lowest of a
+/// few runs, `None` for a path this CPU lacks. For a CPU whose instructions
+/// cost what nobody can predict, e.g. QEMU's TCG, which emulates PCLMULQDQ bit
+/// by bit (7.2) and may make it slower than the table.
+pub fn time_paths(mut ticks: impl FnMut() -> u64) -> [(Path, Option<u64>); 2] {
+    const RUNS: usize = 5;
+    static DATA: [u8; TIMING_LEN] = [0x5A; TIMING_LEN];
+    Path::ALL.map(|path| {
+        let cost = Hasher::with_path(0, path).map(|h| {
+            (0..RUNS)
+                .map(|_| {
+                    let mut h = h.clone();
+                    let start = ticks();
+                    h.update(core::hint::black_box(&DATA));
+                    core::hint::black_box(h.finalize());
+                    ticks().saturating_sub(start)
+                })
+                .min()
+                .unwrap_or(u64::MAX)
+        });
+        (path, cost)
+    })
+}
+
+/// Makes the cheaper of `costs` (from [`time_paths`]) the best path and
+/// returns it; a tie keeps the table.
+pub fn choose_cheaper(costs: &[(Path, Option<u64>)]) -> Path {
+    let mut cheapest = (Path::Table, u64::MAX);
+    for &(path, cost) in costs {
+        if let Some(c) = cost
+            && (c < cheapest.1 || (c == cheapest.1 && path == Path::Table))
+        {
+            cheapest = (path, c);
+        }
+    }
+    Path::set_best(cheapest.0);
+    cheapest.0
+}
+
+impl core::str::FromStr for Path {
+    type Err = ();
+
+    /// [`Path::name`] back.
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Path::ALL.into_iter().find(|p| p.name() == s).ok_or(())
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A running CRC-32: crc32fast's `Hasher` semantics, on a chosen path.
+#[derive(Clone, Debug)]
+pub struct Hasher {
+    /// The CRC of the bytes so far (zlib's value, inverted on the way in and out).
+    crc: u32,
+    path: Path,
+}
+
+impl Hasher {
+    /// A CRC of nothing yet, on [`Path::best`].
+    pub fn new() -> Self {
+        Self::new_with_initial(0)
+    }
+
+    /// Continues from `init`, the CRC of the bytes before, on [`Path::best`].
+    pub fn new_with_initial(init: u32) -> Self {
+        Hasher { crc: init, path: Path::best() }
+    }
+
+    /// Continues from `init` on `path`; `None` if this CPU cannot run it.
+    pub fn with_path(init: u32, path: Path) -> Option<Self> {
+        path.available().then_some(Hasher { crc: init, path })
+    }
+
+    /// The path this hasher uses.
+    pub fn path(&self) -> Path {
+        self.path
+    }
+
+    /// Adds `data`.
+    pub fn update(&mut self, data: &[u8]) {
+        self.crc = match self.path {
+            Path::Table => table(self.crc, data),
+            #[cfg(target_arch = "x86_64")]
+            Path::Clmul if data.len() >= clmul::MIN_LEN => {
+                let (register, done) = clmul::update_blocks(!self.crc, data);
+                table(!register, data.get(done..).unwrap_or_default())
+            }
+            Path::Clmul => table(self.crc, data),
+        };
+    }
+
+    /// The CRC of everything added.
+    pub fn finalize(self) -> u32 {
+        self.crc
+    }
+}
+
+impl Default for Hasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// zlib's `crc32(crc, data)` by table.
+fn table(crc: u32, data: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(crc);
+    h.update(data);
+    h.finalize()
+}
+
+/// zlib's CRC-32 of `data` on [`Path::best`].
+pub fn hash(data: &[u8]) -> u32 {
+    let mut h = Hasher::new();
+    h.update(data);
+    h.finalize()
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn best_defaults_to_clmul_when_available() {
+        assert_eq!(Path::best() == Path::Clmul, Path::Clmul.available());
+        assert_eq!(Hasher::new().path(), Path::best());
+    }
+}
