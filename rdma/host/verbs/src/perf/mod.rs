@@ -5,8 +5,10 @@
 //!
 //! As in perftest, the server is the side started without a host name. The
 //! two programs talk over TCP ([`exchange`]) or, with `-R`/`-z`, over an
-//! rdma_cm connection of their own ([`cm`]), connect one RC queue pair (by
-//! hand from the exchanged keys, or with `-R` through rdma_cm), run, and
+//! rdma_cm connection of their own ([`cm`]), connect their queue pairs (RC,
+//! UC or UD; `-q` of them for the bandwidth tests, one keys handshake per
+//! QP; by hand from the exchanged keys, or with `-R` through rdma_cm), run
+//! (with `-b` both sides send, and print both directions' sum), and
 //! print perftest's header ([`banner`]) and tables ([`report`]): bandwidth
 //! tests keep `tx_depth` requests in flight and report peak and average
 //! bandwidth (MB = 2^20 bytes, or Gb/s with `--report_gbits`) and message
@@ -294,7 +296,7 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         nqps,
         st.ud,
     );
-    let mr = pd.reg_mr(layout.len(), AccessFlags::ALL_REMOTE)?;
+    let mr = pd.reg_mr(layout.bytes(), AccessFlags::ALL_REMOTE)?;
     let mes: Vec<Keys> = qps
         .iter()
         .enumerate()

@@ -45,7 +45,7 @@ impl Layout {
     }
 
     /// The buffer's bytes (UD: a cache line more, for the last GRH).
-    pub fn len(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         2 * self.qps * self.slot + if self.ud { self.cache_line } else { 0 }
     }
 
@@ -531,7 +531,7 @@ mod tests {
     #[test]
     fn layout_is_perftests() {
         let l = Layout::new(65536, 4096, 64, 2, false);
-        assert_eq!((l.slot, l.len()), (65536, 4 * 65536));
+        assert_eq!((l.slot, l.bytes()), (65536, 4 * 65536));
         assert_eq!((l.outbox(1), l.inbox(0), l.inbox(1)), (65536, 2 * 65536, 3 * 65536));
         assert_eq!(l.inbox(1) - l.inbox(0), 0x10000);
         // A slot is at least a page, in whole cache lines.
@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(Layout::new(2, 4096, 64, 1, false).slot, 4096);
         // UD: the GRH just before the slot's second cache line.
         let u = Layout::new(1024, 4096, 64, 1, true);
-        assert_eq!((u.recv_at(0), u.len()), (4096 + 24, 2 * 4096 + 64));
+        assert_eq!((u.recv_at(0), u.bytes()), (4096 + 24, 2 * 4096 + 64));
         assert_eq!(u.recv_at(0) + GRH_LEN, u.inbox(0) + u.cache_line);
     }
 
