@@ -222,9 +222,11 @@ fn new_tools_and_options_against_linux_both_directions() {
 /// one MTU).
 ///
 /// The duplex WRITE and SEND runs use one-packet messages: with 64 KiB
-/// ones, a frame lost under the two directions' load makes Linux resume
-/// the message mid-way with a new FIRST packet (rxe's retry), which the
-/// appliance's responder refuses (NAK invalid request), failing the run.
+/// ones, Linux's writes to the appliance sometimes end in REM_INV_REQ (the
+/// appliance's responder NAKing "invalid request") under the two
+/// directions' load. Not yet diagnosed; the likely cause is rxe's retry
+/// resuming a message mid-way with a new FIRST packet, which the
+/// responder's opcode-sequence check refuses while the message is open.
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]
 fn qps_duplex_and_ud_against_linux_both_directions() {
