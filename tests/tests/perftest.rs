@@ -216,6 +216,64 @@ fn new_tools_and_options_against_linux_both_directions() {
     let _ = std::fs::remove_file(&capture);
 }
 
+/// `-q 2`, `-b` and `-c UD` against Linux's perftest, each side as server
+/// and as client: both print their result row (a duplex row counts one
+/// direction's iterations, a `-q 2` row both QPs', a UD row messages of
+/// one MTU).
+///
+/// The duplex WRITE and SEND runs use one-packet messages: with 64 KiB
+/// ones, Linux's writes to the appliance sometimes end in REM_INV_REQ (the
+/// appliance's responder NAKing "invalid request") under the two
+/// directions' load. Not yet diagnosed; the likely cause is rxe's retry
+/// resuming a message mid-way with a new FIRST packet, which the
+/// responder's opcode-sequence check refuses while the message is open.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn qps_duplex_and_ud_against_linux_both_directions() {
+    if !LinuxPeer::available_or_skip("qps_duplex_and_ud_against_linux_both_directions") {
+        return;
+    }
+    let gp = free_tcp_port();
+    let capture = std::env::temp_dir().join(format!("perftest-qbu-{}.pcap", std::process::id()));
+    let (app, mut linux, shm) = setup(gp, &capture);
+    let hp = linux.host_port();
+    let only = std::env::var("PERFTEST_CASES").unwrap_or_default();
+    // (Linux program, our tool, options, what both sides print)
+    let matrix: [(&str, &str, &str, &str); 5] = [
+        ("ib_write_bw", "write_bw", "-n 100 -q 2", " 65536      200 "),
+        ("ib_write_bw", "write_bw", "-n 100 -b -s 1024", " 1024       100 "),
+        ("ib_send_bw", "send_bw", "-n 100 -b -s 1024", " 1024       100 "),
+        ("ib_send_bw", "send_bw", "-n 20 -c UD", " 1024       20 "),
+        ("ib_send_lat", "send_lat", "-n 100 -c UD", " 2       100 "),
+    ];
+    for (linux_prog, tool, opts, expect) in matrix {
+        if !only.is_empty() && !only.split(',').any(|c| opts.contains(c)) {
+            continue;
+        }
+        let common = format!("-x 1 {opts}");
+        let linux_opts = format!("-d rxe0 -F {common}");
+        linux.cmd(&format!("{linux_prog} {linux_opts} > /tmp/pt.log 2>&1 &")).unwrap();
+        linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+        let (ok, ours) =
+            tool::finish(tool::spawn(tool, &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap(), RUN).unwrap();
+        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        assert!(ok && ours.contains(expect), "{tool} {opts} client:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
+        assert!(theirs.contains("exit=0") && theirs.contains(expect), "Linux {linux_prog} {opts} server:\n{theirs}");
+
+        let server = tool::spawn(tool, &shm.path, &format!("{common} -p {gp} --bind 127.0.0.1")).unwrap();
+        let (status, theirs) =
+            linux.status(&format!("{linux_prog} {linux_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+        let (ok, ours) = tool::finish(server, RUN).unwrap();
+        assert!(ok && ours.contains(expect), "{tool} {opts} server:\n{ours}\nLinux {linux_prog} client:\n{theirs}");
+        assert_eq!(status, 0, "Linux {linux_prog} {opts} client failed:\n{theirs}\nours:\n{ours}");
+        assert!(theirs.contains(expect), "Linux {linux_prog} {opts} client:\n{theirs}");
+        eprintln!("{tool} {opts}: both directions pass");
+    }
+    drop(app);
+    tests::pcap::check_roce_capture(&capture, 100);
+    let _ = std::fs::remove_file(&capture);
+}
+
 /// Two appliances on one wire (10.0.0.1 and 10.0.0.2, rxe0 on each), with
 /// a ring each: a server on one ring and a client on the other, both on
 /// this host, their TCP exchange on 127.0.0.1. The rings are 256 MiB so
@@ -317,9 +375,10 @@ fn finish_stdout(mut child: std::process::Child) -> (bool, String) {
 }
 
 /// The cases whose outputs are kept as fixtures: (fixture name, test,
-/// arguments). `ib_send_bw -c UC` and `-c UD` are not among them: over the
-/// emulated wire a lost message leaves perftest's server waiting for it
-/// (120 s, then it fails), so they give no reference.
+/// arguments). `ib_send_bw -c UC` is not among them: over the emulated
+/// wire a lost message leaves perftest's server waiting for it (120 s,
+/// then it fails), so it gives no reference; `-c UD` runs few messages of
+/// one MTU, all receives posted before the sender starts.
 const CASES: &[(&str, &str, &str)] = &[
     ("send_bw", "send_bw", "-d rxe0 -F -x 1 -n 100"),
     ("write_bw", "write_bw", "-d rxe0 -F -x 1 -n 100"),
@@ -339,6 +398,9 @@ const CASES: &[(&str, &str, &str)] = &[
     ("write_bw-qps", "write_bw", "-d rxe0 -F -x 1 -n 100 -q 2"),
     ("write_bw-uc", "write_bw", "-d rxe0 -F -x 1 -n 100 -c UC"),
     ("send_lat-ud", "send_lat", "-d rxe0 -F -x 1 -n 100 -c UD"),
+    ("send_bw-ud", "send_bw", "-d rxe0 -F -x 1 -n 20 -c UD"),
+    ("read_bw-qps-bidir", "read_bw", "-d rxe0 -F -x 1 -n 100 -q 2 -b"),
+    ("send_bw-qps", "send_bw", "-d rxe0 -F -x 1 -n 100 -q 2"),
     ("read_lat-duration", "read_lat", "-d rxe0 -F -x 1 -D 2"),
     ("write_lat-all", "write_lat", "-d rxe0 -F -x 1 -n 5 -a"),
     ("atomic_bw-cas", "atomic_bw", "-d rxe0 -F -x 1 -n 100 -A CMP_AND_SWAP"),
@@ -404,19 +466,18 @@ fn capture_perftest_reference_outputs() {
 }
 
 /// The cases our tools refuse (options they do not take yet), and why.
-const REFUSED: &[(&str, &str)] = &[
-    ("send_lat-duration", "-D and --run_infinitely are supported by"),
-    ("send_lat-all", "-a is supported by"),
-    ("write_bw-bidir", "bidirectional runs (-b) are not supported"),
-    ("send_bw-bidir", "bidirectional runs (-b) are not supported"),
-    ("write_bw-qps", "only one QP (-q 1) is supported"),
-    ("send_lat-ud", "only RC and UC connections (-c RC, -c UC) are supported"),
-];
+const REFUSED: &[(&str, &str)] =
+    &[("send_lat-duration", "-D and --run_infinitely are supported by"), ("send_lat-all", "-a is supported by")];
 
-/// What perftest prints that ours need not: its remark, on stderr, that it
-/// does not know the device's inline capability (it then uses none, as
-/// ours does).
-const PERFTEST_ONLY: &str = "Device not recognized to implement inline feature. Disabling it";
+/// What perftest prints on stderr, which the comparison leaves out (ours
+/// print their remarks on stderr too, and only their stdout is compared):
+/// that it does not know the device's inline capability (it then uses
+/// none, as ours does), and that a UD message is cut to the MTU.
+const PERFTEST_ONLY: &[&str] = &[
+    "Device not recognized to implement inline feature. Disabling it",
+    " Max msg size in UD is MTU 1024",
+    " Changing to this MTU",
+];
 
 /// `text` with the values that must differ between two runs masked: the
 /// QPN, PSN, RKey and VAddr of the address lines, every measured figure of
@@ -425,7 +486,7 @@ const PERFTEST_ONLY: &str = "Device not recognized to implement inline feature. 
 /// separator after it), and with `timed` the iteration count too.
 fn mask(text: &str, timed: bool) -> String {
     let mut out = String::new();
-    for line in text.lines().filter(|l| *l != PERFTEST_ONLY) {
+    for line in text.lines().filter(|l| !PERFTEST_ONLY.contains(l)) {
         let masked = if line.starts_with(" local address:") || line.starts_with(" remote address:") {
             let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
             for i in 1..words.len() {
@@ -494,7 +555,12 @@ fn mask_figures(line: &str, timed: bool) -> String {
 fn ours_print_what_perftest_prints() {
     let (_a, _b, s1, s2) = pair("ptours");
     let mut compared = 0;
+    // PERFTEST_CASES=a,b: only those (to rerun a few by hand).
+    let only = std::env::var("PERFTEST_CASES").unwrap_or_default();
     for &(name, test, args) in CASES {
+        if !only.is_empty() && !only.split(',').any(|c| c == name) {
+            continue;
+        }
         let fixture = |role: &str| std::fs::read_to_string(fixtures().join(format!("{name}.{role}.txt")));
         let (Ok(want_s), Ok(want_c)) = (fixture("server"), fixture("client")) else {
             eprintln!("{name}: no fixture (perftest could not run it here)");
@@ -512,9 +578,10 @@ fn ours_print_what_perftest_prints() {
             let (got, want) = (mask(got, timed), mask(want, timed));
             assert_eq!(got, want, "{name} {role}: ours (left) differ from perftest's (right)");
         }
+        eprintln!("{name}: ours print what perftest printed");
         compared += 1;
     }
-    assert!(compared >= 8, "only {compared} cases compared");
+    assert!(compared >= 8 || !only.is_empty(), "only {compared} cases compared");
 }
 
 /// The JSON report's measured figures.

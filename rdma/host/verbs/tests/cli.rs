@@ -386,8 +386,8 @@ fn perf_latency_tools_timed_runs_and_json() {
     let (ok, _, err) = run("read_bw", &app.path, &["-c", "UC", "127.0.0.1"]);
     assert!(!ok && err.contains("only RC connections (-c RC) are supported"), "{err}");
     // What the tools refuse, they say.
-    let (ok, _, err) = run("send_bw", &app.path, &["-b", "127.0.0.1"]);
-    assert!(!ok && err.contains("bidirectional runs (-b) are not supported"), "{err}");
+    let (ok, _, err) = run("write_bw", &app.path, &["-q", "2", "-R", "127.0.0.1"]);
+    assert!(!ok && err.contains("several QPs (-q) are not supported with -R"), "{err}");
     let (ok, _, err) = run("send_lat", &app.path, &["-n", "3"]);
     assert!(!ok && err.contains("between 5 and 100000000"), "{err}");
 }

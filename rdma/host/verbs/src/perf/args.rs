@@ -76,6 +76,8 @@ pub const MAX_SIZE: u64 = 1 << 23;
 const CQ_MOD_LIMIT: u64 = 8192;
 /// perftest's `DEF_CQ_MOD`.
 const DEF_CQ_MOD: u32 = 100;
+/// The most QPs a run takes (ours: each QP is a ring object).
+const MAX_QPS: u32 = 64;
 /// perftest's `DEF_DURATION`, the period of `--run_infinitely` without `-D`.
 const DEF_DURATION: u32 = 5;
 
@@ -105,6 +107,14 @@ pub struct Settings {
     pub atomic_cas: bool,
     /// `-c UC`: an unreliable connection instead of RC.
     pub uc: bool,
+    /// `-c UD`: datagrams (send_bw, send_lat), messages at most the MTU.
+    pub ud: bool,
+    /// `-q`: the QPs a bandwidth test runs, each `iters` messages.
+    pub qps: u32,
+    /// `-b`: both sides send at once.
+    pub duplex: bool,
+    /// `-s` was given.
+    pub size_requested: bool,
 }
 
 impl Settings {
@@ -120,15 +130,22 @@ impl Settings {
                 ));
             }
         };
-        let uc = match a.connection.as_str() {
-            "RC" => false,
+        let (uc, ud) = match a.connection.as_str() {
+            "RC" => (false, false),
             // perftest runs UC in the SEND and WRITE tests only.
-            "UC" if test.takes_uc() && !a.rdma_cm => true,
+            "UC" if test.takes_uc() && !a.rdma_cm => (true, false),
             "UC" if test.takes_uc() => {
                 return Err(Error::InvalidArgument("UC connections (-c UC) are not supported with -R by this tool"));
             }
+            // And UD in the SEND tests only.
+            "UD" if test.is_send() && !a.rdma_cm => (false, true),
+            "UD" if test.is_send() => {
+                return Err(Error::InvalidArgument("UD connections (-c UD) are not supported with -R by this tool"));
+            }
             "UC" | "UD" | "XRC" | "DC" | "SRD" => {
-                return Err(Error::InvalidArgument(if test.takes_uc() {
+                return Err(Error::InvalidArgument(if test.is_send() {
+                    "only RC, UC and UD connections (-c RC, -c UC, -c UD) are supported by this tool"
+                } else if test.takes_uc() {
                     "only RC and UC connections (-c RC, -c UC) are supported by this tool"
                 } else {
                     "only RC connections (-c RC) are supported by this tool"
@@ -140,11 +157,20 @@ impl Settings {
                 ));
             }
         };
-        if a.qps != 1 {
-            return Err(Error::InvalidArgument("only one QP (-q 1) is supported by this tool"));
+        if a.qps == 0 {
+            return Err(Error::InvalidArgument("the number of QPs (-q) must be positive"));
         }
-        if a.bidirectional {
-            return Err(Error::InvalidArgument("bidirectional runs (-b) are not supported by this tool"));
+        if a.qps > MAX_QPS {
+            return Err(Error::InvalidArgument("at most 64 QPs (-q 64) are supported by this tool"));
+        }
+        if a.qps != 1 && test.is_lat() {
+            return Err(Error::InvalidArgument("the latency tests run one QP (-q 1)"));
+        }
+        if a.qps != 1 && a.rdma_cm {
+            return Err(Error::InvalidArgument("several QPs (-q) are not supported with -R by this tool"));
+        }
+        if a.bidirectional && test.is_lat() {
+            return Err(Error::InvalidArgument("bidirectional runs (-b) are for the bandwidth tests"));
         }
         let method = match (a.run_infinitely, a.duration) {
             (true, d) => Method::Infinitely(d.unwrap_or(DEF_DURATION)),
@@ -155,6 +181,9 @@ impl Settings {
             return Err(Error::InvalidArgument(
                 "-D and --run_infinitely are supported by write_bw, read_bw, atomic_bw, read_lat and atomic_lat",
             ));
+        }
+        if matches!(method, Method::Infinitely(_)) && a.bidirectional {
+            return Err(Error::InvalidArgument("--run_infinitely with -b is not supported by this tool"));
         }
         if matches!(method, Method::Infinitely(_)) && test.is_lat() {
             return Err(Error::InvalidArgument("--run_infinitely runs bandwidth tests only"));
@@ -195,11 +224,45 @@ impl Settings {
             }
         }
         let mut cq_mod = DEF_CQ_MOD;
-        if size > CQ_MOD_LIMIT && !a.all {
+        // perftest keeps moderation for UD, whose messages are small.
+        if size > CQ_MOD_LIMIT && !a.all && !ud {
             cq_mod = 1;
         }
         cq_mod = cq_mod.min(tx_depth);
-        Ok(Settings { test, size, all: a.all, iters, tx_depth, rx_depth, cq_mod, method, atomic_cas, uc })
+        Ok(Settings {
+            test,
+            size,
+            all: a.all,
+            iters,
+            tx_depth,
+            rx_depth,
+            cq_mod,
+            method,
+            atomic_cas,
+            uc,
+            ud,
+            qps: a.qps,
+            duplex: a.bidirectional,
+            size_requested: a.size.is_some(),
+        })
+    }
+
+    /// perftest's UD rule once the path MTU is known (`check_mtu`): a
+    /// message is at most one MTU; a larger default size (or `-a`'s) is
+    /// cut to it, saying so on stderr as perftest does, a larger `-s` is
+    /// refused.
+    pub fn cap_to_mtu(&mut self, mtu_bytes: u32) -> crate::Result<()> {
+        let mtu = u64::from(mtu_bytes);
+        if !self.ud || self.size <= mtu {
+            return Ok(());
+        }
+        if !self.all && self.size_requested {
+            return Err(Error::InvalidArgument("Max message size in UD cannot be greater than MTU"));
+        }
+        eprintln!(" Max msg size in UD is MTU {mtu}");
+        eprintln!(" Changing to this MTU");
+        self.size = mtu;
+        Ok(())
     }
 
     /// The sizes to run: one, or `-a`'s 2 B to 8 MiB.
@@ -237,7 +300,22 @@ mod tests {
         assert!(settings(Test::WriteBw, "-n 4").is_err());
         assert!(settings(Test::WriteBw, "-c XX").is_err());
         assert!(settings(Test::WriteLat, "-c UC").unwrap().uc);
-        assert!(settings(Test::ReadBw, "-c UC").is_err() && settings(Test::SendBw, "-c UD").is_err());
+        assert!(settings(Test::ReadBw, "-c UC").is_err() && settings(Test::WriteBw, "-c UD").is_err());
+        let s = settings(Test::SendBw, "-c UD -n 100").unwrap();
+        // UD keeps CQ moderation: its messages are capped at the MTU.
+        assert!(s.ud && !s.uc && s.cq_mod == 100);
+        let mut capped = s.clone();
+        capped.cap_to_mtu(1024).unwrap();
+        assert_eq!((s.size, capped.size), (65536, 1024));
+        assert!(settings(Test::SendBw, "-c UD -s 2048").unwrap().cap_to_mtu(1024).is_err());
+        let mut small = settings(Test::SendBw, "-c UD -s 512").unwrap();
+        small.cap_to_mtu(1024).unwrap();
+        assert_eq!(small.size, 512);
+        assert!(settings(Test::SendLat, "-c UD -R").is_err());
+        let s = settings(Test::WriteBw, "-q 2 -b -n 100").unwrap();
+        assert!(s.duplex && s.qps == 2 && s.iters == 100 && s.tx_depth == 100);
+        assert!(settings(Test::WriteLat, "-q 2").is_err() && settings(Test::SendLat, "-b").is_err());
+        assert!(settings(Test::WriteBw, "-q 0").is_err() && settings(Test::WriteBw, "-q 2 -R").is_err());
         assert!(settings(Test::WriteBw, "-A NOPE").is_err());
         assert!(settings(Test::SendLat, "--run_infinitely").is_err());
     }

@@ -5,8 +5,10 @@
 //!
 //! As in perftest, the server is the side started without a host name. The
 //! two programs talk over TCP ([`exchange`]) or, with `-R`/`-z`, over an
-//! rdma_cm connection of their own ([`cm`]), connect one RC queue pair (by
-//! hand from the exchanged keys, or with `-R` through rdma_cm), run, and
+//! rdma_cm connection of their own ([`cm`]), connect their queue pairs (RC,
+//! UC or UD; `-q` of them for the bandwidth tests, one keys handshake per
+//! QP; by hand from the exchanged keys, or with `-R` through rdma_cm), run
+//! (with `-b` both sides send, and print both directions' sum), and
 //! print perftest's header ([`banner`]) and tables ([`report`]): bandwidth
 //! tests keep `tx_depth` requests in flight and report peak and average
 //! bandwidth (MB = 2^20 bytes, or Gb/s with `--report_gbits`) and message
@@ -30,13 +32,15 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::cli::fail;
-use crate::{AccessFlags, Error, Qp, QpCap, QpInitAttr, RtrAttr, names};
+use crate::{
+    AccessFlags, AhAttr, Error, Qp, QpAttr, QpCap, QpInitAttr, RtrAttr, names, qp_attr_mask, qp_state, qp_type,
+};
 pub use args::PerfArgs;
 use args::{Method, Settings};
 use banner::Banner;
 use exchange::{BwReport, Channel, Keys};
 use report::BAR;
-use run::{Run, half_buffer};
+use run::{Layout, Run};
 
 /// Which benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +218,9 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         },
     };
     let agreed = ch.agree(PAGE_SIZE, CACHE_LINE, mtu)?;
+    let mut st = st.clone();
+    st.cap_to_mtu(names::mtu_bytes(agreed.mtu))?;
+    let st = &st;
     let (tx_depth, rx_depth) = (st.tx_depth, st.rx_depth);
     let client = ch.is_client();
     let banner = Banner {
@@ -231,17 +238,28 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         rdma_cm_qps: a.rdma_cm,
         rdma_cm_exchange: use_cm,
         uc: st.uc,
+        ud: st.ud,
+        qps: st.qps,
+        duplex: st.duplex,
     };
     print!("{}", banner.text());
 
+    // As perftest: the QPs share one send and one receive CQ.
+    let nqps = st.qps as usize;
     let pd = dev.alloc_pd()?;
-    let send_cq = dev.create_cq(tx_depth + 1, 0)?;
-    let recv_cq = dev.create_cq(rx_depth + 1, 0)?;
+    let send_cq = dev.create_cq(tx_depth * st.qps + 1, 0)?;
+    let recv_cq = dev.create_cq(rx_depth * st.qps + 1, 0)?;
     let cap =
         QpCap { max_send_wr: tx_depth, max_recv_wr: rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp_type = if st.uc { crate::queue::qp_type::UC } else { crate::queue::qp_type::RC };
+    let qp_type = if st.uc {
+        qp_type::UC
+    } else if st.ud {
+        qp_type::UD
+    } else {
+        qp_type::RC
+    };
     let attr = QpInitAttr { cap, qp_type, ..Default::default() };
-    let (data_id, qp) = if a.rdma_cm {
+    let (data_id, qps) = if a.rdma_cm {
         let d = cm::DataConn {
             ev: &events,
             ch: &mut ch,
@@ -251,51 +269,99 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
             patience: CONNECT_PATIENCE,
         };
         let (id, qp) = cm::data_connect(d, &pd, &send_cq, &recv_cq, &attr)?;
-        (Some(id), qp)
+        (Some(id), vec![qp])
     } else {
-        let qp = Qp::create(&pd, &send_cq, &recv_cq, None, &attr)?;
-        qp.to_init(a.ib_port, AccessFlags::ALL_REMOTE)?;
-        (None, qp)
+        let mut qps = Vec::with_capacity(nqps);
+        for _ in 0..nqps {
+            let qp = Qp::create(&pd, &send_cq, &recv_cq, None, &attr)?;
+            if st.ud {
+                // perftest's Q_Key, which its UD sends carry too.
+                let init =
+                    QpAttr { qp_state: qp_state::INIT, port_num: a.ib_port, qkey: run::DEF_QKEY, ..Default::default() };
+                qp.modify(
+                    &init,
+                    qp_attr_mask::STATE | qp_attr_mask::PKEY_INDEX | qp_attr_mask::PORT | qp_attr_mask::QKEY,
+                )?;
+            } else {
+                qp.to_init(a.ib_port, AccessFlags::ALL_REMOTE)?;
+            }
+            qps.push(qp);
+        }
+        (None, qps)
     };
-    let inbox = half_buffer(st.size as usize, agreed.page_size.max(PAGE_SIZE) as usize);
-    let mr = pd.reg_mr(2 * inbox, AccessFlags::ALL_REMOTE)?;
-    let me = Keys {
-        lid: port.lid,
-        out_reads,
-        qpn: qp.qp_num(),
-        psn: random_psn(),
-        rkey: mr.rkey(),
-        vaddr: mr.addr() + inbox as u64,
-        gid,
-        srqn: 0,
-    };
-    let connect = |rem: &Keys| -> crate::Result<()> {
+    let layout = Layout::new(
+        st.size as usize,
+        agreed.page_size.max(PAGE_SIZE) as usize,
+        agreed.cache_line.max(CACHE_LINE) as usize,
+        nqps,
+        st.ud,
+    );
+    let mr = pd.reg_mr(layout.bytes(), AccessFlags::ALL_REMOTE)?;
+    let mes: Vec<Keys> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, qp)| Keys {
+            lid: port.lid,
+            out_reads,
+            qpn: qp.qp_num(),
+            psn: random_psn(),
+            rkey: mr.rkey(),
+            vaddr: mr.addr() + layout.inbox(i) as u64,
+            gid,
+            srqn: 0,
+        })
+        .collect();
+    let connect = |rems: &[Keys]| -> crate::Result<()> {
         if data_id.is_some() {
             // rdma_cm moved the QP already.
             return Ok(());
         }
-        if rem.gid_is_ipv4() != me.gid_is_ipv4() {
+        if rems.len() != qps.len() {
+            return Err(Error::Protocol("the peer's keys do not match our QPs".into()));
+        }
+        if rems.first().map(Keys::gid_is_ipv4) != mes.first().map(Keys::gid_is_ipv4) {
             return Err(Error::InvalidArgument(
                 "one side uses an IPv4-mapped GID and the other an IPv6 one: pick GIDs of the same kind with -x",
             ));
         }
-        qp.to_rtr(&RtrAttr {
-            port: a.ib_port,
-            path_mtu: agreed.mtu,
-            dest_qp_num: rem.qpn,
-            rq_psn: rem.psn,
-            dlid: rem.lid,
-            dgid: rem.gid,
-            sgid_index: a.gid_index,
-            max_dest_rd_atomic: out_reads as u8,
-            min_rnr_timer: 12,
-        })?;
-        // As perftest: as many READs in flight as the peer answers.
-        qp.to_rts(me.psn, rem.out_reads.clamp(1, u16::from(u8::MAX)) as u8)
+        for ((qp, me), rem) in qps.iter().zip(&mes).zip(rems) {
+            if st.ud {
+                // A UD QP needs no peer: its sends name one (the AH).
+                let rtr = QpAttr { qp_state: qp_state::RTR, ..Default::default() };
+                qp.modify(&rtr, qp_attr_mask::STATE)?;
+                let rts = QpAttr { qp_state: qp_state::RTS, sq_psn: me.psn, ..Default::default() };
+                qp.modify(&rts, qp_attr_mask::STATE | qp_attr_mask::SQ_PSN)?;
+                continue;
+            }
+            qp.to_rtr(&RtrAttr {
+                port: a.ib_port,
+                path_mtu: agreed.mtu,
+                dest_qp_num: rem.qpn,
+                rq_psn: rem.psn,
+                dlid: rem.lid,
+                dgid: rem.gid,
+                sgid_index: a.gid_index,
+                max_dest_rd_atomic: out_reads as u8,
+                min_rnr_timer: 12,
+            })?;
+            // As perftest: as many READs in flight as the peer answers.
+            qp.to_rts(me.psn, rem.out_reads.clamp(1, u16::from(u8::MAX)) as u8)?;
+        }
+        Ok(())
     };
 
-    let conn = Conn { ch: &mut ch, me: &me, connect: &connect, qp: &qp, send_cq: &send_cq, recv_cq: &recv_cq, mr: &mr };
-    let result = run_test(st, a, &banner, conn, inbox);
+    let conn = Conn {
+        ch: &mut ch,
+        mes: &mes,
+        connect: &connect,
+        pd: &pd,
+        qps: &qps,
+        send_cq: &send_cq,
+        recv_cq: &recv_cq,
+        mr: &mr,
+        port: a.ib_port,
+    };
+    let result = run_test(st, a, &banner, conn, layout);
     // As perftest: the client disconnects and waits for DISCONNECTED, the
     // server disconnects; the QPs go before their ids.
     if let Some(id) = &data_id {
@@ -303,7 +369,7 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         id.forget_qp();
     }
     drop(ch);
-    drop(qp);
+    drop(qps);
     if let Some(id) = &comm_id {
         id.forget_qp();
     }
@@ -313,37 +379,76 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
     result
 }
 
-/// What a run works with once the QP exists: the channel to the peer
-/// program, our keys, how to connect to the peer's, and the QP's objects.
+/// What a run works with once the QPs exist: the channel to the peer
+/// program, our keys (one per QP), how to connect to the peer's, and the
+/// QPs' objects.
 struct Conn<'c, 'a> {
     ch: &'c mut Channel<'a>,
-    me: &'c Keys,
-    connect: &'c dyn Fn(&Keys) -> crate::Result<()>,
-    qp: &'c Qp<'c>,
+    mes: &'c [Keys],
+    connect: &'c dyn Fn(&[Keys]) -> crate::Result<()>,
+    pd: &'c crate::Pd<'c>,
+    qps: &'c [Qp<'c>],
     send_cq: &'c crate::Cq<'c>,
     recv_cq: &'c crate::Cq<'c>,
     mr: &'c crate::MemoryRegion<'c>,
+    port: u8,
 }
 
 /// The handshakes and the measured runs of each perftest program, in its
 /// order (see exchange.rs), and what each side prints.
-fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, inbox: usize) -> crate::Result<()> {
+fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, layout: Layout) -> crate::Result<()> {
     let test = st.test;
-    let Conn { ch, me, connect, qp, send_cq, recv_cq, mr } = c;
+    let Conn { ch, mes, connect, pd, qps, send_cq, recv_cq, mr, port } = c;
+    let me = mes.first().ok_or(Error::InvalidArgument("no QP"))?;
     let client = ch.is_client();
     let gbits = a.report_gbits;
     // The latency tests but send_lat make one handshake more first.
     if matches!(test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
         ch.handshake(me)?;
     }
-    let rem = ch.handshake(me)?;
-    connect(&rem)?;
-    ch.handshake(me)?;
+    // One handshake per QP for the keys (perftest's order), then the QPs
+    // connected to the peer's.
+    let mut rems = Vec::with_capacity(mes.len());
+    for m in mes {
+        rems.push(ch.handshake(m)?);
+    }
+    connect(&rems)?;
+    // UD: the peer's GID as each QP's destination (RoCE: a GRH, hop limit
+    // 255 as perftest).
+    let ahs = if st.ud {
+        rems.iter()
+            .map(|r| {
+                pd.create_ah(&AhAttr {
+                    dgid: r.gid,
+                    sgid_index: a.gid_index,
+                    hop_limit: 0xff,
+                    is_global: 1,
+                    dlid: r.lid,
+                    port_num: port,
+                    ..Default::default()
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     let (out, keys) = (matches!(test, Test::ReadBw | Test::ReadLat), !test.is_send() && !test.is_atomic());
-    print!("{}", report::address_lines("local", me, out, keys));
-    print!("{}", report::address_lines("remote", &rem, out, keys));
+    // The SEND tests make their extra handshake before the remote
+    // addresses, the others after.
+    if test.is_send() {
+        ch.handshake(me)?;
+    }
+    for m in mes {
+        print!("{}", report::address_lines("local", m, out, keys));
+    }
+    for (m, r) in mes.iter().zip(rems.iter_mut()) {
+        *r = ch.handshake(m)?;
+        print!("{}", report::address_lines("remote", r, out, keys));
+    }
     println!("{BAR}");
-    ch.handshake(me)?;
+    if !test.is_send() {
+        ch.handshake(me)?;
+    }
     let json = |results: String| -> crate::Result<()> {
         if a.out_json { json::write(&a.out_json_file, banner, &results) } else { Ok(()) }
     };
@@ -354,15 +459,38 @@ fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, inbox
         tx_depth: st.tx_depth,
         cq_mod: st.cq_mod,
         rx_depth: st.rx_depth,
-        qp,
+        qps,
         send_cq,
         recv_cq,
         mr,
-        inbox,
-        rem,
+        layout,
+        rems: &rems,
+        ahs: &ahs,
         atomic_cas: st.atomic_cas,
     };
     match test {
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw if st.duplex => {
+            // Both sides run the client's loop; before each run a
+            // handshake (with -a one after it too), after it the reports
+            // exchanged and their sum printed (`print_full_bw_report`).
+            println!("{}", report::bw_header(gbits));
+            let mut last = BwReport::default();
+            for size in if st.method == Method::Iterations { st.sizes() } else { vec![st.size] } {
+                ch.handshake(me)?;
+                let mine = match st.method {
+                    Method::Duration(secs) => run(size).timed_bandwidth(Duration::from_secs(secs.into()))?,
+                    _ => run(size).bandwidth()?,
+                };
+                if st.all {
+                    ch.handshake(me)?;
+                }
+                last = report::duplex_sum(&mine, &ch.reports(&mine)?);
+                println!("{}", report::bw_line(&last, gbits));
+            }
+            json(report::bw_json(&last, gbits))?;
+            println!("{BAR}");
+            ch.close(me)
+        }
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => {
             println!("{}", report::bw_header(gbits));
             let figures = if client {
@@ -400,10 +528,18 @@ fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, inbox
         Test::SendBw => {
             println!("{}", report::bw_header(gbits));
             let r = run(st.size);
-            let posted = if client { 0 } else { r.first_recvs() };
-            r.post_recvs(posted)?;
+            // Whoever receives has its receives up before the handshake
+            // that starts the run.
+            let posted = if client && !st.duplex { 0 } else { r.post_first_recvs()? };
             ch.handshake(me)?;
-            let figures = if client { r.bandwidth()? } else { r.receive_bandwidth(posted)? };
+            let figures = if st.duplex {
+                let mine = r.bidirectional_send(client, posted)?;
+                report::duplex_sum(&mine, &ch.reports(&mine)?)
+            } else if client {
+                r.bandwidth()?
+            } else {
+                r.receive_bandwidth(posted)?
+            };
             println!("{}", report::bw_line(&figures, gbits));
             json(report::bw_json(&figures, gbits))?;
             println!("{BAR}");
@@ -412,8 +548,7 @@ fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, inbox
         Test::SendLat => {
             println!("{}", report::LAT_HEADER);
             let r = run(st.size);
-            let posted = r.first_recvs();
-            r.post_recvs(posted)?;
+            let posted = r.post_first_recvs()?;
             ch.handshake(me)?;
             let posts = r.send_latency(client, posted)?;
             print_latency(st, st.size, &posts, &json)?;

@@ -51,6 +51,17 @@ pub fn bw_report_timed(size: u64, count: u64, secs: f64) -> BwReport {
     }
 }
 
+/// A duplex run's line (`print_full_bw_report(my, rem)`): our size and
+/// count, both directions' peak, average and message rate added.
+pub fn duplex_sum(mine: &BwReport, theirs: &BwReport) -> BwReport {
+    BwReport {
+        peak_mbs: mine.peak_mbs + theirs.peak_mbs,
+        avg_mbs: mine.avg_mbs + theirs.avg_mbs,
+        msg_rate_mpps: mine.msg_rate_mpps + theirs.msg_rate_mpps,
+        ..*mine
+    }
+}
+
 pub fn bw_header(gbits: bool) -> String {
     let unit = if gbits { "Gb/sec" } else { "MB/sec" };
     format!(" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]")
@@ -206,6 +217,17 @@ mod tests {
         assert!((r.avg_mbs - 1.0).abs() < 1e-9 && (r.peak_mbs - 1.0).abs() < 1e-9);
         assert!((r.msg_rate_mpps - 1e-6).abs() < 1e-12);
         assert_eq!(bw_report(64, 8, t0, &[]).iters, 0);
+    }
+
+    #[test]
+    fn duplex_adds_both_directions() {
+        let mine = BwReport { size: 65536, iters: 100, peak_mbs: 10.0, avg_mbs: 8.0, msg_rate_mpps: 0.000128 };
+        let theirs = BwReport { size: 65536, iters: 100, peak_mbs: 9.18, avg_mbs: 7.34, msg_rate_mpps: 0.000118 };
+        let sum = duplex_sum(&mine, &theirs);
+        assert_eq!((sum.size, sum.iters), (65536, 100));
+        assert!(
+            bw_line(&sum, false).starts_with(" 65536      100              19.18              15.34  \t\t   0.000246")
+        );
     }
 
     #[test]
