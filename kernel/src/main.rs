@@ -6,6 +6,7 @@
 
 extern crate alloc;
 
+mod acpi;
 mod appliance;
 mod arch;
 mod console;
@@ -37,7 +38,9 @@ fn kmain(boot: BootResult) -> ! {
     };
     let level = kbase::cmdline::get(&info.cmdline, "log").and_then(logger::parse_level);
     logger::init(level.unwrap_or(LevelFilter::Info));
+    let rsdp = acpi::find_rsdp(&info);
     mem::init(&info);
+    acpi::init(rsdp);
     time::init();
     arch::irq::init();
     arch::irq::enable(arch::irq::IRQ_TIMER);
