@@ -102,6 +102,11 @@ iso: image deps-iso
 iso-path:
 	@echo $(ISO)
 
+## iso-test: the ISO under SeaBIOS and OVMF on one wire (RDMA pingpongs, ACPI
+## power-off) and q35's ECAM (tests/tests/iso.rs, ~70 s; `make test` runs it too)
+iso-test: iso deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ISO=$(ISO) cargo test -p tests --test iso -- --test-threads=1
+
 # Boots one appliance on the console. Locks on the ring file and the UDP port,
 # inherited by QEMU and so held until it exits, refuse a second appliance on
 # either. The ring is sized every time (QEMU refuses a backing file of another
@@ -166,9 +171,9 @@ deps-rdma-core:
 		$(SUDO) apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(RDMA_CORE_PKGS) >/dev/null; }
 
-qemu-test: image deps-qemu abi deps-rdma-core
+qemu-test: image deps-qemu abi deps-rdma-core iso
 	cargo build --release -q -p verbs --bins --examples
-	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ISO=$(ISO) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
 
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
 boot-time: image deps-qemu
