@@ -49,7 +49,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test
 
 all: image
 
@@ -85,6 +85,34 @@ image: deps-rust
 
 image-path:
 	@echo $(IMAGE)
+
+## iso: a bootable ISO (BIOS and UEFI) of the same image, GRUB loading it by
+## Multiboot2 with its console on COM1; `make -s iso-path` prints where it is
+ISO      := $(abspath target/appliance.iso)
+ISO_ROOT := $(abspath target/iso-root)
+ISO_PKGS := grub-pc-bin grub-efi-amd64-bin grub-common xorriso mtools
+ISO_FIRMWARE_PKGS := ovmf
+deps-iso:
+	@dpkg -s $(ISO_PKGS) $(ISO_FIRMWARE_PKGS) >/dev/null 2>&1 || { \
+		echo "installing $(ISO_PKGS) $(ISO_FIRMWARE_PKGS) ..."; \
+		$(SUDO) apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+			$(ISO_PKGS) $(ISO_FIRMWARE_PKGS) >/dev/null; }
+
+iso: image deps-iso
+	@rm -rf $(ISO_ROOT) && mkdir -p $(ISO_ROOT)/boot/grub
+	cp $(IMAGE) $(ISO_ROOT)/boot/appliance
+	cp boot/iso/grub.cfg $(ISO_ROOT)/boot/grub/grub.cfg
+	grub-mkrescue -o $(ISO) $(ISO_ROOT) 2>/dev/null
+	@echo "ISO: $(ISO)"
+
+iso-path:
+	@echo $(ISO)
+
+## iso-test: the ISO under SeaBIOS and OVMF on one wire (RDMA pingpongs, ACPI
+## power-off) and q35's ECAM (tests/tests/iso.rs, ~70 s; `make test` runs it too)
+iso-test: iso deps-qemu
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ISO=$(ISO) cargo test -p tests --test iso -- --test-threads=1
 
 # Boots one appliance on the console. Locks on the ring file and the UDP port,
 # inherited by QEMU and so held until it exits, refuse a second appliance on
@@ -140,6 +168,7 @@ test: host-test qemu-test interop-smoke
 
 host-test: deps-rdma-core
 	cargo test
+	cargo test -p boot
 
 ## deps-rdma-core: rdma-core's headers and Debian's unmodified RDMA programs, which the
 ## libibverbs tests check our ABI against and run over it (idempotent, quiet)
@@ -153,9 +182,9 @@ deps-rdma-core:
 
 # (tests/tests/e1000e.rs runs boot, ping, link changes, jumbo frames and the
 # RDMA pingpongs over e1000e; APPLIANCE_NIC=e1000e runs any suite over it.)
-qemu-test: image deps-qemu abi deps-rdma-core
+qemu-test: image deps-qemu abi deps-rdma-core iso
 	cargo build --release -q -p verbs --bins --examples
-	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ISO=$(ISO) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
 
 ## boot-time: median boot-to-prompt time over 5 boots (ACCEL=tcg|kvm)
 boot-time: image deps-qemu

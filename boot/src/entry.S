@@ -1,9 +1,31 @@
 /*
- * PVH entry: QEMU (`-kernel`, PVH ELF note) enters in 32-bit protected mode with
- * paging off and %ebx pointing at the hvm_start_info structure. This trampoline
- * identity-maps the first 4 GiB with 2 MiB pages, enters long mode and calls
- * `boot_rust_entry(start_info_paddr)`. The kernel builds its real page tables later.
+ * Two entries, one trampoline. Both loaders enter in 32-bit protected mode with
+ * paging off:
+ *  - PVH: QEMU (`-kernel`, PVH ELF note), %ebx pointing at hvm_start_info;
+ *  - Multiboot2: GRUB (the ISO), %eax = 0x36d76289, %ebx pointing at the
+ *    Multiboot2 information, no stack and a GDT of its own.
+ * The trampoline identity-maps the first 4 GiB with 2 MiB pages, enters long
+ * mode and calls `boot_rust_entry(info_paddr, loader_magic)`, magic 0 for PVH.
+ * The kernel builds its real page tables later.
  */
+
+    /* Multiboot2 header: within the first 32 KiB of the file, 8-byte aligned. */
+    .section .multiboot2, "a"
+    .p2align 3
+mb2_header:
+    .long 0xe85250d6                    /* magic */
+    .long 0                             /* architecture: i386 protected mode */
+    .long mb2_header_end - mb2_header
+    .long -(0xe85250d6 + 0 + (mb2_header_end - mb2_header))
+    /* Entry address tag: GRUB jumps to mb2_start, not the ELF entry. */
+    .p2align 3
+    .word 3, 0
+    .long 12
+    .long mb2_start
+    .p2align 3
+    .word 0, 0                          /* end tag */
+    .long 8
+mb2_header_end:
 
     .section .note.Xen, "a", @note
     .p2align 2
@@ -22,6 +44,17 @@ pvh_start:
     cli
     cld
     movl %ebx, %esi                     /* keep start_info across the set-up */
+    xorl %ebp, %ebp                     /* loader magic 0: PVH */
+    jmp common_start
+
+    .global mb2_start
+mb2_start:
+    cli
+    cld
+    movl %ebx, %esi                     /* the Multiboot2 information */
+    movl %eax, %ebp                     /* the magic, checked in Rust */
+
+common_start:
 
     /* Zero .bss ourselves: the page tables and stack below rely on it. */
     movl $__bss_start, %edi
@@ -80,8 +113,9 @@ long_mode_entry:
     movw %ax, %fs
     movw %ax, %gs
     movq $boot_stack_top, %rsp
+    movl %esi, %edi                     /* argument 1: information physical address */
+    movl %ebp, %esi                     /* argument 2: loader magic */
     xorq %rbp, %rbp
-    movl %esi, %edi                     /* argument: start_info physical address */
     call boot_rust_entry
 3:  hlt
     jmp 3b

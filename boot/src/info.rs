@@ -1,14 +1,21 @@
 //! The boot information, copied out of the PVH `hvm_start_info` structure
-//! (Xen's `arch-x86/hvm/start_info.h`, version 1) into owned, typed values.
+//! (Xen's `arch-x86/hvm/start_info.h`, version 1) or the Multiboot2 information
+//! (see `multiboot2.rs`) into owned, typed values.
 
 use core::ops::Range;
 use heapless::{String, Vec};
 
 /// Longest kernel command line kept; the rest is cut.
 pub const CMDLINE_MAX: usize = 1024;
-/// Most memory-map entries kept (QEMU gives fewer than ten).
+/// Most memory-map entries kept (QEMU gives fewer than ten, UEFI firmware
+/// through GRUB a few dozen).
 pub const MEMMAP_MAX: usize = 128;
+/// Longest RSDP a Multiboot2 loader copies (ACPI 2.0+: 36 bytes).
+pub const RSDP_COPY_MAX: usize = 36;
+/// Longest boot loader name kept.
+pub const LOADER_NAME_MAX: usize = 64;
 
+#[cfg(target_os = "none")]
 const PVH_MAGIC: u32 = 0x336e_c578;
 
 /// What a region of physical memory is, as the firmware's e820 map says.
@@ -23,7 +30,7 @@ pub enum MemoryKind {
 }
 
 impl MemoryKind {
-    fn from_e820(kind: u32) -> Self {
+    pub(crate) fn from_e820(kind: u32) -> Self {
         match kind {
             1 => Self::Usable,
             2 => Self::Reserved,
@@ -43,17 +50,38 @@ pub struct MemoryRegion {
     pub kind: MemoryKind,
 }
 
+/// Which boot protocol started the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// QEMU's `-kernel` (the PVH ELF note).
+    Pvh,
+    /// A Multiboot2 loader (GRUB from the ISO).
+    Multiboot2,
+}
+
+/// Where the ACPI root (RSDP) is, as the loader told it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rsdp {
+    /// Its physical address (PVH's `rsdp_paddr`).
+    Address(u64),
+    /// A copy of the structure itself (Multiboot2 tags 14 and 15), unchecked.
+    Copy(Vec<u8, RSDP_COPY_MAX>),
+}
+
 /// Everything the kernel learns from the loader.
 #[derive(Debug)]
 pub struct BootInfo {
+    pub protocol: Protocol,
+    /// The loader's name (Multiboot2 tag 2), when it gave one.
+    pub loader_name: String<LOADER_NAME_MAX>,
     /// The `-append` command line (non-ASCII bytes replaced by `?`).
     pub cmdline: String<CMDLINE_MAX>,
     /// The e820 memory map, in the loader's order.
     pub memory_map: Vec<MemoryRegion, MEMMAP_MAX>,
     /// Physical range of the loaded image (code, data, bss and boot stack).
     pub image: Range<u64>,
-    /// Physical address of the ACPI RSDP, when the loader gave one.
-    pub rsdp: Option<u64>,
+    /// The ACPI RSDP, when the loader gave one (else the kernel scans the BIOS area).
+    pub rsdp: Option<Rsdp>,
 }
 
 /// Why the boot information could not be read.
@@ -63,6 +91,8 @@ pub enum BootError {
     BadMagic(u32),
     /// Version 0 of the structure has no memory map.
     NoMemoryMap { version: u32 },
+    /// The Multiboot2 information is malformed.
+    Multiboot2(crate::multiboot2::Error),
 }
 
 impl core::fmt::Display for BootError {
@@ -72,6 +102,7 @@ impl core::fmt::Display for BootError {
             Self::NoMemoryMap { version } => {
                 write!(f, "PVH start_info version {version} has no memory map")
             }
+            Self::Multiboot2(e) => write!(f, "bad Multiboot2 information: {e}"),
         }
     }
 }
@@ -130,10 +161,16 @@ pub(crate) unsafe fn from_pvh(paddr: usize, image: Range<u64>) -> Result<BootInf
             break;
         }
     }
-    Ok(BootInfo { cmdline, memory_map, image, rsdp: (rsdp != 0).then_some(rsdp) })
+    Ok(BootInfo {
+        protocol: Protocol::Pvh,
+        loader_name: String::new(),
+        cmdline,
+        memory_map,
+        image,
+        rsdp: (rsdp != 0).then_some(Rsdp::Address(rsdp)),
+    })
 }
 
-#[cfg(target_os = "none")]
-fn printable(b: u8) -> char {
+pub(crate) fn printable(b: u8) -> char {
     if b.is_ascii() && !b.is_ascii_control() { b as char } else { '?' }
 }

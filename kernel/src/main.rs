@@ -6,6 +6,7 @@
 
 extern crate alloc;
 
+mod acpi;
 mod appliance;
 mod arch;
 mod console;
@@ -38,7 +39,9 @@ fn kmain(boot: BootResult) -> ! {
     };
     let level = kbase::cmdline::get(&info.cmdline, "log").and_then(logger::parse_level);
     logger::init(level.unwrap_or(LevelFilter::Info));
+    let rsdp = acpi::find_rsdp(&info);
     mem::init(&info);
+    acpi::init(rsdp);
     time::init();
     arch::crc::choose(&info.cmdline);
     arch::irq::init();

@@ -1,18 +1,44 @@
-//! PCI configuration access through I/O ports 0xCF8/0xCFC (mechanism #1), and
-//! the list of functions found at boot.
+//! PCI configuration access: through the PCIe ECAM windows the ACPI MCFG
+//! names (q35), else through I/O ports 0xCF8/0xCFC (mechanism #1, i440fx);
+//! and the list of functions found at boot.
 
 use crate::mem::paging::{Caching, map_device};
 use alloc::vec::Vec;
-use kbase::pci::{Bar, Bdf, ConfigAccess, Function};
+use kbase::pci::{Bar, Bdf, ConfigAccess, Ecam, Function};
 use spin::{Mutex, Once};
 use x86_64::instructions::port::Port;
 
-/// Configuration mechanism #1. The address/data pair must not interleave, hence the lock.
+/// Configuration access: ECAM where a window covers the function, else
+/// mechanism #1, whose address/data pair must not interleave, hence the lock.
 pub struct PortConfig {
     lock: Mutex<()>,
+    ecam: Once<Vec<Ecam>>,
 }
 
-pub static CONFIG: PortConfig = PortConfig { lock: Mutex::new(()) };
+pub static CONFIG: PortConfig = PortConfig { lock: Mutex::new(()), ecam: Once::new() };
+
+impl PortConfig {
+    /// The ECAM address of a dword, when a mapped window covers `bdf`.
+    fn ecam_address(&self, bdf: Bdf, offset: u8) -> Option<u64> {
+        self.ecam.get()?.iter().find_map(|e| e.address(bdf, offset))
+    }
+}
+
+/// Maps the MCFG's ECAM windows (uncached) and uses them from now on.
+fn use_ecam(windows: &[Ecam]) {
+    let mapped = windows
+        .iter()
+        .filter(|e| match map_device(e.base, e.size(), Caching::Uncached) {
+            Ok(()) => true,
+            Err(err) => {
+                log::warn!("cannot map ECAM {:#x}+{:#x}: {err:?}", e.base, e.size());
+                false
+            }
+        })
+        .copied()
+        .collect();
+    CONFIG.ecam.call_once(|| mapped);
+}
 
 static FUNCTIONS: Once<Vec<Function>> = Once::new();
 
@@ -26,6 +52,11 @@ fn address(bdf: Bdf, offset: u8) -> u32 {
 
 impl ConfigAccess for PortConfig {
     fn read32(&self, bdf: Bdf, offset: u8) -> u32 {
+        if let Some(addr) = self.ecam_address(bdf, offset) {
+            // SAFETY: inside an ECAM window mapped uncached by `use_ecam`; a
+            // configuration read has no side effect on memory.
+            return unsafe { core::ptr::read_volatile(addr as *const u32) };
+        }
         let _g = self.lock.lock();
         // SAFETY: 0xCF8/0xCFC are the PCI configuration ports; a read of a
         // configuration register has no side effect on memory.
@@ -36,6 +67,11 @@ impl ConfigAccess for PortConfig {
     }
 
     fn write32(&self, bdf: Bdf, offset: u8, value: u32) {
+        if let Some(addr) = self.ecam_address(bdf, offset) {
+            // SAFETY: as for `read32`; callers only write registers they own.
+            unsafe { core::ptr::write_volatile(addr as *mut u32, value) };
+            return;
+        }
         let _g = self.lock.lock();
         // SAFETY: as for `read32`; callers only write registers they own
         // (BAR probes restore the value, drivers set up their own device).
@@ -50,6 +86,10 @@ impl ConfigAccess for PortConfig {
 /// the firmware put it: registers uncached, prefetchable memory write-back.
 pub fn scan() -> &'static [Function] {
     FUNCTIONS.call_once(|| {
+        use_ecam(crate::acpi::ecam());
+        if let Some(w) = CONFIG.ecam.get().and_then(|w| w.first()) {
+            log::info!("configuration space through ECAM at {:#x}", w.base);
+        }
         let functions = kbase::pci::enumerate(&CONFIG);
         for f in &functions {
             for bar in f.bars.iter().flatten() {

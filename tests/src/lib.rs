@@ -34,7 +34,7 @@ pub use linux::{
     free_tcp_port, peer_dir,
 };
 pub use make_run::MakeRun;
-pub use qemu::{Accel, Appliance, Error, Exit, Ivshmem, Nic, NicModel, Options};
+pub use qemu::{Accel, Appliance, Error, Exit, Firmware, Ivshmem, Medium, Nic, NicModel, Options};
 pub use vde::VdeSwitch;
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.

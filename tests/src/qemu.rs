@@ -147,6 +147,22 @@ impl Default for Options {
     }
 }
 
+/// Firmware for booting from an ISO: QEMU's default SeaBIOS, or OVMF (UEFI).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Firmware {
+    Bios,
+    /// OVMF as one flash-less image (`-bios`; Debian's `ovmf`, `make deps-iso`).
+    Uefi(PathBuf),
+}
+
+/// What the guest boots: the ELF image by `-kernel` (PVH), or a bootable ISO
+/// on the CD-ROM under a firmware (GRUB, Multiboot2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Medium {
+    Kernel(PathBuf),
+    Iso { path: PathBuf, firmware: Firmware },
+}
+
 /// How the guest ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -233,6 +249,28 @@ impl Appliance {
                 .map_err(|e| plain_error(format!("cannot create {}: {e}", shm.path.display())))?;
         }
         let guest = Guest::spawn(appliance_command(&opts), PROMPT, 30, "`make test` installs it")?;
+        Ok(Appliance { guest, opts })
+    }
+
+    /// Like [`Appliance::boot`], from `medium` instead of `-kernel` with the
+    /// test image (`opts.append` only applies to a `Medium::Kernel`).
+    pub fn boot_from(medium: &Medium, opts: Options) -> Result<Self, Error> {
+        let a = Self::start_from(medium, opts)?;
+        a.guest
+            .wait_prompt(0, a.opts.boot_timeout)
+            .map_err(|e| a.guest.error(format!("no prompt after boot: {}", e.message)))?;
+        Ok(a)
+    }
+
+    /// Like [`Appliance::start`], from `medium`.
+    pub fn start_from(medium: &Medium, opts: Options) -> Result<Self, Error> {
+        if let Some(shm) = &opts.ivshmem {
+            std::fs::File::create(&shm.path)
+                .and_then(|f| f.set_len(shm.size))
+                .map_err(|e| plain_error(format!("cannot create {}: {e}", shm.path.display())))?;
+        }
+        let cmd = qemu_command_from(&opts, medium);
+        let guest = Guest::spawn(cmd, PROMPT, 30, "`make deps-iso` installs it")?;
         Ok(Appliance { guest, opts })
     }
 
@@ -339,6 +377,11 @@ pub fn appliance_command(opts: &Options) -> Command {
 }
 
 pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
+    qemu_command_from(opts, &Medium::Kernel(image.to_path_buf()))
+}
+
+/// [`qemu_command`] for any [`Medium`].
+pub fn qemu_command_from(opts: &Options, medium: &Medium) -> Command {
     let mut cmd = match setpriv() {
         Some(sp) => {
             let mut c = Command::new(sp);
@@ -365,9 +408,19 @@ pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
             "ivshmem-plain,memdev=shm",
         ]);
     }
-    cmd.arg("-kernel").arg(image);
-    if !opts.append.is_empty() {
-        cmd.args(["-append", &opts.append]);
+    match medium {
+        Medium::Kernel(image) => {
+            cmd.arg("-kernel").arg(image);
+            if !opts.append.is_empty() {
+                cmd.args(["-append", &opts.append]);
+            }
+        }
+        Medium::Iso { path, firmware } => {
+            if let Firmware::Uefi(code) = firmware {
+                cmd.arg("-bios").arg(code);
+            }
+            cmd.arg("-cdrom").arg(path);
+        }
     }
     cmd.args(&opts.extra);
     cmd

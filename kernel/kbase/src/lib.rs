@@ -7,6 +7,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod acpi;
 pub mod cmdline;
 pub mod frames;
 pub mod line;

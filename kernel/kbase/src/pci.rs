@@ -20,6 +20,41 @@ impl fmt::Display for Bdf {
     }
 }
 
+/// A PCIe enhanced configuration (ECAM) window, as an ACPI MCFG entry gives
+/// it: 4 KiB of configuration space per function of buses `bus_start..=bus_end`
+/// of segment `segment`, from `base` (PCIe Base 6.0 section 7.2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ecam {
+    pub base: u64,
+    pub segment: u16,
+    pub bus_start: u8,
+    pub bus_end: u8,
+}
+
+impl Ecam {
+    /// Bytes the window spans (0 for an inverted bus range).
+    pub fn size(&self) -> u64 {
+        (u64::from(self.bus_end) + 1).saturating_sub(u64::from(self.bus_start)) << 20
+    }
+
+    /// The physical address of a dword of `bdf`'s configuration space, when
+    /// `bdf` (segment 0) lies in this window.
+    pub fn address(&self, bdf: Bdf, offset: u8) -> Option<u64> {
+        if self.segment != 0
+            || !(self.bus_start..=self.bus_end).contains(&bdf.bus)
+            || bdf.device > 31
+            || bdf.function > 7
+        {
+            return None;
+        }
+        let rel = u64::from(bdf.bus - self.bus_start) << 20
+            | u64::from(bdf.device) << 15
+            | u64::from(bdf.function) << 12
+            | u64::from(offset & 0xfc);
+        self.base.checked_add(rel)
+    }
+}
+
 /// Access to configuration space (32-bit aligned dwords).
 pub trait ConfigAccess {
     fn read32(&self, bdf: Bdf, offset: u8) -> u32;
@@ -318,6 +353,24 @@ impl fmt::Display for LspciLine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ecam_addresses() {
+        let e = Ecam { base: 0xb000_0000, segment: 0, bus_start: 0, bus_end: 0xff };
+        assert_eq!(e.size(), 256 << 20);
+        let bdf = |bus, device, function| Bdf { bus, device, function };
+        assert_eq!(e.address(bdf(0, 0, 0), 0), Some(0xb000_0000));
+        assert_eq!(e.address(bdf(1, 2, 3), 0x13), Some(0xb000_0000 + (1 << 20) + (2 << 15) + (3 << 12) + 0x10));
+        assert_eq!(e.address(bdf(0, 32, 0), 0), None);
+        let part = Ecam { base: 0xe000_0000, segment: 0, bus_start: 0x10, bus_end: 0x1f };
+        assert_eq!(part.size(), 16 << 20);
+        assert_eq!(part.address(bdf(0x10, 0, 0), 4), Some(0xe000_0004));
+        assert_eq!(part.address(bdf(0x0f, 0, 0), 0), None);
+        assert_eq!(part.address(bdf(0x20, 0, 0), 0), None);
+        assert_eq!(Ecam { segment: 1, ..part }.address(bdf(0x10, 0, 0), 0), None);
+        assert_eq!(Ecam { bus_start: 5, bus_end: 4, ..part }.size(), 0);
+        assert_eq!(Ecam { base: u64::MAX, ..e }.address(bdf(1, 0, 0), 0), None);
+    }
     use alloc::collections::BTreeMap;
     use alloc::string::ToString;
     use core::cell::RefCell;

@@ -266,7 +266,7 @@ fn sleep(ctx: &mut Context, args: &[&str]) -> CommandResult {
 fn shutdown(_: &mut Context, args: &[&str]) -> CommandResult {
     no_args(args)?;
     println!("Powering off.");
-    crate::arch::exit::power_off(pci::acpi_pm1a_control())
+    crate::arch::exit::power_off(&crate::acpi::power_off_writes())
 }
 
 fn fault(_: &mut Context, args: &[&str]) -> CommandResult {
