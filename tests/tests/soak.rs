@@ -65,6 +65,13 @@ const FAULTS_AL: Faults = Faults { drop: 0.01, duplicate: 0.005, reorder: 0.005,
 /// neighbour tables) keep their capacity. A leak of one small object per
 /// operation would pass this in a short run but not in 30 minutes.
 const HEAP_SLACK: u64 = 256 << 10;
+/// Failures after which the workers stop: enough to see a pattern over a
+/// whole run, not a flood; any failure fails the test.
+const MAX_FAILURES: usize = 50;
+/// The churn's QPs' local ACK timeout, 4.096 us * 2^18 = 1.07 s (x 7
+/// retries): a TCG guest on a loaded host can stall longer than
+/// rc_pingpong's 14 (67 ms x 7, about half a second), which the tools keep.
+const CHURN_TIMEOUT: u8 = 18;
 /// `enum ibv_mtu` 3: 1024-byte packets on the 1500-byte wires.
 const IBV_MTU_1024: u32 = 3;
 
@@ -182,7 +189,7 @@ fn last_ack_lost(e: &str, iters: u32) -> bool {
 /// rc_pingpong between the appliances, alternating directions and sizes.
 fn pingpong_ab(a: &Ring, b: &Ring, deadline: Instant, t: &Tally) {
     let mut round = 0u32;
-    while Instant::now() < deadline && t.failures() < 5 {
+    while Instant::now() < deadline && t.failures() < MAX_FAILURES {
         let (srv, cli) = if round.is_multiple_of(2) { (b, a) } else { (a, b) };
         let size = [64u32, 4096, 32768][round as usize % 3];
         let iters: u32 = 200;
@@ -214,7 +221,7 @@ fn bandwidth_ab(a: &Ring, b: &Ring, watch: &[&Context], deadline: Instant, t: &T
         ("send_bw", "-s 4096", 500),
     ];
     let mut round = 0usize;
-    while Instant::now() < deadline && t.failures() < 5 {
+    while Instant::now() < deadline && t.failures() < MAX_FAILURES {
         let (srv, cli) = if round.is_multiple_of(2) { (b, a) } else { (a, b) };
         let port = free_tcp_port();
         if round % 5 == 4 {
@@ -302,7 +309,7 @@ fn kill_mid_run(srv: &Ring, cli: &Ring, port: u16, watch: &[&Context], t: &Tally
 /// The churn child, run to its end or SIGKILLed after a few iterations.
 fn churn(a: &Ring, b: &Ring, watch: &[&Context], deadline: Instant, t: &Tally, rng: &Mutex<Rng>) {
     let mut round = 0u32;
-    while Instant::now() < deadline && t.failures() < 5 {
+    while Instant::now() < deadline && t.failures() < MAX_FAILURES {
         let kill_after = (round % 2 == 1).then(|| 2 + rng.lock().unwrap().below(6));
         let iters = if kill_after.is_some() { 1000 } else { 12 };
         let kind = if kill_after.is_some() { "QP/MR churn, SIGKILLed" } else { "QP/MR churn" };
@@ -384,8 +391,8 @@ fn soak_churn_child() {
         for q in &spare[..2] {
             q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
         }
-        tests::rc::connect(&qa, qb.qp_num(), 2, IBV_MTU_1024).unwrap();
-        tests::rc::connect(&qb, qa.qp_num(), 1, IBV_MTU_1024).unwrap();
+        connect_patient(&qa, qb.qp_num(), 2);
+        connect_patient(&qb, qa.qp_num(), 1);
         let msg: Vec<u8> = (0..len).map(|k| (k as u32).wrapping_mul(7).wrapping_add(i * 13 + seed) as u8).collect();
         ma.write(0, &msg).unwrap();
         let post = |wr_id: u64, op: WrOp, sge: verbs::Sge| {
@@ -410,6 +417,40 @@ fn soak_churn_child() {
     println!("CHURN DONE {iters}");
 }
 
+/// [`tests::rc::connect`]'s RESET to RTR, then RTS with [`CHURN_TIMEOUT`].
+fn connect_patient(q: &Qp, remote_qpn: u32, peer: u8) {
+    use verbs::{QpAttr, qp_attr_mask, qp_state};
+    q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
+    q.to_rtr(&verbs::RtrAttr {
+        port: 1,
+        path_mtu: IBV_MTU_1024,
+        dest_qp_num: remote_qpn,
+        rq_psn: 0x1234,
+        dgid: tests::rc::ipv4_gid(peer),
+        sgid_index: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ..Default::default()
+    })
+    .unwrap();
+    let attr = QpAttr {
+        qp_state: qp_state::RTS,
+        sq_psn: 0x1234,
+        timeout: CHURN_TIMEOUT,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
+        ..Default::default()
+    };
+    let mask = qp_attr_mask::STATE
+        | qp_attr_mask::SQ_PSN
+        | qp_attr_mask::TIMEOUT
+        | qp_attr_mask::RETRY_CNT
+        | qp_attr_mask::RNR_RETRY
+        | qp_attr_mask::MAX_QP_RD_ATOMIC;
+    q.modify(&attr, mask).unwrap();
+}
+
 /// Linux's programs against our tools on A's rxe1, each side serving in turn.
 fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: Instant, t: &Tally) {
     let hp = linux.host_port();
@@ -422,7 +463,7 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
         ("ib_send_bw", "send_bw", "-s 4096", 4096, 500),
     ];
     let mut round = 0usize;
-    while Instant::now() < deadline && t.failures() < 5 {
+    while Instant::now() < deadline && t.failures() < MAX_FAILURES {
         let (prog, ours, size_opt, size, iters) = matrix[round % matrix.len()];
         let linux_serves = (round / matrix.len()).is_multiple_of(2);
         let pingpong = ours == "rc_pingpong";
@@ -584,6 +625,13 @@ struct Counters {
     perf_b: Vec<(String, u64)>,
 }
 
+/// Pingpongs whose last ACK was lost after the client left, per server side.
+struct LostAcks {
+    ab: u64,
+    a_server: u64,
+    linux_server: u64,
+}
+
 /// How the counters relate, with the relays' own counts. Exact:
 /// - every SEND A completed was received once by B and the other way
 ///   round (`rdma_sends` = the peer's `rdma_recvs`): no SEND is ever in
@@ -604,13 +652,6 @@ struct Counters {
 /// - a wire with losses saw retransmissions: the requesters' rewinds
 ///   (`completer_retry_err`) > 0, and the responders saw duplicates or
 ///   out-of-sequence requests.
-/// Pingpongs whose last ACK was lost after the client left, per server side.
-struct LostAcks {
-    ab: u64,
-    a_server: u64,
-    linux_server: u64,
-}
-
 fn check_counters(c: &Counters, wires: &[Wire; 2], kills: u64, lost: &LostAcks, fail: &mut Vec<String>) -> String {
     let (ab, al) = (wires[0].relay, wires[1].relay);
     let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -768,6 +809,7 @@ fn soak() {
     let (ra, rb) = (Ring { name: "A", path: ring_a.path.clone() }, Ring { name: "B", path: ring_b.path.clone() });
     let tally = Tally::default();
     let rng = Mutex::new(Rng(seed));
+    let load = tests::load::Watch::start();
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(minutes * 60.0);
     eprintln!("soak: {minutes} min, seed {seed}; relays AB {:?}, AL {:?}", FAULTS_AB, FAULTS_AL);
@@ -934,6 +976,12 @@ fn soak() {
         elapsed.as_secs_f64() / 60.0
     );
     sum.push_str(&tally.table());
+    let _ = writeln!(
+        sum,
+        "machine over the run: {} (load average now: {})",
+        load.note(),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
     for (i, name) in ["A", "B"].into_iter().enumerate() {
         let (before, after) = (heap_before[i].0, heap_after[i].0);
         let (warm, end) = (heap_quiet[0][i].0, heap_quiet[1][i].0);
