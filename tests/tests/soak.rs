@@ -168,22 +168,40 @@ fn pair(tool: &str, server: (&Path, String), client: (&Path, String), port: u16)
 }
 
 /// The one way a pingpong ends in error on a lossy wire with nothing
-/// wrong: the client has every answer and leaves (its QP destroyed), the
-/// ACK of the server's last SEND was lost, and the server's retransmissions
-/// find no QP: RETRY_EXC_ERR (12) for that SEND (wr_id 2). The client's
-/// full count proves the SEND itself arrived. Counted, and allowed for in
-/// the `retry_exceeded_err` bound.
+/// wrong: one side has completed every exchange and leaves (its QP
+/// destroyed) while the ACK of the other side's last SEND was lost, so
+/// that side's retransmissions find no QP: RETRY_EXC_ERR (12) for a SEND
+/// (wr_id 2). The finished side received every message, so the SEND
+/// itself arrived. Either side can be the one left behind: the server
+/// when the client's last ACK is lost, the client when the server's is.
+/// Counted, and allowed for in the `retry_exceeded_err` bounds.
 const LAST_ACK_LOST_AB: &str = "rc_pingpong last ACK lost (A<->B)";
-const LAST_ACK_LOST_LINUX_SERVER: &str = "rc_pingpong last ACK lost (Linux server)";
-const LAST_ACK_LOST_A_SERVER: &str = "rc_pingpong last ACK lost (A server)";
+/// Against Linux, by the side whose SEND retried out.
+const LAST_ACK_LOST_LINUX: &str = "rc_pingpong last ACK lost (Linux retried out)";
+const LAST_ACK_LOST_A: &str = "rc_pingpong last ACK lost (A rxe1 retried out)";
 
-/// Whether a failed pair is that: the client completed all `iters`, the
-/// server failed on retries of its SEND.
-fn last_ack_lost(e: &str, iters: u32) -> bool {
-    let Some((client, server)) = e.split_once("--- server ---") else { return false };
-    client.contains("client ok=true")
-        && client.contains(&format!("{iters} iters in"))
-        && server.contains("transport retry counter exceeded (12) for wr_id 2")
+/// Which side of a pair.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Client,
+    Server,
+}
+
+/// Whether a failed pair is that, and which side retried out: one side
+/// ok with all `iters` done, the other failed on retries of a SEND. `e`
+/// holds `client ok=..` and the client's output, then `--- server ---`,
+/// `server ok=..` and the server's output.
+fn last_ack_lost(e: &str, iters: u32) -> Option<Side> {
+    let (client, server) = e.split_once("--- server ---")?;
+    let done = format!("{iters} iters in");
+    let retried_out = "transport retry counter exceeded (12) for wr_id 2";
+    if client.contains("client ok=true") && client.contains(&done) && server.contains(retried_out) {
+        Some(Side::Server)
+    } else if e.contains("server ok=true") && server.contains(&done) && client.contains(retried_out) {
+        Some(Side::Client)
+    } else {
+        None
+    }
 }
 
 /// rc_pingpong between the appliances, alternating directions and sizes.
@@ -201,9 +219,9 @@ fn pingpong_ab(a: &Ring, b: &Ring, deadline: Instant, t: &Tally) {
                 t.ok(kind, u64::from(iters), "round trips")
             }
             Ok((s, c)) => t.fail(kind, format!("{} -> {}, {size} B: no result\n{c}\n{s}", cli.name, srv.name)),
-            Err(e) if last_ack_lost(&e, iters) => {
+            Err(e) if last_ack_lost(&e, iters).is_some() => {
                 t.ok(kind, u64::from(iters), "round trips");
-                t.ok(LAST_ACK_LOST_AB, 1, "server SENDs retried out after the client left");
+                t.ok(LAST_ACK_LOST_AB, 1, "SENDs retried out after the peer left");
             }
             Err(e) => t.fail(kind, format!("{} -> {}, {size} B: {e}", cli.name, srv.name)),
         }
@@ -486,7 +504,10 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
                 if ok && theirs.contains("exit=0") {
                     Ok((out, theirs))
                 } else {
-                    Err(format!("client ok={ok} (ours):\n{out}\n--- server ---\nLinux server:\n{theirs}"))
+                    Err(format!(
+                        "client ok={ok} (ours):\n{out}\n--- server ---\nserver ok={} (Linux):\n{theirs}",
+                        theirs.contains("exit=0")
+                    ))
                 }
             })()
         } else {
@@ -506,7 +527,7 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
                     Ok((out, theirs))
                 } else {
                     Err(format!(
-                        "client ok={} (Linux, exit {status}):\n{theirs}\n--- server ---\nours ok={ok}:\n{out}",
+                        "client ok={} (Linux, exit {status}):\n{theirs}\n--- server ---\nserver ok={ok} (ours):\n{out}",
                         status == 0
                     ))
                 }
@@ -527,10 +548,11 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
                     t.fail(&kind, format!("{who}: no result\nours:\n{ours_out}\nLinux:\n{theirs}"));
                 }
             }
-            Err(e) if pingpong && last_ack_lost(&e, iters) => {
+            Err(e) if pingpong && last_ack_lost(&e, iters).is_some() => {
                 t.ok(&kind, u64::from(iters), "round trips");
-                let what = if linux_serves { LAST_ACK_LOST_LINUX_SERVER } else { LAST_ACK_LOST_A_SERVER };
-                t.ok(what, 1, "server SENDs retried out after the client left");
+                let linux_retried = (last_ack_lost(&e, iters) == Some(Side::Server)) == linux_serves;
+                let what = if linux_retried { LAST_ACK_LOST_LINUX } else { LAST_ACK_LOST_A };
+                t.ok(what, 1, "SENDs retried out after the peer left");
             }
             Err(e) => t.fail(&kind, format!("{who}: {e}")),
         }
@@ -625,11 +647,12 @@ struct Counters {
     perf_b: Vec<(String, u64)>,
 }
 
-/// Pingpongs whose last ACK was lost after the client left, per server side.
+/// Pingpongs whose last ACK was lost after the peer left, by the side
+/// whose SEND retried out: A or B on their wire, A's rxe1, Linux.
 struct LostAcks {
     ab: u64,
-    a_server: u64,
-    linux_server: u64,
+    a: u64,
+    linux: u64,
 }
 
 /// How the counters relate, with the relays' own counts. Exact:
@@ -668,7 +691,7 @@ fn check_counters(c: &Counters, wires: &[Wire; 2], kills: u64, lost: &LostAcks, 
     let (sb, ra) = (get(&c.b0, "rdma_sends"), get(&c.a0, "rdma_recvs"));
     check(sb == ra, format!("exact: B rxe0 rdma_sends {sb} == A rxe0 rdma_recvs {ra}"));
     let exceeded: u64 = [&c.a0, &c.a1, &c.b0].iter().map(|x| get(x, "retry_exceeded_err")).sum();
-    let lost_app = lost.ab + lost.a_server;
+    let lost_app = lost.ab + lost.a;
     check(
         exceeded <= 2 * kills + lost_app,
         format!(
@@ -681,10 +704,10 @@ fn check_counters(c: &Counters, wires: &[Wire; 2], kills: u64, lost: &LostAcks, 
     }
     let lx = get(&c.linux, "retry_exceeded_err");
     check(
-        lx <= lost.linux_server,
+        lx <= lost.linux,
         format!(
             "bound: Linux retry_exceeded_err {lx} <= {} pingpongs whose last ACK was lost (nothing on that wire is killed)",
-            lost.linux_server
+            lost.linux
         ),
     );
     let (sa1, rl) = (get(&c.a1, "rdma_sends"), get(&c.linux, "rdma_recvs"));
@@ -833,7 +856,7 @@ fn soak() {
                 let linux = &mut linux;
                 s.spawn(move || linux_traffic(linux, ra, gid, gp, until, t));
                 // Progress and the heap under load, once a minute.
-                while Instant::now() < until && tally.failures() < 5 {
+                while Instant::now() < until && tally.failures() < MAX_FAILURES {
                     std::thread::sleep(Duration::from_secs(60).min(until.saturating_duration_since(Instant::now())));
                     let h = (heap_used(&mut a).0, heap_used(&mut b).0);
                     heap_samples.push(h);
@@ -848,12 +871,12 @@ fn soak() {
                     );
                 }
             });
-            // Every slot but the two watchers' free.
+            // Every slot but the watchers' (this process's) free.
             let t0 = Instant::now();
             for (name, w) in [("A", &wa), ("B", &wb)] {
                 loop {
-                    let held = holders(w);
-                    if held.len() == 1 {
+                    let held: Vec<u32> = holders(w).into_iter().filter(|&p| p != std::process::id()).collect();
+                    if held.is_empty() {
                         break;
                     }
                     assert!(
@@ -958,11 +981,7 @@ fn soak() {
     let lost = {
         let k = tally.kinds.lock().unwrap();
         let n = |name: &str| k.get(name).map_or(0, |v| v.ok);
-        LostAcks {
-            ab: n(LAST_ACK_LOST_AB),
-            a_server: n(LAST_ACK_LOST_A_SERVER),
-            linux_server: n(LAST_ACK_LOST_LINUX_SERVER),
-        }
+        LostAcks { ab: n(LAST_ACK_LOST_AB), a: n(LAST_ACK_LOST_A), linux: n(LAST_ACK_LOST_LINUX) }
     };
     let relations = check_counters(&c, &wires, kills, &lost, &mut fail);
 
