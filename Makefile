@@ -49,7 +49,7 @@ QEMU_ARGS = -nodefaults -display none -no-reboot \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test
+.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
 
 all: image
 
@@ -275,6 +275,16 @@ deps-vde:
 ## with checked data, pingpongs with Linux, one node killed and rebooted (tests/tests/fabric.rs)
 fabric: image deps-qemu deps-vde linux-peer
 	APPLIANCE_IMAGE=$(IMAGE) cargo test -p tests --test fabric -- --ignored --nocapture
+
+## soak: SOAK_MINUTES (30) of mixed traffic between two appliances and against Linux,
+## through the fault relay, QP/MR churn and host clients SIGKILLed; then no QP left
+## but QP1, every ring slot free, the heap back to its level, counters related
+## (tests/tests/soak.rs; the summary also lands in target/soak/summary.txt)
+SOAK_MINUTES ?= 30
+soak: image deps-qemu linux-peer
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) SOAK_MINUTES=$(SOAK_MINUTES) \
+		cargo test -p tests --test soak -- --ignored --exact soak --nocapture
 
 ## interop: the Linux rdma_rxe interop tests (tests/tests/interop.rs: pingpongs;
 ## tests/tests/perftest.rs: perftest against the host tools; tests/tests/cm.rs:

@@ -152,6 +152,11 @@ impl Watched {
         }
     }
 
+    /// The tool's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything printed so far, one line each.
     pub fn text(&self) -> String {
         let l = self.lines.0.lock().unwrap_or_else(PoisonError::into_inner);

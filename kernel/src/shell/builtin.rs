@@ -11,7 +11,7 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "help", usage: "help [command]", help: "list commands, or show one command's usage", run: help },
     Command { name: "version", usage: "version", help: "show the firmware version", run: version },
     Command { name: "uptime", usage: "uptime", help: "time since boot, idle halts and interrupts", run: uptime },
-    Command { name: "mem", usage: "mem", help: "heap and physical frame usage", run: mem_cmd },
+    Command { name: "mem", usage: "mem [-b]", help: "heap and physical frame usage (-b: exact bytes)", run: mem_cmd },
     Command { name: "lspci", usage: "lspci [-v]", help: "list PCI devices (-v: BARs and capabilities)", run: lspci },
     Command {
         name: "log",
@@ -173,9 +173,20 @@ impl core::fmt::Display for Size {
 }
 
 fn mem_cmd(_: &mut Context, args: &[&str]) -> CommandResult {
-    no_args(args)?;
+    let exact = match args {
+        [] => false,
+        ["-b"] => true,
+        _ => return Err(CommandError::Usage),
+    };
     let h = mem::heap::stats();
     let fr = mem::frames::stats();
+    if exact {
+        // Exact figures for a leak check (`make soak` compares them before
+        // and after): the rounded sizes below hide a few KiB.
+        println!("heap_bytes total {} used {} free {}", h.size, h.used, h.free);
+        println!("frame_bytes total {} free {} untracked {}", fr.total, fr.free, fr.leaked);
+        return Ok(());
+    }
     println!("heap:   total {}, used {}, free {}", Size(h.size as u64), Size(h.used as u64), Size(h.free as u64));
     println!(
         "frames: total {}, free {} ({} free 4 KiB frames), untracked {}",
