@@ -86,31 +86,29 @@ impl NetDevice {
     /// The driver's counters by name, for `perf`: the common ones under the
     /// same names for every driver, then the driver's own.
     pub fn counters(&self, add: &mut dyn FnMut(&'static str, u64)) {
-        match self {
+        const COMMON: [&str; 6] =
+            ["nic rx_frames", "nic tx_frames", "nic rx_errors", "nic tx_queue_full", "nic tx_kicks", "nic rx_kicks"];
+        let common = match self {
             NetDevice::Virtio(n) => {
                 let s = n.stats();
-                add("nic rx_frames", s.rx_frames);
-                add("nic tx_frames", s.tx_frames);
-                add("nic rx_errors", s.rx_errors);
-                add("nic tx_queue_full", s.tx_queue_full);
-                add("nic tx_kicks", s.tx_kicks);
-                add("nic rx_kicks", s.rx_kicks);
+                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_kicks, s.rx_kicks]
             }
             NetDevice::E1000e(n) => {
                 let s = n.stats();
-                add("nic rx_frames", s.rx_frames);
-                add("nic tx_frames", s.tx_frames);
-                add("nic rx_errors", s.rx_errors);
-                add("nic tx_queue_full", s.tx_queue_full);
-                add("nic tx_kicks", s.tx_doorbells);
-                add("nic rx_kicks", s.rx_doorbells);
-                add("e1000e rx_overruns", s.rx_overruns);
-                add("e1000e resets", s.resets);
-                add("e1000e tx_hangs", s.tx_hangs);
-                add("e1000e tx_lost", s.tx_lost);
-                for (name, v) in n.hw_stats().named() {
-                    add(name, v);
-                }
+                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells]
+            }
+        };
+        for (name, v) in COMMON.into_iter().zip(common) {
+            add(name, v);
+        }
+        if let NetDevice::E1000e(n) = self {
+            let s = n.stats();
+            add("e1000e rx_overruns", s.rx_overruns);
+            add("e1000e resets", s.resets);
+            add("e1000e tx_hangs", s.tx_hangs);
+            add("e1000e tx_lost", s.tx_lost);
+            for (name, v) in n.hw_stats().named() {
+                add(name, v);
             }
         }
     }
