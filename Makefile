@@ -59,11 +59,9 @@ deps: deps-rust deps-qemu
 deps-rust:
 	@rustup target list --installed 2>/dev/null | grep -qx '$(TARGET)' || rustup target add $(TARGET) >/dev/null 2>&1
 
+## deps-qemu: QEMU, on Debian 12 from bookworm-backports (QEMU 10, which has igb)
 deps-qemu:
-	@command -v qemu-system-x86_64 >/dev/null || { \
-		echo "installing qemu-system-x86 ..."; \
-		$(SUDO) apt-get update -qq >/dev/null && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq qemu-system-x86 >/dev/null; }
+	@SUDO=$(SUDO) bash tests/setup/qemu.sh
 
 ## abi: build libibverbs.so.1 (rdma-core 44's C ABI over the verbs ring) and
 ## the roce-run wrapper under target/abi; `make -s abi-path` prints the folder
