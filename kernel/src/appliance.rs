@@ -1,8 +1,9 @@
 //! The one owner of the appliance's state: the network (NICs, netdevs, the
 //! RDMA core and its devices), the verbs ring server and the console. The
 //! poll loop polls it with `&mut`; each pass lends every part exactly the
-//! `&mut` it needs, in order: the network first (frames in, transports,
-//! timers), then the ring (WQEs into the transports, completions out to the
+//! `&mut` it needs, in order: the ring's receive queues (so a frame finds
+//! the receive the host posted before it), the network (frames in,
+//! transports, timers), then the ring (WQEs into the transports, completions out to the
 //! host's CQ rings), then the console's running jobs (ping, pingpong,
 //! netbench), then the console (a typed command runs against the network
 //! and may start a job). Nothing is shared behind a cell.
@@ -27,6 +28,11 @@ pub struct Appliance {
 impl Task for Appliance {
     fn poll(&mut self, now: Instant, timers: &mut Timers) -> bool {
         let mut busy = false;
+        // The receives the host posted go in before the frames that may be
+        // meant for them: a host's receive is posted once it is in the ring.
+        if let Some(verbs) = self.verbs.as_mut() {
+            busy |= verbs.pump_receives(now, self.net.as_mut());
+        }
         if let Some(net) = self.net.as_mut() {
             busy |= net.poll(now, timers);
         }

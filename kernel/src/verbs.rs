@@ -219,6 +219,15 @@ impl Verbs {
         moved || commands
     }
 
+    /// Takes the receives the host posted into the transports: the poll
+    /// loop runs this before the network takes frames in (see
+    /// `rdma::uverbs::pump_receives`). Whether any moved.
+    pub fn pump_receives(&mut self, now: Instant, net: Option<&mut Net>) -> bool {
+        let mut access = NetAccess { net, mem: &self.mem };
+        let mut p = self.uverbs.provider(&mut access);
+        crate::prof::PUMP.time(|| rdma::uverbs::pump_receives(self.firmware.dispatcher_mut(), &mut p, now).moved())
+    }
+
     /// What `rdma resource` lists on the console: every device's objects,
     /// through the dispatcher's RES_ENTRY and QUERY_RESOURCES, so the
     /// console prints what a host tool reads from the ring.

@@ -77,6 +77,36 @@ impl PumpReport {
 /// Move WQEs from the rings into the transport and completions back, for
 /// every object of the provider behind `d`. `now` is the transport's time.
 pub fn pump<A: CoreAccess + TransportAccess>(d: &mut Dispatcher, p: &mut CoreVerbs<'_, A>, now: Instant) -> PumpReport {
+    pump_with(d, p, now, Rings::All)
+}
+
+/// Only the receive rings (every QP's RQ and every SRQ) into the transport:
+/// what the poll loop runs before it takes frames in. A host that posted a
+/// receive and then told its peer to send must find it posted when the
+/// peer's frame arrives, as with rxe, whose receive queue is the ring the
+/// library writes; were the ring read only after the frames, a UD message
+/// could be dropped for want of a receive the host posted long before.
+pub fn pump_receives<A: CoreAccess + TransportAccess>(
+    d: &mut Dispatcher,
+    p: &mut CoreVerbs<'_, A>,
+    now: Instant,
+) -> PumpReport {
+    pump_with(d, p, now, Rings::Receives)
+}
+
+/// Which rings a pump reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rings {
+    All,
+    Receives,
+}
+
+fn pump_with<A: CoreAccess + TransportAccess>(
+    d: &mut Dispatcher,
+    p: &mut CoreVerbs<'_, A>,
+    now: Instant,
+    rings: Rings,
+) -> PumpReport {
     let handles = d.handles();
     p.u.now = now;
     let mut events = Vec::new();
@@ -85,7 +115,11 @@ pub fn pump<A: CoreAccess + TransportAccess>(d: &mut Dispatcher, p: &mut CoreVer
     let objs = &mut u.objs;
     for dev in objs.active_devs() {
         let r = access.with_transport(dev, |t, sink, shm| {
-            Ok(pump_dev(&mut Pump { t, sink, shm, objs, handles: &handles, events: &mut events, now, dev }, dev))
+            let mut pump = Pump { t, sink, shm, objs, handles: &handles, events: &mut events, now, dev };
+            Ok(match rings {
+                Rings::All => pump_dev(&mut pump, dev),
+                Rings::Receives => pump_dev_receives(&mut pump, dev),
+            })
         });
         if let Ok(r) = r {
             report.sends += r.sends;
@@ -133,6 +167,19 @@ fn pump_dev<M: Memory, S: SharedMem + ?Sized>(p: &mut Pump<'_, '_, M, S>, dev: u
         let (n, lost) = p.drain_cq(id);
         r.cqes += n;
         r.overruns += lost;
+    }
+    r
+}
+
+fn pump_dev_receives<M: Memory, S: SharedMem + ?Sized>(p: &mut Pump<'_, '_, M, S>, dev: u32) -> PumpReport {
+    let mut r = PumpReport::default();
+    let qps: Vec<ObjId> = p.objs.qps.iter().filter(|(_, q)| q.dev == dev && !q.failed).map(|(id, _)| *id).collect();
+    for id in qps {
+        r.recvs += p.recv_ring(id);
+    }
+    let srqs: Vec<ObjId> = p.objs.srqs.iter().filter(|(_, s)| s.dev == dev && !s.failed).map(|(id, _)| *id).collect();
+    for id in srqs {
+        r.recvs += p.srq_ring(id);
     }
     r
 }

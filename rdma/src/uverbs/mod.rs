@@ -28,7 +28,7 @@ mod memory;
 pub mod objects;
 
 pub use cm::cm_pump;
-pub use datapath::{PumpReport, pump};
+pub use datapath::{PumpReport, pump, pump_receives};
 pub use memory::ShmMemory;
 pub use objects::{
     MacResolution, ROUTE_HOP_LIMIT, TransportAccess, gid_ip, mac_of_link_local, multicast_mac, verbs_status,

@@ -496,6 +496,48 @@ fn rc_send_write_read_through_the_rings() {
     assert_eq!(a.node.with_first_transport(|t| t.qp_handles().is_empty()), Some(true));
 }
 
+/// A receive posted to the ring, then a SEND for it from the peer (the
+/// host told the peer to go only once it had posted): when the frame is
+/// taken in, the receive must already be in the transport. The poll loop
+/// runs `pump_receives` before the network for that; without it, the frame
+/// finds the receive queue empty (RC: an RNR NAK and a retry; UD: the
+/// message lost), as this test shows first.
+#[test]
+fn receives_pumped_before_the_frames_are_there_for_them() {
+    let rnr_naks = |ap: &Appliance| {
+        ap.node.with_first_transport(|t| t.stats().get(crate::core::counters::RxeCounter::SendRnrErr)).unwrap()
+    };
+    for pump_first in [false, true] {
+        let (a, b) = pair();
+        let all = access::LOCAL_WRITE | access::REMOTE_WRITE;
+        let (mut x, mut y) = (setup(&a, 10, all), setup(&b, 20, all));
+        let (xq, yq) = (x.qp.qp_num, y.qp.qp_num);
+        connect(&a, &mut x, yq, 2);
+        connect(&b, &mut y, xq, 1);
+        post_recv(&b, &mut y.rq, 0x71, &[Sge { addr: y.buf, length: 64, lkey: y.mr.lkey }]);
+        let send = verbs_ring::abi::SendWqe {
+            wr_id: 0x51,
+            opcode: wr_opcode::SEND,
+            send_flags: send_flags::SIGNALED,
+            ..Default::default()
+        };
+        post_send(&a, &mut x.sq, send, &[Sge { addr: x.buf, length: 16, lkey: x.mr.lkey }]);
+        a.step();
+        if pump_first {
+            let mut fw = b.fw.borrow_mut();
+            let (mut uverbs, mut node) = (b.uverbs.borrow_mut(), b.node);
+            let mut p = uverbs.provider(&mut node);
+            let moved = pump_receives(fw.dispatcher_mut(), &mut p, Instant::from_micros(*b.now.borrow()));
+            assert_eq!((moved.recvs, moved.sends), (1, 0));
+        }
+        assert!(exchange(&a, &b) >= 1, "the SEND");
+        assert_eq!(rnr_naks(&b), u64::from(!pump_first), "pump first: {pump_first}");
+        let bm = b.node.shm.clone();
+        let rc = wait_cqe(&a, &b, &mut y, &bm);
+        assert_eq!((rc.wr_id, rc.status, rc.byte_len), (0x71, wc_status::SUCCESS, 16));
+    }
+}
+
 #[test]
 fn refusals() {
     let (a, _b) = pair();
