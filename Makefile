@@ -40,16 +40,19 @@ ACCEL_ARGS := $(if $(filter kvm,$(ACCEL)),-accel kvm,-accel tcg$(comma)thread=si
 
 # The console: stdio with `signal=off`, so Ctrl-C reaches the guest instead of
 # stopping QEMU, and `mux=on` for QEMU's own escape (Ctrl-A x quits QEMU).
-QEMU_ARGS = -nodefaults -display none -no-reboot \
+# The NIC (QEMU_NIC) between the machine and the ring, so run-passthrough can
+# put a host NIC in its place.
+QEMU_NIC = -netdev socket,id=n0,udp=127.0.0.1:$(PEER_PORT),localaddr=127.0.0.1:$(PORT) \
+	-device $(NIC_DEVICE)
+QEMU_MACHINE = -nodefaults -display none -no-reboot \
 	-chardev stdio,id=console,mux=on,signal=off -serial chardev:console -monitor none \
-	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) -cpu qemu64,+pclmulqdq \
-	-netdev socket,id=n0,udp=127.0.0.1:$(PEER_PORT),localaddr=127.0.0.1:$(PORT) \
-	-device $(NIC_DEVICE) \
-	-object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) -cpu qemu64,+pclmulqdq
+QEMU_RING = -object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
 	-device ivshmem-plain,memdev=shm \
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
+QEMU_ARGS = $(QEMU_MACHINE) $(QEMU_NIC) $(QEMU_RING)
 
-.PHONY: deps-rdma-core abi abi-path all run boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
+.PHONY: deps-rdma-core abi abi-path all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
 
 all: image
 
@@ -139,6 +142,25 @@ endef
 ## NIC=e1000e for an Intel 82574L instead of virtio-net)
 run: image deps-qemu
 	@$(BOOT)
+
+## run-passthrough: the appliance on a host NIC handed over through VFIO
+## (PCI=DDDD:BB:DD.F, bound to vfio-pci; HARDWARE.md is the runbook). The
+## host is checked first, with a clear error for each missing step;
+## DRY_RUN=1 prints the QEMU command instead of running it.
+run-passthrough: image boot-passthrough
+
+## boot-passthrough: run-passthrough without building the image (IMAGE=...)
+boot-passthrough: deps-qemu
+	@[ -n "$(PCI)" ] || { echo "usage: make run-passthrough PCI=0000:03:00.0 (lspci -D -nn lists the NICs; see HARDWARE.md)"; exit 2; }
+	@cargo build -q --release -p tests --bin passthrough-check
+	@dev=$$($(abspath target/release/passthrough-check) '$(PCI)') || exit 2; \
+	cmd="qemu-system-x86_64 $(QEMU_MACHINE) -device $$dev $(QEMU_RING)"; \
+	if [ -n "$(DRY_RUN)" ]; then echo "$$cmd"; exit 0; fi; \
+	exec 8<>$(RING); \
+	if ! flock -n 8; then echo "error: the ring $(RING) is in use by another appliance (RING=... picks another)"; exit 1; fi; \
+	truncate -s $(RING_SIZE) $(RING); \
+	echo "host NIC $(PCI) through vfio-pci, ring $(RING) (type 'shutdown' to power off; Ctrl-A x kills QEMU)"; \
+	$$cmd; status=$$?; rm -f $(RING); exit $$status
 
 ## boot: boot the image as it is, without building it (the tests use this)
 boot: deps-qemu
@@ -251,6 +273,8 @@ interop-smoke: abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
 		--test interop --test cm smoke -- --ignored --test-threads=1
+	APPLIANCE_NIC=e1000e APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo test -p tests \
+		--test interop smoke -- --ignored --test-threads=1
 	APPLIANCE_IMAGE=$(IMAGE) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests --test abi_interop smoke -- --ignored --test-threads=1
 
 deps-tshark:

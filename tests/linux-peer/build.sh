@@ -51,8 +51,10 @@ INPUTS=$({ cat "$HERE/build.sh" "$HERE/init" "${C_SOURCES[@]}"; echo "$PEER_KERN
 # The modules init loads (with their modules.dep dependencies, in order).
 # crc32_generic: rdma_rxe asks the crypto API for "crc32" (its ICRC) and fails to
 # add a link without it. rdma_ucm (rdma_cm) is extra: rping, ucmatose and perftest -R
-# need /dev/infiniband/rdma_cm.
-MODULES=(failover net_failover virtio_net udp_tunnel ip6_udp_tunnel crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm)
+# need /dev/infiniband/rdma_cm. e1000e and igb: the wire NIC may be QEMU's 82574L or
+# 82576 (APPLIANCE_NIC); they load before virtio_net so that the wire, whichever
+# model, probes first and is eth0, and the management NIC (virtio) eth1.
+MODULES=(e1000e igb failover net_failover virtio_net udp_tunnel ip6_udp_tunnel crc32_generic ib_core ib_uverbs rdma_rxe rdma_ucm)
 # Userspace packages installed into the debootstrap root.
 # kmod gives depmod: the kernel package ships no modules.dep (its postinst makes it).
 PACKAGES=(busybox-static iproute2 libibverbs1 ibverbs-providers ibverbs-utils perftest librdmacm1 rdmacm-utils kmod)

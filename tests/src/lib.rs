@@ -17,6 +17,7 @@ mod image;
 mod linux;
 pub mod load;
 mod make_run;
+pub mod passthrough;
 pub mod pcap;
 pub mod progress;
 mod qemu;

@@ -71,7 +71,8 @@ pub fn free_tcp_port() -> u16 {
 
 #[derive(Clone, Debug)]
 pub struct PeerOptions {
-    /// eth0: the wire NIC (virtio-net on the UDP socket netdev).
+    /// eth0: the wire NIC (its model from `$APPLIANCE_NIC` unless set: the peer
+    /// has Linux's virtio_net, e1000e and igb drivers).
     pub wire: Nic,
     /// eth0's address with its prefix, e.g. `10.0.0.3/24` (`peer_ip=`).
     pub ip: String,

@@ -46,6 +46,22 @@ impl NicModel {
         }
     }
 
+    /// The appliance's name for its driver (the boot log's `eth0: NAME mac ...`).
+    pub fn name(self) -> &'static str {
+        match self {
+            NicModel::Virtio => "virtio-net",
+            NicModel::E1000e => "e1000e",
+        }
+    }
+
+    /// The Linux driver that takes this model in the peer guest.
+    pub fn linux_driver(self) -> &'static str {
+        match self {
+            NicModel::Virtio => "virtio_net",
+            NicModel::E1000e => "e1000e",
+        }
+    }
+
     /// QEMU's `-device` for this model on netdev `id`. e1000e has no MTU
     /// property: its MTU is set in the guest (see [`Appliance::boot`]).
     pub fn device(self, id: &str, mac: &str, host_mtu: Option<u32>) -> String {

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 use tests::report::{counter, counters, usec_per_iter};
-use tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, PeerOptions, free_tcp_port, free_udp_port};
+use tests::{LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, NicModel, PeerOptions, free_tcp_port, free_udp_port};
 
 /// Boots two Linux peers joined by one UDP wire (10.0.0.3 and 10.0.0.4), side by side.
 fn linux_pair() -> (LinuxPeer, LinuxPeer) {
@@ -432,6 +432,13 @@ fn smoke_appliance_linux_pingpong_each_way() {
         return;
     }
     let (mut app, mut linux) = appliance_and_linux(None);
+    // `make test` runs this over virtio-net and over e1000e (APPLIANCE_NIC):
+    // both ends must really drive the asked-for model.
+    let model = NicModel::from_env();
+    let boot = app.transcript();
+    assert!(boot.contains(&format!("eth0: {} mac 52:54:00:00:00:01", model.name())), "{boot}");
+    let driver = linux.cmd("basename $(readlink /sys/class/net/eth0/device/driver)").unwrap();
+    assert_eq!(driver.trim(), model.linux_driver(), "the peer's eth0 driver");
     let opts = "-g 1 -n 20 -s 4096";
     linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
     linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
