@@ -1,7 +1,7 @@
 //! The 82576 driver behind [`Nic`]: one receive and one transmit queue of
 //! advanced descriptors ([`super::ring`]), reset and bring-up in the order
 //! of the datasheet's software initialization (§4.5: interrupts masked,
-//! CTRL.RST, link setup, receive then transmit queues), the MAC from
+//! CTRL.RST, link setup, the queues, interrupts enabled), the MAC from
 //! RAL0/RAH0 (or the NVM through EERD), the link from STATUS.LU with its
 //! change interrupt, jumbo frames up to [`MAX_MTU`], a transmit watchdog
 //! that resets a stuck device, and the statistics registers accumulated.
@@ -10,8 +10,8 @@
 //! and comes back once auto-negotiation, restarted through MDIC, completes
 //! (half a second under QEMU), with an LSC interrupt. So an MTU change
 //! that needs new buffer sizes restarts only the receive queue (SRRCTL is
-//! per queue, and a queue may be stopped and started alone, §4.5.9), not the device, and the
-//! carrier stays up.
+//! per queue, and a queue may be stopped and started alone, §4.5.9), not
+//! the device, and the carrier stays up.
 //!
 //! Doorbells (the tail registers; each write a trap under emulation) are
 //! written once per batch, in [`Nic::service`], as virtio-net's kicks are.
@@ -328,12 +328,15 @@ impl<H: Hal, R: Regs> Igb<H, R> {
     /// Stops the receive queue, takes its buffers back and starts it again
     /// with buffers of the current size: what a new MTU needs, without the
     /// device reset that would take the link down.
+    /// A queue that will not stop may still write into its buffers: then
+    /// the whole device is reset instead, which stops it for sure.
     fn restart_rx(&mut self) -> Result<(), Error> {
         self.stats.rx_restarts += 1;
         self.write_rctl(false);
-        let stopped = switch_queue(&mut self.regs, regs::RXDCTL, false);
+        if switch_queue(&mut self.regs, regs::RXDCTL, false).is_err() {
+            return self.reset();
+        }
         let spare = self.rx.drain();
-        stopped?;
         self.start_rx(spare)
     }
 
@@ -914,6 +917,21 @@ mod tests {
         assert_eq!(r.nic.set_mtu(67), Err(Error::BadMtu));
         assert_eq!(r.nic.mtu(), 1600);
         assert_eq!(r.resets(), 1);
+    }
+
+    #[test]
+    fn a_receive_queue_that_will_not_stop_gets_a_device_reset_instead() {
+        let mut r = rig();
+        r.dev.borrow_mut().rx_queue_wont_stop = true;
+        r.nic.set_mtu(9000).expect("mtu");
+        assert_eq!(r.resets(), 2, "the reset stopped the queue for sure");
+        assert_eq!(r.dev.borrow().rx_buffer_size(), 9 * 1024);
+        assert_eq!(r.rx_available(), POSTED);
+        assert!(!r.nic.carrier(), "the PHY negotiates again");
+        r.dev.borrow_mut().finish_negotiation();
+        assert!(r.nic.ack_interrupt() && r.nic.carrier());
+        assert!(r.deliver(&alloc::vec![4; 9000]));
+        assert_eq!(r.nic.receive().map(|f| f.as_ref().len()), Some(9000));
     }
 
     #[test]

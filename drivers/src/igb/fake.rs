@@ -69,6 +69,8 @@ pub struct Device {
     pub phy_broken: bool,
     /// RXDCTL.ENABLE never reads back set.
     pub rx_queue_stuck: bool,
+    /// RXDCTL.ENABLE never reads back clear.
+    pub rx_queue_wont_stop: bool,
     pub resets: u32,
     /// Writes per register, to count doorbells.
     pub writes: BTreeMap<u32, u32>,
@@ -319,6 +321,7 @@ impl Regs for FakeRegs {
                 d.set(regs::MDIC, value | regs::MDIC_READY);
             }
             regs::RXDCTL if d.rx_queue_stuck => d.set(offset, value & !regs::XDCTL_ENABLE),
+            regs::RXDCTL if d.rx_queue_wont_stop => d.set(offset, value | regs::XDCTL_ENABLE),
             regs::EERD if value & regs::EERD_START != 0 => {
                 let word = (value >> regs::EERD_ADDR_SHIFT) as usize & 0x3fff;
                 let data = d.nvm.get(word).copied();
