@@ -49,7 +49,8 @@ impl NicModel {
         }
     }
 
-    /// QEMU's name for the device, which is also the driver's in the guest.
+    /// QEMU's name for the device (the Intel ones' drivers in the guest go by
+    /// the same).
     pub fn name(self) -> &'static str {
         match self {
             NicModel::Virtio => "virtio-net-pci",
@@ -103,8 +104,8 @@ pub struct Nic {
     /// The peer's end.
     pub peer_port: u16,
     /// eth0's MTU: the one the device advertises (virtio's `host_mtu`), or
-    /// for the Intel models, which have none, set with `ip link` once booted; 1500
-    /// when `None`.
+    /// for the Intel models, which have none, set with `ip link` once
+    /// booted; 1500 when `None`.
     pub host_mtu: Option<u32>,
     /// Instead of the UDP wire: the socket directory of a
     /// [`VdeSwitch`](crate::VdeSwitch) (the ports are then unused).
