@@ -19,13 +19,15 @@ RING_SIZE ?= 64M
 MEM      ?= 512M
 # eth0's MTU (and largest MTU), the NIC's `host_mtu`: 9000 gives RoCE MTU 4096.
 MTU      ?= 1500
-# The NIC model: virtio (virtio-net-pci) or e1000e (Intel 82574L). e1000e has
-# no MTU property: eth0 starts at 1500 and `ip link set eth0 mtu 9000` on the
-# console raises it (the driver's largest is 9000).
+# The NIC model: virtio (virtio-net-pci), e1000e (Intel 82574L) or igb (Intel
+# 82576, QEMU 8.0 and later). The Intel models have no MTU property: eth0
+# starts at 1500 and `ip link set eth0 mtu 9000` on the console raises it (the
+# drivers' largest is 9000).
 NIC      ?= virtio
 NIC_DEVICE_virtio = virtio-net-pci,netdev=n0,mac=$(MAC),host_mtu=$(MTU)
 NIC_DEVICE_e1000e = e1000e,netdev=n0,mac=$(MAC)
-NIC_DEVICE = $(or $(NIC_DEVICE_$(NIC)),$(error NIC=$(NIC): expected virtio or e1000e))
+NIC_DEVICE_igb = igb,netdev=n0,mac=$(MAC)
+NIC_DEVICE = $(or $(NIC_DEVICE_$(NIC)),$(error NIC=$(NIC): expected virtio, e1000e or igb))
 # Held (flock) while an appliance runs on that UDP port: QEMU's socket netdev
 # binds with SO_REUSEADDR, so a second one on the same port would not fail.
 PORT_LOCK ?= /tmp/roce-appliance-udp-$(PORT).lock
@@ -52,7 +54,7 @@ QEMU_RING = -object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 QEMU_ARGS = $(QEMU_MACHINE) $(QEMU_NIC) $(QEMU_RING)
 
-.PHONY: deps-rdma-core abi abi-path all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
+.PHONY: deps-rdma-core abi abi-path all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
 
 all: image
 
@@ -132,14 +134,14 @@ if ! flock -n 9; then \
 truncate -s $(RING_SIZE) $(RING); \
 echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$(PORT) <-> 127.0.0.1:$(PEER_PORT), mtu $(MTU), ring $(RING)"; \
 echo "(type 'shutdown' to power off; Ctrl-C interrupts a command; Ctrl-A x kills QEMU)"; \
-$(if $(and $(filter e1000e,$(NIC)),$(filter-out 1500,$(MTU))),echo "e1000e: eth0 starts at mtu 1500; type 'ip link set eth0 mtu $(MTU)'";) \
+$(if $(and $(filter e1000e igb,$(NIC)),$(filter-out 1500,$(MTU))),echo "$(NIC): eth0 starts at mtu 1500; type 'ip link set eth0 mtu $(MTU)'";) \
 qemu-system-x86_64 $(QEMU_ARGS); status=$$?; \
 rm -f $(RING); exit $$status
 endef
 
 ## run: build the image and boot one appliance (NODE=2 in a second terminal
 ## joins the same wire; MTU=9000 for jumbo frames and RoCE MTU 4096;
-## NIC=e1000e for an Intel 82574L instead of virtio-net)
+## NIC=e1000e or NIC=igb for an Intel 82574L or 82576 instead of virtio-net)
 run: image deps-qemu
 	@$(BOOT)
 
@@ -200,8 +202,9 @@ deps-rdma-core:
 		$(SUDO) apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(RDMA_CORE_PKGS) >/dev/null; }
 
-# (tests/tests/e1000e.rs runs boot, ping, link changes, jumbo frames and the
-# RDMA pingpongs over e1000e; APPLIANCE_NIC=e1000e runs any suite over it.)
+# (tests/tests/intel_nics.rs runs boot, ping, link changes, jumbo frames and the
+# RDMA pingpongs over e1000e and igb; APPLIANCE_NIC=e1000e or igb runs any
+# suite over one.)
 qemu-test: image deps-qemu abi deps-rdma-core iso
 	cargo build --release -q -p verbs --bins --examples
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ISO=$(ISO) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) cargo test -p tests
@@ -215,6 +218,12 @@ bench-net: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-net -- $(RUNS) $(MS)
 
 ## bench-rdma: ibv_rc_pingpong between two appliances (latency, bandwidth by size)
+## bench-nics: the NIC models side by side in one run (raw wire frames/s and
+## Gb/s, 64 KiB RDMA WRITE), each against virtio-net
+bench-nics: image deps-qemu
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) VERBS_BIN=$(abspath target/release) cargo run -q --release -p tests --bin bench-nics -- $(RUNS) $(MS)
+
 bench-rdma: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-rdma -- $(RUNS) $(ITERS)
 
@@ -236,7 +245,7 @@ bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 		cargo run -q --release -p tests --bin bench-perftest -- $(RUNS)
 
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
-bench: bench-net bench-rdma bench-verbs bench-interop bench-perftest
+bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma
 
 ## fuzz: the frame parser fuzzers (rdma/tests/fuzz_frame.rs), the ring command dispatcher

@@ -8,6 +8,7 @@ pub mod dma;
 pub mod e1000e;
 #[cfg(test)]
 mod fake;
+pub mod igb;
 pub mod ivshmem;
 pub mod nic;
 pub mod serial;

@@ -33,24 +33,28 @@ pub enum NicModel {
     Virtio,
     /// `e1000e`, the Intel 82574L.
     E1000e,
+    /// `igb`, the Intel 82576 (QEMU 8.0 and later).
+    Igb,
 }
 
 impl NicModel {
-    /// `$APPLIANCE_NIC` (`virtio` or `e1000e`), virtio when unset; anything
-    /// else is a mistake worth stopping for.
+    /// `$APPLIANCE_NIC` (`virtio`, `e1000e` or `igb`), virtio when unset;
+    /// anything else is a mistake worth stopping for.
     pub fn from_env() -> Self {
         match std::env::var("APPLIANCE_NIC").as_deref() {
             Err(_) | Ok("") | Ok("virtio") => NicModel::Virtio,
             Ok("e1000e") => NicModel::E1000e,
-            Ok(other) => panic!("APPLIANCE_NIC={other}: expected virtio or e1000e"),
+            Ok("igb") => NicModel::Igb,
+            Ok(other) => panic!("APPLIANCE_NIC={other}: expected virtio, e1000e or igb"),
         }
     }
 
     /// The appliance's name for its driver (the boot log's `eth0: NAME mac ...`).
-    pub fn name(self) -> &'static str {
+    pub fn driver(self) -> &'static str {
         match self {
             NicModel::Virtio => "virtio-net",
             NicModel::E1000e => "e1000e",
+            NicModel::Igb => "igb",
         }
     }
 
@@ -59,19 +63,50 @@ impl NicModel {
         match self {
             NicModel::Virtio => "virtio_net",
             NicModel::E1000e => "e1000e",
+            NicModel::Igb => "igb",
         }
     }
 
-    /// QEMU's `-device` for this model on netdev `id`. e1000e has no MTU
-    /// property: its MTU is set in the guest (see [`Appliance::boot`]).
+    /// QEMU's name for the device (the Intel ones' drivers in the guest go by
+    /// the same).
+    pub fn name(self) -> &'static str {
+        match self {
+            NicModel::Virtio => "virtio-net-pci",
+            NicModel::E1000e => "e1000e",
+            NicModel::Igb => "igb",
+        }
+    }
+
+    /// QEMU's `-device` for this model on netdev `id`. The Intel models have
+    /// no MTU property: their MTU is set in the guest (see
+    /// [`Appliance::boot`]).
     pub fn device(self, id: &str, mac: &str, host_mtu: Option<u32>) -> String {
         match self {
             NicModel::Virtio => format!(
                 "virtio-net-pci,netdev={id},mac={mac}{}",
                 host_mtu.map_or(String::new(), |m| format!(",host_mtu={m}"))
             ),
-            NicModel::E1000e => format!("e1000e,netdev={id},mac={mac}"),
+            NicModel::E1000e | NicModel::Igb => format!("{},netdev={id},mac={mac}", self.name()),
         }
+    }
+
+    /// Whether eth0's MTU is raised in the guest rather than by the device.
+    pub fn mtu_set_in_guest(self) -> bool {
+        self != NicModel::Virtio
+    }
+
+    /// Whether the installed QEMU emulates this model (QEMU 7.2 has no
+    /// `igb`): asked once of `qemu-system-x86_64 -device help`.
+    pub fn available(self) -> bool {
+        static DEVICES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let devices = DEVICES.get_or_init(|| {
+            Command::new("qemu-system-x86_64")
+                .args(["-device", "help"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+                .unwrap_or_default()
+        });
+        devices.contains(&format!("name \"{}\"", self.name()))
     }
 }
 
@@ -87,8 +122,8 @@ pub struct Nic {
     /// The peer's end.
     pub peer_port: u16,
     /// eth0's MTU: the one the device advertises (virtio's `host_mtu`), or
-    /// for e1000e, which has none, set with `ip link` once booted; 1500
-    /// when `None`.
+    /// for the Intel models, which have none, set with `ip link` once
+    /// booted; 1500 when `None`.
     pub host_mtu: Option<u32>,
     /// Instead of the UDP wire: the socket directory of a
     /// [`VdeSwitch`](crate::VdeSwitch) (the ports are then unused).
@@ -239,14 +274,20 @@ impl Appliance {
         Ok((app, shm))
     }
 
-    /// Starts QEMU and waits for the first prompt. An e1000e NIC with a
-    /// `host_mtu` gets that MTU now, as virtio's has it from the device.
+    /// Starts QEMU and waits for the first prompt. An Intel NIC with a
+    /// `host_mtu` gets that MTU now, as virtio's has it from the device; an
+    /// igb's carrier, which comes up once its PHY has negotiated after the
+    /// driver's reset (half a second), is waited for.
     pub fn boot(opts: Options) -> Result<Self, Error> {
         let mut a = Self::start(opts)?;
         a.guest
             .wait_prompt(0, a.opts.boot_timeout)
             .map_err(|e| a.guest.error(format!("no prompt after boot: {}", e.message)))?;
-        if let Some(Nic { model: NicModel::E1000e, host_mtu: Some(mtu), .. }) = a.opts.nic.clone()
+        if let Some(Nic { model: NicModel::Igb, .. }) = a.opts.nic {
+            a.guest.wait_for_text("eth0: NETDEV_CHANGE carrier on", a.opts.boot_timeout)?;
+        }
+        if let Some(Nic { model, host_mtu: Some(mtu), .. }) = a.opts.nic.clone()
+            && model.mtu_set_in_guest()
             && mtu != 1500
         {
             let out = a.cmd(&format!("ip link set eth0 mtu {mtu}"))?;

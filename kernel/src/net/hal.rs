@@ -64,12 +64,11 @@ impl ConfigurationAccess for PciConfig {
     }
 }
 
-/// The 82574's register window, BAR0 of `f` (memory, at least 128 KiB),
-/// which `pci::scan` mapped uncached; `None` when the BAR is not that or
-/// not mapped.
-pub fn e1000e_registers(f: &kbase::pci::Function) -> Option<drivers::e1000e::Mmio> {
+/// An Intel NIC's register window: BAR0 of `f` (memory, at least `len`
+/// bytes: 128 KiB on the 82574 and the 82576), which `pci::scan` mapped
+/// uncached; `None` when the BAR is not that or not mapped.
+pub fn intel_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::e1000e::Mmio> {
     let Some(kbase::pci::Bar::Memory { addr, size, .. }) = f.bars[0] else { return None };
-    let len = drivers::e1000e::regs::BAR0_LEN;
     if size < len as u64 || crate::mem::paging::translate(addr).is_none() {
         return None;
     }

@@ -78,7 +78,7 @@ fn smol_now(now: Instant) -> smoltcp::time::Instant {
     smoltcp::time::Instant::from_micros(now.as_micros() as i64)
 }
 
-/// Brings up every NIC function (virtio-net, 82574L) as `eth0`, `eth1`, ...
+/// Brings up every NIC function (virtio-net, 82574L, 82576) as `eth0`, `eth1`, ...
 /// in PCI order, the driver chosen by PCI vendor and device,
 /// with an RDMA core whose rxe devices use `config` and the host-shared
 /// region. `None` when there is no NIC.
@@ -93,6 +93,7 @@ pub fn probe(
         let nic = match (f.vendor, f.device) {
             (0x1af4, 0x1000 | 0x1041) => probe_virtio(f),
             (drivers::e1000e::VENDOR_INTEL, drivers::e1000e::DEVICE_82574L) => probe_e1000e(f),
+            (drivers::igb::VENDOR_INTEL, drivers::igb::DEVICE_82576) => probe_igb(f),
             _ => continue,
         };
         let Some(nic) = nic else { continue };
@@ -117,7 +118,7 @@ fn probe_virtio(f: &Function) -> Option<NetDevice> {
 /// The 82574L at its default MTU; the netdev's MTU reaches it later
 /// (`ip link set eth0 mtu 9000`), as Linux's e1000e resizes on change.
 fn probe_e1000e(f: &Function) -> Option<NetDevice> {
-    let Some(regs) = hal::e1000e_registers(f) else {
+    let Some(regs) = hal::intel_registers(f, drivers::e1000e::regs::BAR0_LEN) else {
         log::error!("{}: e1000e: BAR0 is not a mapped 128 KiB memory window", f.bdf);
         return None;
     };
@@ -125,6 +126,19 @@ fn probe_e1000e(f: &Function) -> Option<NetDevice> {
     let nic = drivers::e1000e::E1000e::new(regs, drivers::e1000e::DEFAULT_MTU)
         .map_err(|e| log::error!("{}: e1000e: {e:?}", f.bdf));
     nic.ok().map(NetDevice::E1000e)
+}
+
+/// The 82576 at its default MTU, as the 82574L; its carrier comes up with
+/// the first link-change interrupt, once the PHY the reset restarted has
+/// negotiated.
+fn probe_igb(f: &Function) -> Option<NetDevice> {
+    let Some(regs) = hal::intel_registers(f, drivers::igb::regs::BAR0_LEN) else {
+        log::error!("{}: igb: BAR0 is not a mapped 128 KiB memory window", f.bdf);
+        return None;
+    };
+    hal::enable_bus_master(f);
+    let nic = drivers::igb::Igb::new(regs, drivers::igb::DEFAULT_MTU).map_err(|e| log::error!("{}: igb: {e:?}", f.bdf));
+    nic.ok().map(NetDevice::Igb)
 }
 impl Net {
     fn new(rdma: rdma::Rdma) -> Self {
@@ -563,7 +577,7 @@ impl Net {
             if mtu != link.mtu_applied {
                 link.mtu_applied = mtu;
                 if let Err(e) = link.nic.set_mtu(mtu) {
-                    log::error!("{}: mtu {mtu}: {e:?}", name());
+                    log::error!("{}: mtu {mtu}: {e}", name());
                 }
                 reset = true;
                 // smoltcp reads the device's MTU only when an interface is

@@ -6,6 +6,7 @@
 use super::hal::KernelHal;
 use crate::time::Instant;
 use drivers::e1000e::{self, E1000e, Mmio};
+use drivers::igb::{self, Igb};
 use drivers::nic::Nic;
 use drivers::virtio_net::{self, VirtioNet};
 use virtio_drivers::transport::pci::PciTransport;
@@ -13,12 +14,30 @@ use virtio_drivers::transport::pci::PciTransport;
 pub enum NetDevice {
     Virtio(VirtioNet<KernelHal, PciTransport>),
     E1000e(E1000e<KernelHal, Mmio>),
+    Igb(Igb<KernelHal, Mmio>),
+}
+
+/// Why a driver refused a new MTU.
+#[derive(Debug)]
+pub enum MtuError {
+    E1000e(e1000e::Error),
+    Igb(igb::Error),
+}
+
+impl core::fmt::Display for MtuError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MtuError::E1000e(e) => write!(f, "e1000e: {e:?}"),
+            MtuError::Igb(e) => write!(f, "igb: {e:?}"),
+        }
+    }
 }
 
 /// A received frame, in whichever driver's buffer.
 pub enum NetRx {
     Virtio(virtio_net::RxFrame),
     E1000e(e1000e::RxFrame),
+    Igb(igb::RxFrame),
 }
 
 impl AsRef<[u8]> for NetRx {
@@ -26,6 +45,7 @@ impl AsRef<[u8]> for NetRx {
         match self {
             NetRx::Virtio(f) => f.as_ref(),
             NetRx::E1000e(f) => f.as_ref(),
+            NetRx::Igb(f) => f.as_ref(),
         }
     }
 }
@@ -36,15 +56,17 @@ impl NetDevice {
         match self {
             NetDevice::Virtio(_) => "virtio-net",
             NetDevice::E1000e(_) => "e1000e",
+            NetDevice::Igb(_) => "igb",
         }
     }
 
     /// The largest MTU the device carries: virtio-net's is what the host
-    /// offers (`host_mtu`), fixed; the 82574's is its jumbo frame size.
+    /// offers (`host_mtu`), fixed; the Intel ones' is their jumbo frame size.
     pub fn max_mtu(&self) -> usize {
         match self {
             NetDevice::Virtio(n) => n.mtu(),
             NetDevice::E1000e(_) => e1000e::MAX_MTU,
+            NetDevice::Igb(_) => igb::MAX_MTU,
         }
     }
 
@@ -53,25 +75,28 @@ impl NetDevice {
         match self {
             NetDevice::Virtio(n) => n.ack_interrupt(),
             NetDevice::E1000e(n) => n.ack_interrupt(),
+            NetDevice::Igb(n) => n.ack_interrupt(),
         }
     }
 
     /// Gives the driver the netdev's new MTU. virtio-net's frames are sized
     /// for the host's MTU already (the netdev's cannot exceed it); the
-    /// 82574 resizes its buffers.
-    pub fn set_mtu(&mut self, mtu: u32) -> Result<(), e1000e::Error> {
+    /// 82574 and the 82576 resize their buffers.
+    pub fn set_mtu(&mut self, mtu: u32) -> Result<(), MtuError> {
         match self {
             NetDevice::Virtio(_) => Ok(()),
-            NetDevice::E1000e(n) => n.set_mtu(mtu as usize),
+            NetDevice::E1000e(n) => n.set_mtu(mtu as usize).map_err(MtuError::E1000e),
+            NetDevice::Igb(n) => n.set_mtu(mtu as usize).map_err(MtuError::Igb),
         }
     }
 
-    /// Per-pass care: the 82574's transmit watchdog and statistics. Whether
+    /// Per-pass care: the Intel NICs' transmit watchdog and statistics. Whether
     /// the device was reset.
     pub fn watchdog(&mut self, now: Instant) -> bool {
         match self {
             NetDevice::Virtio(_) => false,
             NetDevice::E1000e(n) => n.watchdog(now.as_micros()),
+            NetDevice::Igb(n) => n.watchdog(now.as_micros()),
         }
     }
 
@@ -80,6 +105,7 @@ impl NetDevice {
         match self {
             NetDevice::Virtio(_) => None,
             NetDevice::E1000e(n) => Some(n.hw_stats().missed),
+            NetDevice::Igb(n) => Some(n.hw_stats().missed),
         }
     }
 
@@ -97,6 +123,10 @@ impl NetDevice {
                 let s = n.stats();
                 [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells]
             }
+            NetDevice::Igb(n) => {
+                let s = n.stats();
+                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells]
+            }
         };
         for (name, v) in COMMON.into_iter().zip(common) {
             add(name, v);
@@ -107,6 +137,18 @@ impl NetDevice {
             add("e1000e resets", s.resets);
             add("e1000e tx_hangs", s.tx_hangs);
             add("e1000e tx_lost", s.tx_lost);
+            for (name, v) in n.hw_stats().named() {
+                add(name, v);
+            }
+        }
+        if let NetDevice::Igb(n) = self {
+            let s = n.stats();
+            add("igb rx_overruns", s.rx_overruns);
+            add("igb resets", s.resets);
+            add("igb tx_hangs", s.tx_hangs);
+            add("igb tx_lost", s.tx_lost);
+            add("igb rx_restarts", s.rx_restarts);
+            add("igb phy_errors", s.phy_errors);
             for (name, v) in n.hw_stats().named() {
                 add(name, v);
             }
@@ -122,6 +164,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.receive().map(NetRx::Virtio),
             NetDevice::E1000e(n) => n.receive().map(NetRx::E1000e),
+            NetDevice::Igb(n) => n.receive().map(NetRx::Igb),
         }
     }
 
@@ -130,6 +173,7 @@ impl Nic for NetDevice {
         match (self, rx) {
             (NetDevice::Virtio(n), NetRx::Virtio(f)) => n.recycle(f),
             (NetDevice::E1000e(n), NetRx::E1000e(f)) => n.recycle(f),
+            (NetDevice::Igb(n), NetRx::Igb(f)) => n.recycle(f),
             // Another driver's buffer: not ours to post; dropping it frees it.
             _ => log::warn!("nic: a frame recycled to the wrong device"),
         }
@@ -140,6 +184,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.transmit(len, f),
             NetDevice::E1000e(n) => n.transmit(len, f),
+            NetDevice::Igb(n) => n.transmit(len, f),
         }
     }
 
@@ -148,6 +193,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.service(),
             NetDevice::E1000e(n) => n.service(),
+            NetDevice::Igb(n) => n.service(),
         }
     }
 
@@ -155,6 +201,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.mac(),
             NetDevice::E1000e(n) => n.mac(),
+            NetDevice::Igb(n) => n.mac(),
         }
     }
 
@@ -162,6 +209,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.mtu(),
             NetDevice::E1000e(n) => n.mtu(),
+            NetDevice::Igb(n) => n.mtu(),
         }
     }
 
@@ -169,6 +217,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.max_frame_len(),
             NetDevice::E1000e(n) => n.max_frame_len(),
+            NetDevice::Igb(n) => n.max_frame_len(),
         }
     }
 
@@ -176,6 +225,7 @@ impl Nic for NetDevice {
         match self {
             NetDevice::Virtio(n) => n.link_up(),
             NetDevice::E1000e(n) => n.link_up(),
+            NetDevice::Igb(n) => n.link_up(),
         }
     }
 }

@@ -1,0 +1,337 @@
+//! A fake 82576 for the igb driver's tests: a register file with the
+//! device's side effects (reset of MAC and PHY, auto-negotiation started
+//! through MDIC and finished by the test, read-to-clear causes and
+//! counters, NVM reads, queue enables) and the device's half of the
+//! advanced rings, stepped by the test (or told to lie).
+
+extern crate std;
+
+use super::regs::{self, Regs};
+use super::ring::{TX_CMD, TX_DD, TX_PAYLEN_SHIFT};
+use alloc::collections::BTreeMap;
+use alloc::rc::Rc;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+use virtio_drivers::PhysAddr;
+
+/// The atomic at a DMA address.
+///
+/// # Safety
+///
+/// `addr` must lie inside memory `FakeHal` handed out (or a buffer it
+/// shared) that is still alive, aligned for `A`; the driver touches it only
+/// through atomics too.
+unsafe fn at<'a, A>(addr: PhysAddr) -> &'a A {
+    // SAFETY: the caller's obligations.
+    unsafe { &*(addr as usize as *const A) }
+}
+
+/// Registers that clear when read.
+const READ_TO_CLEAR: [u32; 13] = [
+    regs::ICR,
+    regs::CRCERRS,
+    regs::MPC,
+    regs::GPRC,
+    regs::GPTC,
+    regs::GORCL,
+    regs::GORCH,
+    regs::GOTCL,
+    regs::GOTCH,
+    regs::RNBC,
+    regs::ROC,
+    regs::TPR,
+    regs::TPT,
+];
+
+/// The write-back's status bits: descriptor done, end of packet.
+pub const DD_EOP: u32 = 0b11;
+
+/// The device model; the test keeps a clone of the `Rc`.
+#[derive(Default)]
+pub struct Device {
+    pub regs: BTreeMap<u32, u32>,
+    /// What a reset loads into RAL0/RAH0 (`None`: leave them invalid, so
+    /// the driver must read the NVM).
+    pub ral_mac: Option<[u8; 6]>,
+    /// NVM words (the MAC in 0..=2).
+    pub nvm: Vec<u16>,
+    /// The cable: whether a partner is there to negotiate with.
+    pub cable: bool,
+    /// Auto-negotiation restarted and not yet finished.
+    pub negotiating: bool,
+    /// Negotiation finished since the last reset (the PHY then follows the
+    /// cable at once, as QEMU's does).
+    pub negotiated: bool,
+    /// CTRL.RST never clears.
+    pub reset_stuck: bool,
+    /// The PHY answers MDIC with an error.
+    pub phy_broken: bool,
+    /// RXDCTL.ENABLE never reads back set.
+    pub rx_queue_stuck: bool,
+    /// RXDCTL.ENABLE never reads back clear.
+    pub rx_queue_wont_stop: bool,
+    pub resets: u32,
+    /// Writes per register, to count doorbells.
+    pub writes: BTreeMap<u32, u32>,
+}
+
+impl Device {
+    pub fn new(mac: [u8; 6]) -> Rc<RefCell<Device>> {
+        Rc::new(RefCell::new(Device { ral_mac: Some(mac), cable: true, ..Device::default() }))
+    }
+
+    pub fn reg(&self, r: u32) -> u32 {
+        self.regs.get(&r).copied().unwrap_or(0)
+    }
+
+    fn set(&mut self, r: u32, v: u32) {
+        self.regs.insert(r, v);
+    }
+
+    pub fn writes(&self, r: u32) -> u32 {
+        self.writes.get(&r).copied().unwrap_or(0)
+    }
+
+    /// Power-on state: everything zero (the link down, the queues off) but
+    /// the address; the PHY forgets its negotiation.
+    fn reset(&mut self) {
+        self.resets += 1;
+        self.regs.clear();
+        (self.negotiating, self.negotiated) = (false, false);
+        self.set(regs::CTRL, regs::CTRL_LRST);
+        if let Some(m) = self.ral_mac {
+            self.set(regs::RAL0, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+            self.set(regs::RAH0, u32::from(u16::from_le_bytes([m[4], m[5]])) | regs::RAH_AV);
+        }
+        if self.reset_stuck {
+            self.set(regs::CTRL, regs::CTRL_RST);
+        }
+    }
+
+    fn set_lu(&mut self, up: bool) {
+        let status = self.reg(regs::STATUS) & !regs::STATUS_LU;
+        self.set(regs::STATUS, status | if up { regs::STATUS_LU } else { 0 });
+    }
+
+    /// The PHY finishes negotiating: the link comes up (if the cable is
+    /// there) with an LSC cause.
+    pub fn finish_negotiation(&mut self) {
+        if !self.negotiating || !self.cable {
+            return;
+        }
+        (self.negotiating, self.negotiated) = (false, true);
+        self.set_lu(true);
+        self.cause(regs::INT_LSC);
+    }
+
+    /// The cable is pulled or plugged back: STATUS.LU follows (once the
+    /// PHY has negotiated) with an LSC cause.
+    pub fn set_link(&mut self, up: bool) {
+        self.cable = up;
+        if !up || self.negotiated {
+            self.set_lu(up);
+            self.cause(regs::INT_LSC);
+        }
+    }
+
+    fn cause(&mut self, bits: u32) {
+        let icr = self.reg(regs::ICR);
+        self.set(regs::ICR, icr | bits);
+    }
+
+    /// Adds to a statistics register.
+    pub fn count(&mut self, r: u32, n: u32) {
+        let v = self.reg(r).wrapping_add(n);
+        self.set(r, v);
+    }
+
+    fn ring(&self, bal: u32, bah: u32, len: u32) -> (u64, u32) {
+        (u64::from(self.reg(bal)) | u64::from(self.reg(bah)) << 32, self.reg(len) / 16)
+    }
+
+    /// Receive descriptors the driver gave and the device has not used.
+    pub fn rx_available(&self) -> u32 {
+        let (_, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
+        let (h, t) = (self.reg(regs::RDH), self.reg(regs::RDT));
+        if size == 0 { 0 } else { (t + size - h) % size }
+    }
+
+    /// The packet buffer size SRRCTL names (it must ask for the advanced
+    /// one-buffer descriptor).
+    pub fn rx_buffer_size(&self) -> usize {
+        let srrctl = self.reg(regs::SRRCTL);
+        assert_eq!(srrctl & (0b111 << 25), regs::SRRCTL_DESCTYPE_ADV_ONEBUF, "advanced one-buffer descriptors");
+        (srrctl & regs::SRRCTL_BSIZEPKT_MASK) as usize * 1024
+    }
+
+    fn rx_on(&self) -> bool {
+        self.reg(regs::RCTL) & regs::RCTL_EN != 0 && self.reg(regs::RXDCTL) & regs::XDCTL_ENABLE != 0
+    }
+
+    /// The device receives `frame` as the 82576 does: dropped (ROC) when
+    /// longer than the receiver admits, spread over as many buffers as it
+    /// needs, or missed (MPC, RXO) when there are not enough.
+    pub fn deliver(&mut self, frame: &[u8]) -> bool {
+        let rctl = self.reg(regs::RCTL);
+        let limit = if rctl & regs::RCTL_LPE != 0 { self.reg(regs::RLPML) as usize - 4 } else { 1518 };
+        if frame.len() > limit {
+            self.count(regs::ROC, 1);
+            return false;
+        }
+        let size = self.rx_buffer_size().max(1);
+        let pieces: Vec<&[u8]> = frame.chunks(size).collect();
+        if !self.rx_on() || (self.rx_available() as usize) < pieces.len() {
+            self.count(regs::MPC, 1);
+            self.cause(regs::INT_RXO);
+            return false;
+        }
+        for (i, piece) in pieces.iter().enumerate() {
+            let status = if i + 1 == pieces.len() { DD_EOP } else { 1 };
+            self.write_back(piece, piece.len() as u16, status);
+        }
+        self.count(regs::GPRC, 1);
+        self.cause(regs::INT_RXDW);
+        true
+    }
+
+    /// One descriptor written back with the length and status/error word
+    /// given (a test may lie); false when none is available.
+    pub fn deliver_raw(&mut self, bytes: &[u8], len: u16, status_error: u32) -> bool {
+        if !self.rx_on() || self.rx_available() == 0 {
+            return false;
+        }
+        self.write_back(bytes, len, status_error);
+        self.cause(regs::INT_RXDW);
+        true
+    }
+
+    fn write_back(&mut self, bytes: &[u8], len: u16, status_error: u32) {
+        let (base, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
+        let head = self.reg(regs::RDH);
+        let d = base + 16 * u64::from(head);
+        // SAFETY: the ring and the buffers it names are the driver's FakeHal
+        // memory, alive while the driver is; the descriptor between head
+        // and tail is the device's to write, and so is its buffer.
+        unsafe {
+            let addr = at::<AtomicU64>(d).load(Ordering::Acquire);
+            assert_ne!(addr, 0, "a posted descriptor names its buffer");
+            let room = self.rx_buffer_size().min(bytes.len());
+            for (i, &b) in bytes.iter().take(room).enumerate() {
+                core::ptr::write_volatile((addr as usize + i) as *mut u8, b);
+            }
+            // The write-back format replaces the address: packet type and
+            // RSS hash there now, as the device writes them.
+            at::<AtomicU64>(d).store(0x5a5a_0000_0000_0011, Ordering::Relaxed);
+            at::<AtomicU16>(d + 12).store(len, Ordering::Relaxed);
+            at::<AtomicU16>(d + 14).store(0, Ordering::Relaxed);
+            at::<AtomicU32>(d + 8).store(status_error, Ordering::Release);
+        }
+        self.set(regs::RDH, (head + 1) % size);
+    }
+
+    /// The device sends every frame between TDH and TDT, writing DD back;
+    /// the frames.
+    pub fn send_all(&mut self) -> Vec<Vec<u8>> {
+        self.send_up_to(usize::MAX)
+    }
+
+    pub fn send_up_to(&mut self, max: usize) -> Vec<Vec<u8>> {
+        let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
+        let mut sent = Vec::new();
+        if self.reg(regs::TCTL) & regs::TCTL_EN == 0 || self.reg(regs::TXDCTL) & regs::XDCTL_ENABLE == 0 {
+            return sent;
+        }
+        while self.reg(regs::TDH) != self.reg(regs::TDT) && sent.len() < max {
+            let head = self.reg(regs::TDH);
+            let d = base + 16 * u64::from(head);
+            // SAFETY: as in `write_back`, for the transmit ring.
+            let frame = unsafe {
+                let addr = at::<AtomicU64>(d).load(Ordering::Acquire);
+                let cmd_type_len = at::<AtomicU32>(d + 8).load(Ordering::Relaxed);
+                assert_eq!(cmd_type_len & 0xffff_0000, TX_CMD, "an advanced data descriptor, EOP|IFCS|RS");
+                let len = (cmd_type_len & 0xffff) as usize;
+                let olinfo = at::<AtomicU32>(d + 12).load(Ordering::Relaxed);
+                assert_eq!((olinfo >> TX_PAYLEN_SHIFT) as usize, len, "PAYLEN is the frame's length");
+                let frame: Vec<u8> =
+                    (0..len).map(|i| core::ptr::read_volatile((addr as usize + i) as *const u8)).collect();
+                at::<AtomicU32>(d + 12).store(olinfo | TX_DD, Ordering::Release);
+                frame
+            };
+            sent.push(frame);
+            self.set(regs::TDH, (head + 1) % size);
+            self.count(regs::GPTC, 1);
+        }
+        sent
+    }
+
+    /// Writes DD into the transmit descriptor `i` slots past the head, as a
+    /// device that lies (or runs ahead) would.
+    pub fn mark_tx_done_ahead(&mut self, i: u32) {
+        let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
+        let d = base + 16 * u64::from((self.reg(regs::TDH) + i) % size.max(1));
+        // SAFETY: as in `write_back`; the slot is inside the ring.
+        unsafe { at::<AtomicU32>(d + 12).fetch_or(TX_DD, Ordering::Release) };
+    }
+}
+
+/// The driver's handle on the device.
+pub struct FakeRegs(pub Rc<RefCell<Device>>);
+
+impl Regs for FakeRegs {
+    fn read(&self, offset: u32) -> u32 {
+        let mut d = self.0.borrow_mut();
+        if READ_TO_CLEAR.contains(&offset) {
+            return d.regs.remove(&offset).unwrap_or(0);
+        }
+        d.reg(offset)
+    }
+
+    fn write(&mut self, offset: u32, value: u32) {
+        let mut d = self.0.borrow_mut();
+        *d.writes.entry(offset).or_default() += 1;
+        match offset {
+            regs::CTRL if value & regs::CTRL_RST != 0 => d.reset(),
+            regs::ICR => {
+                let icr = d.reg(regs::ICR) & !value;
+                d.set(regs::ICR, icr);
+            }
+            regs::ICS => d.cause(value),
+            regs::IMS => {
+                let ims = d.reg(regs::IMS) | value;
+                d.set(regs::IMS, ims);
+            }
+            regs::IMC => {
+                let ims = d.reg(regs::IMS) & !value;
+                d.set(regs::IMS, ims);
+            }
+            regs::MDIC => {
+                let phy = (value >> regs::MDIC_PHY_SHIFT) & 0x1f;
+                let reg = (value >> regs::MDIC_REG_SHIFT) & 0x1f;
+                if d.phy_broken || phy != regs::MDIC_PHY_INTERNAL {
+                    d.set(regs::MDIC, value | regs::MDIC_READY | regs::MDIC_ERROR);
+                    return;
+                }
+                let restart = u32::from(regs::BMCR_AN_ENABLE | regs::BMCR_RESTART_AN);
+                if value & regs::MDIC_OP_WRITE != 0 && reg == regs::PHY_BMCR && value & restart == restart {
+                    // Negotiation starts over: the link is down meanwhile.
+                    (d.negotiating, d.negotiated) = (true, false);
+                    d.set_lu(false);
+                }
+                d.set(regs::MDIC, value | regs::MDIC_READY);
+            }
+            regs::RXDCTL if d.rx_queue_stuck => d.set(offset, value & !regs::XDCTL_ENABLE),
+            regs::RXDCTL if d.rx_queue_wont_stop => d.set(offset, value | regs::XDCTL_ENABLE),
+            regs::EERD if value & regs::EERD_START != 0 => {
+                let word = (value >> regs::EERD_ADDR_SHIFT) as usize & 0x3fff;
+                let data = d.nvm.get(word).copied();
+                match data {
+                    Some(w) => d.set(regs::EERD, u32::from(w) << regs::EERD_DATA_SHIFT | regs::EERD_DONE),
+                    // No such word: never done.
+                    None => d.set(regs::EERD, 0),
+                }
+            }
+            _ => d.set(offset, value),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Intel 82576 (QEMU's `igb`, PCI 8086:10c9): the register map, the
+//! advanced descriptor rings, the statistics and the driver. The BAR
+//! window and the register trait are the 82574's ([`crate::e1000e::Mmio`],
+//! [`regs::Regs`]): the same 32-bit accesses, another map.
+
+pub mod driver;
+#[cfg(test)]
+mod fake;
+pub mod regs;
+pub mod ring;
+pub mod stats;
+
+pub use crate::e1000e::Mmio;
+pub use driver::{DEFAULT_MTU, Error, Igb, MAX_MTU, RxFrame, Stats};
+pub use stats::HwStats;
+
+/// The PCI IDs this driver takes.
+pub const VENDOR_INTEL: u16 = 0x8086;
+pub const DEVICE_82576: u16 = 0x10c9;

@@ -1,0 +1,194 @@
+//! The 82576's registers that this driver uses. They are reached through
+//! the same [`Regs`] trait (and so the same BAR window,
+//! [`crate::e1000e::Mmio`]) as the 82574's: both are 32-bit registers at
+//! byte offsets into a memory BAR, only the map differs.
+//!
+//! Offsets and bits are from Intel's *82576 GbE Controller Datasheet*
+//! (rev. 2.6x), chapter 8 (Programming Interface); each block names its
+//! register group there. Only what the driver touches is listed. Where the
+//! 82576 keeps an 82574-compatible alias (queue 0's ring registers at
+//! 0x2800/0x3800), the 82576's own offset is used.
+
+pub use crate::e1000e::regs::Regs;
+
+// General registers (§8.2).
+
+/// Device Control (§8.2.1). RST resets the MAC, the queues and the
+/// internal PHY, and self-clears; SLU lets the MAC take the link the PHY
+/// negotiated; LRST (set at power-up) holds the link in reset; the others
+/// cleared at bring-up force speed and duplex or invert loss-of-signal.
+pub const CTRL: u32 = 0x0000;
+pub const CTRL_LRST: u32 = 1 << 3;
+pub const CTRL_SLU: u32 = 1 << 6;
+pub const CTRL_ILOS: u32 = 1 << 7;
+pub const CTRL_FRCSPD: u32 = 1 << 11;
+pub const CTRL_FRCDPX: u32 = 1 << 12;
+pub const CTRL_RST: u32 = 1 << 26;
+pub const CTRL_VME: u32 = 1 << 30;
+pub const CTRL_PHY_RST: u32 = 1 << 31;
+
+/// Device Status (§8.2.2): LU is the link state the LSC interrupt reports
+/// changes of.
+pub const STATUS: u32 = 0x0008;
+pub const STATUS_LU: u32 = 1 << 1;
+
+/// EEPROM Read (§8.2): write the word address with START, poll DONE,
+/// take DATA. START bit 0, DONE bit 1, address bits 15:2, data 31:16, as on
+/// the 82574. Words 0..=2 of the NVM hold the MAC address (chapter 6, the NVM map).
+pub const EERD: u32 = 0x0014;
+pub const EERD_START: u32 = 1 << 0;
+pub const EERD_DONE: u32 = 1 << 1;
+pub const EERD_ADDR_SHIFT: u32 = 2;
+pub const EERD_DATA_SHIFT: u32 = 16;
+
+/// MDI Control (§8.2): one access to a PHY register. Data bits 15:0,
+/// register 20:16, PHY address 25:21 (the internal PHY answers at 1), the
+/// operation 27:26 (01 write, 10 read), READY (bit 28) when done, ERROR
+/// (bit 30) when the PHY did not answer.
+pub const MDIC: u32 = 0x0020;
+pub const MDIC_REG_SHIFT: u32 = 16;
+pub const MDIC_PHY_SHIFT: u32 = 21;
+pub const MDIC_PHY_INTERNAL: u32 = 1;
+pub const MDIC_OP_WRITE: u32 = 1 << 26;
+pub const MDIC_READY: u32 = 1 << 28;
+pub const MDIC_ERROR: u32 = 1 << 30;
+
+/// The PHY's control register (IEEE 802.3 clause 22, register 0): a reset
+/// of the MAC resets the PHY's registers, and negotiation must be started
+/// again for the link to come up (§4.5.7, link setup): auto-negotiation
+/// enabled and restarted, 1000 Mb/s full duplex as the fallback.
+pub const PHY_BMCR: u32 = 0;
+pub const BMCR_SPEED1000: u16 = 1 << 6;
+pub const BMCR_FULL_DUPLEX: u16 = 1 << 8;
+pub const BMCR_RESTART_AN: u16 = 1 << 9;
+pub const BMCR_AN_ENABLE: u16 = 1 << 12;
+
+// Interrupt registers (§8.8; causes in §7.3). In legacy (non-MSI-X) mode
+// one bit layout serves all four: ICR (cause, cleared by reading it or
+// writing 1s), ICS (set), IMS (enable), IMC (disable), at the offsets the
+// 8254x family has always used (Linux's igb uses these too; QEMU's igb
+// decodes only these). MSI-X mode adds the extended registers (EICR,
+// EIMS, IVAR, GPIE), which this driver leaves at their reset values.
+
+pub const ICR: u32 = 0x00c0;
+pub const ICS: u32 = 0x00c8;
+pub const IMS: u32 = 0x00d0;
+pub const IMC: u32 = 0x00d8;
+/// Transmit descriptor written back (not enabled: completions are reaped
+/// on every pass).
+pub const INT_TXDW: u32 = 1 << 0;
+/// Link status change.
+pub const INT_LSC: u32 = 1 << 2;
+/// Free receive descriptors fell to the SRRCTL threshold.
+pub const INT_RXDMT0: u32 = 1 << 4;
+/// Receiver overrun: frames lost for lack of descriptors.
+pub const INT_RXO: u32 = 1 << 6;
+/// Receive descriptor written back: a frame arrived.
+pub const INT_RXDW: u32 = 1 << 7;
+/// The causes the driver enables.
+pub const INT_ENABLED: u32 = INT_LSC | INT_RXDMT0 | INT_RXO | INT_RXDW;
+
+/// Interrupt throttling for vector 0, the one legacy interrupts use
+/// (§8.8): zero, no minimum gap (latency first; the poll loop already
+/// batches).
+pub const EITR0: u32 = 0x1680;
+
+// Receive registers (§8.10; the receive path in §7.1).
+
+/// Receive Control (§8.10.1). The buffer size is per queue here (SRRCTL),
+/// so RCTL.BSIZE stays 0. LPE admits frames over 1522 bytes, up to RLPML;
+/// SECRC strips the CRC so the written length is the frame's; MPE accepts
+/// every multicast frame (IPv6 neighbour discovery and RoCE multicast
+/// groups need them, and a table of hashes is not worth it for a handful
+/// of groups); BAM accepts broadcast.
+pub const RCTL: u32 = 0x0100;
+pub const RCTL_EN: u32 = 1 << 1;
+pub const RCTL_MPE: u32 = 1 << 4;
+pub const RCTL_LPE: u32 = 1 << 5;
+pub const RCTL_BAM: u32 = 1 << 15;
+pub const RCTL_SECRC: u32 = 1 << 26;
+
+/// Long Packet Maximum Length (§8.10): the largest frame, CRC included,
+/// that LPE admits.
+pub const RLPML: u32 = 0x5004;
+
+/// Receive queue 0: base (low, high), length in bytes (a multiple of
+/// 128), head (the device's), tail (one past the last buffer posted).
+pub const RDBAL: u32 = 0xc000;
+pub const RDBAH: u32 = 0xc004;
+pub const RDLEN: u32 = 0xc008;
+/// Split and Replication Receive Control, queue 0 (§8.10.2): the packet
+/// buffer size in KiB (BSIZEPACKET, bits 6:0), the descriptor type (bits
+/// 27:25; 001b the advanced one-buffer descriptor) and the free-descriptor
+/// threshold for RXDMT0 (RDMTS, bits 24:20, in units of 16 descriptors).
+pub const SRRCTL: u32 = 0xc00c;
+pub const SRRCTL_BSIZEPKT_SHIFT: u32 = 10;
+pub const SRRCTL_BSIZEPKT_MASK: u32 = 0x7f;
+pub const SRRCTL_RDMTS_SHIFT: u32 = 20;
+pub const SRRCTL_DESCTYPE_ADV_ONEBUF: u32 = 0b001 << 25;
+pub const RDH: u32 = 0xc010;
+pub const RDT: u32 = 0xc018;
+/// Receive Descriptor Control, queue 0 (§8.10): ENABLE turns the queue
+/// on (the device acknowledges by reading it back set) and off; WTHRESH 1
+/// writes each descriptor back at once.
+pub const RXDCTL: u32 = 0xc028;
+pub const XDCTL_WTHRESH_1: u32 = 1 << 16;
+pub const XDCTL_ENABLE: u32 = 1 << 25;
+
+/// Multicast Table Array (§8.10): 128 words of hash bits, cleared (MPE
+/// does the work).
+pub const MTA: u32 = 0x5200;
+pub const MTA_WORDS: u32 = 128;
+/// Receive Address 0, low and high (§8.10): the station MAC (the first
+/// four bytes in RAL, the last two in RAH's low half); AV marks it valid.
+pub const RAL0: u32 = 0x5400;
+pub const RAH0: u32 = 0x5404;
+pub const RAH_AV: u32 = 1 << 31;
+
+// Transmit registers (§8.12; the transmit path in §7.2).
+
+/// Transmit Control (§8.12.1): EN, PSP (pad short frames to 64 bytes),
+/// the collision threshold and distance (CT, COLD; meaningless in full
+/// duplex, the datasheet's values), RTLC (retransmit on late collision).
+pub const TCTL: u32 = 0x0400;
+pub const TCTL_EN: u32 = 1 << 1;
+pub const TCTL_PSP: u32 = 1 << 3;
+pub const TCTL_CT: u32 = 0x0f << 4;
+pub const TCTL_COLD: u32 = 0x3f << 12;
+pub const TCTL_RTLC: u32 = 1 << 24;
+
+/// Transmit queue 0, laid out as the receive one; TXDCTL (§8.12) with
+/// the same ENABLE and WTHRESH bits as RXDCTL.
+pub const TDBAL: u32 = 0xe000;
+pub const TDBAH: u32 = 0xe004;
+pub const TDLEN: u32 = 0xe008;
+pub const TDH: u32 = 0xe010;
+pub const TDT: u32 = 0xe018;
+pub const TXDCTL: u32 = 0xe028;
+
+// Statistics (§8.19): 32-bit counters that clear when read; the 64-bit
+// octet counters clear when their high half is read, so low first. The
+// offsets are the 82574's.
+
+/// CRC errors.
+pub const CRCERRS: u32 = 0x4000;
+/// Missed packets: dropped for want of room (no descriptors, FIFO full).
+pub const MPC: u32 = 0x4010;
+/// Good packets received / transmitted.
+pub const GPRC: u32 = 0x4074;
+pub const GPTC: u32 = 0x4080;
+/// Good octets received / transmitted (low, high).
+pub const GORCL: u32 = 0x4088;
+pub const GORCH: u32 = 0x408c;
+pub const GOTCL: u32 = 0x4090;
+pub const GOTCH: u32 = 0x4094;
+/// Receive no buffers: times a frame found no free descriptor.
+pub const RNBC: u32 = 0x40a0;
+/// Receive oversize: frames longer than RLPML (or 1522 without LPE).
+pub const ROC: u32 = 0x40ac;
+/// Total packets received / transmitted.
+pub const TPR: u32 = 0x40d0;
+pub const TPT: u32 = 0x40d4;
+
+/// BAR0's size on the 82576 (the memory BAR: 128 KiB).
+pub const BAR0_LEN: usize = 128 << 10;
