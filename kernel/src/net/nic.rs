@@ -4,8 +4,11 @@
 //! indirect call, and the virtio path compiles as before.
 
 use super::hal::KernelHal;
+use crate::arch::source::IrqSource;
+use alloc::format;
 use crate::time::Instant;
 use drivers::e1000e::{self, E1000e, Mmio};
+use drivers::e1000e::regs::Regs as _;
 use drivers::nic::Nic;
 use drivers::virtio_net::{self, VirtioNet};
 use virtio_drivers::transport::pci::PciTransport;
@@ -46,6 +49,48 @@ impl NetDevice {
             NetDevice::Virtio(n) => n.mtu(),
             NetDevice::E1000e(_) => e1000e::MAX_MTU,
         }
+    }
+
+    /// Sets up the device's interrupts, the best kind it has first: MSI-X
+    /// (the 82574's receive queue, transmit queue and other causes each on
+    /// a vector), else one MSI vector, else its INTx line, which is also
+    /// virtio-net's (its `virtio-drivers` transport drives no MSI-X).
+    pub fn setup_interrupts(&mut self, f: &kbase::pci::Function) -> IrqSource {
+        use crate::arch::msi as vectors;
+        let line = IrqSource::Line(f.interrupt_line);
+        let NetDevice::E1000e(n) = self else { return line };
+        let mut v = [0u8; 3];
+        if let Some((mut table, entries)) = super::hal::msix_table(f)
+            && vectors::alloc(&mut v)
+        {
+            let mode = e1000e::IrqMode::Msix { rx: 0, tx: 1, other: 2 };
+            let set = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value));
+            match set.map_err(|e| format!("{e:?}")).and_then(|()| n.set_interrupt_mode(mode).map_err(|e| format!("{e:?}"))) {
+                Ok(()) => {
+                    crate::pci::msix_unmask(f);
+                    return IrqSource::msix(&v);
+                }
+                Err(e) => {
+                    log::warn!("{}: MSI-X: {e}; trying MSI", f.bdf);
+                    if let Some(kbase::pci::Capability::MsiX { offset, .. }) = f.msix() {
+                        kbase::msi::msix_disable(&crate::pci::CONFIG, f.bdf, offset);
+                    }
+                    vectors::free(&v);
+                }
+            }
+        }
+        let mut v = [0u8; 1];
+        if vectors::alloc(&mut v) {
+            match crate::pci::msi_setup(f, v[0]) {
+                Ok(()) if n.set_interrupt_mode(e1000e::IrqMode::Msi).is_ok() => return IrqSource::Msi(v[0]),
+                Ok(()) => {}
+                Err(e) => log::debug!("{}: MSI: {e:?}", f.bdf),
+            }
+            vectors::free(&v);
+        }
+        kbase::msi::set_intx_disabled(&crate::pci::CONFIG, f.bdf, false);
+        let _ = n.set_interrupt_mode(e1000e::IrqMode::Intx);
+        line
     }
 
     /// Acknowledges the device's interrupt; whether the link may have changed.
