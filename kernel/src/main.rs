@@ -50,6 +50,7 @@ fn kmain(boot: BootResult) -> ! {
     if let Err(e) = arch::apic::init() {
         log::warn!("apic: {e:?}: no MSI, legacy interrupts only");
     }
+    arch::msi::configure(&info.cmdline);
     arch::irq::enable(arch::irq::IRQ_TIMER);
     arch::irq::enable(arch::irq::IRQ_COM1);
     x86_64::instructions::interrupts::enable();

@@ -226,8 +226,40 @@ impl VectorPool {
     }
 }
 
+/// Which message-signalled interrupts the kernel may use, from the command
+/// line's `pci=` options (comma-separated, as Linux's): `nomsi` (Linux's:
+/// neither, every device on its INTx line) and `nomsix` (this appliance's:
+/// MSI but not MSI-X, to run the MSI path on a device that has both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Allowed {
+    /// INTx only.
+    None,
+    /// MSI, not MSI-X.
+    Msi,
+    /// Both.
+    #[default]
+    All,
+}
+
+impl Allowed {
+    pub fn from_cmdline(cmdline: &str) -> Self {
+        let mut allowed = Allowed::All;
+        for (_, v) in crate::cmdline::params(cmdline).filter(|(k, _)| *k == "pci") {
+            for opt in v.split(',') {
+                allowed = match opt {
+                    "nomsi" => Allowed::None,
+                    "nomsix" => allowed.min(Allowed::Msi),
+                    _ => allowed,
+                };
+            }
+        }
+        allowed
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use alloc::collections::BTreeMap;
     use core::cell::RefCell;
@@ -341,5 +373,14 @@ mod tests {
         p.free(200);
         p.free(10);
         assert_eq!(p.alloc(2, &mut [0; 1]), None, "no room in the output");
+    }
+
+    #[test]
+    fn the_command_line_limits_message_interrupts() {
+        assert_eq!(Allowed::from_cmdline("ip=10.0.0.1/24"), Allowed::All);
+        assert_eq!(Allowed::from_cmdline("pci=nomsi"), Allowed::None);
+        assert_eq!(Allowed::from_cmdline("log=debug pci=noacpi,nomsix"), Allowed::Msi);
+        assert_eq!(Allowed::from_cmdline("pci=nomsi pci=nomsix"), Allowed::None, "the stricter stays");
+        assert_eq!(Allowed::from_cmdline("pcinomsi"), Allowed::All);
     }
 }

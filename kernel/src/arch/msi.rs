@@ -6,7 +6,7 @@
 
 use core::arch::naked_asm;
 use core::sync::atomic::{AtomicU64, Ordering};
-use kbase::msi::VectorPool;
+use kbase::msi::{Allowed, VectorPool};
 use spin::Mutex;
 
 pub const VECTOR_BASE: u8 = 48;
@@ -15,6 +15,23 @@ pub const VECTORS: usize = 16;
 /// Interrupts taken per vector (index: vector - `VECTOR_BASE`).
 static COUNTS: [AtomicU64; VECTORS] = [const { AtomicU64::new(0) }; VECTORS];
 static POOL: Mutex<VectorPool> = Mutex::new(VectorPool::new(VECTOR_BASE, VECTORS as u8));
+
+/// What the command line lets devices use (`pci=nomsi`, `pci=nomsix`).
+static ALLOWED: Mutex<Allowed> = Mutex::new(Allowed::All);
+
+/// Limits message-signalled interrupts as the command line says.
+pub fn configure(cmdline: &str) {
+    let allowed = Allowed::from_cmdline(cmdline);
+    if allowed != Allowed::All {
+        log::info!("pci: message-signalled interrupts limited to {allowed:?}");
+    }
+    *ALLOWED.lock() = allowed;
+}
+
+/// Whether a device may use MSI-X (`Allowed::All`) or MSI (`Allowed::Msi`).
+pub fn allowed(kind: Allowed) -> bool {
+    super::apic::ready() && *ALLOWED.lock() >= kind && kind != Allowed::None
+}
 
 /// `out.len()` free vectors, all or none; none without a local APIC to
 /// deliver them.

@@ -5,10 +5,10 @@
 
 use super::hal::KernelHal;
 use crate::arch::source::IrqSource;
-use alloc::format;
 use crate::time::Instant;
-use drivers::e1000e::{self, E1000e, Mmio};
+use alloc::format;
 use drivers::e1000e::regs::Regs as _;
+use drivers::e1000e::{self, E1000e, Mmio};
 use drivers::nic::Nic;
 use drivers::virtio_net::{self, VirtioNet};
 use virtio_drivers::transport::pci::PciTransport;
@@ -60,12 +60,16 @@ impl NetDevice {
         let line = IrqSource::Line(f.interrupt_line);
         let NetDevice::E1000e(n) = self else { return line };
         let mut v = [0u8; 3];
-        if let Some((mut table, entries)) = super::hal::msix_table(f)
+        if vectors::allowed(kbase::msi::Allowed::All)
+            && let Some((mut table, entries)) = super::hal::msix_table(f)
             && vectors::alloc(&mut v)
         {
             let mode = e1000e::IrqMode::Msix { rx: 0, tx: 1, other: 2 };
             let set = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value));
-            match set.map_err(|e| format!("{e:?}")).and_then(|()| n.set_interrupt_mode(mode).map_err(|e| format!("{e:?}"))) {
+            match set
+                .map_err(|e| format!("{e:?}"))
+                .and_then(|()| n.set_interrupt_mode(mode).map_err(|e| format!("{e:?}")))
+            {
                 Ok(()) => {
                     crate::pci::msix_unmask(f);
                     return IrqSource::msix(&v);
@@ -80,7 +84,7 @@ impl NetDevice {
             }
         }
         let mut v = [0u8; 1];
-        if vectors::alloc(&mut v) {
+        if vectors::allowed(kbase::msi::Allowed::Msi) && vectors::alloc(&mut v) {
             match crate::pci::msi_setup(f, v[0]) {
                 Ok(()) if n.set_interrupt_mode(e1000e::IrqMode::Msi).is_ok() => return IrqSource::Msi(v[0]),
                 Ok(()) => {}
