@@ -168,6 +168,18 @@ pub fn msix_unmask(f: &Function) {
     }
 }
 
+/// Turns MSI and MSI-X off on `f` and lets it assert INTx again.
+pub fn msi_off(f: &Function) {
+    for cap in &f.capabilities {
+        match *cap {
+            Capability::MsiX { offset, .. } => msi::msix_disable(&CONFIG, f.bdf, offset),
+            Capability::Msi { offset } => msi::msi_disable(&CONFIG, f.bdf, offset),
+            _ => {}
+        }
+    }
+    msi::set_intx_disabled(&CONFIG, f.bdf, false);
+}
+
 /// Switches `f` to one MSI message raising `vector`, INTx off.
 pub fn msi_setup(f: &Function, vector: u8) -> Result<(), MsiSetupError> {
     let offset = f

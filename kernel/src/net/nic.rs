@@ -56,45 +56,13 @@ impl NetDevice {
     /// a vector), else one MSI vector, else its INTx line, which is also
     /// virtio-net's (its `virtio-drivers` transport drives no MSI-X).
     pub fn setup_interrupts(&mut self, f: &kbase::pci::Function) -> IrqSource {
-        use crate::arch::msi as vectors;
-        let line = IrqSource::Line(f.interrupt_line);
-        let NetDevice::E1000e(n) = self else { return line };
-        let mut v = [0u8; 3];
-        if vectors::allowed(kbase::msi::Allowed::All)
-            && let Some((mut table, entries)) = super::hal::msix_table(f)
-            && vectors::alloc(&mut v)
-        {
-            let mode = e1000e::IrqMode::Msix { rx: 0, tx: 1, other: 2 };
-            let set = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value));
-            match set
-                .map_err(|e| format!("{e:?}"))
-                .and_then(|()| n.set_interrupt_mode(mode).map_err(|e| format!("{e:?}")))
-            {
-                Ok(()) => {
-                    crate::pci::msix_unmask(f);
-                    return IrqSource::msix(&v);
-                }
-                Err(e) => {
-                    log::warn!("{}: MSI-X: {e}; trying MSI", f.bdf);
-                    if let Some(kbase::pci::Capability::MsiX { offset, .. }) = f.msix() {
-                        kbase::msi::msix_disable(&crate::pci::CONFIG, f.bdf, offset);
-                    }
-                    vectors::free(&v);
-                }
-            }
+        let NetDevice::E1000e(n) = self else { return IrqSource::Line(f.interrupt_line) };
+        if let Some(source) = e1000e_msix(n, f).or_else(|| e1000e_msi(n, f)) {
+            return source;
         }
-        let mut v = [0u8; 1];
-        if vectors::allowed(kbase::msi::Allowed::Msi) && vectors::alloc(&mut v) {
-            match crate::pci::msi_setup(f, v[0]) {
-                Ok(()) if n.set_interrupt_mode(e1000e::IrqMode::Msi).is_ok() => return IrqSource::Msi(v[0]),
-                Ok(()) => {}
-                Err(e) => log::debug!("{}: MSI: {e:?}", f.bdf),
-            }
-            vectors::free(&v);
-        }
-        kbase::msi::set_intx_disabled(&crate::pci::CONFIG, f.bdf, false);
+        crate::pci::msi_off(f);
         let _ = n.set_interrupt_mode(e1000e::IrqMode::Intx);
-        line
+        IrqSource::Line(f.interrupt_line)
     }
 
     /// Acknowledges the device's interrupt; whether the link may have changed.
@@ -161,6 +129,53 @@ impl NetDevice {
             }
         }
     }
+}
+
+/// The 82574 on MSI-X: receive queue 0, transmit queue 0 and the other
+/// causes on table entries 0, 1, 2, each its own vector; `None` (and
+/// nothing left enabled) when the function, the command line or the
+/// vector pool will not have it.
+fn e1000e_msix(n: &mut E1000e<KernelHal, Mmio>, f: &kbase::pci::Function) -> Option<IrqSource> {
+    use crate::arch::msi as vectors;
+    if !vectors::allowed(kbase::msi::Allowed::All) {
+        return None;
+    }
+    let (mut table, entries) = super::hal::msix_table(f)?;
+    let mut v = [0u8; 3];
+    if !vectors::alloc(&mut v) {
+        return None;
+    }
+    let mode = e1000e::IrqMode::Msix { rx: 0, tx: 1, other: 2 };
+    let done = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value))
+        .map_err(|e| format!("{e:?}"))
+        .and_then(|()| n.set_interrupt_mode(mode).map_err(|e| format!("e1000e {e:?}")));
+    if let Err(e) = done {
+        log::warn!("{}: MSI-X: {e}; trying MSI", f.bdf);
+        crate::pci::msi_off(f);
+        vectors::free(&v);
+        return None;
+    }
+    crate::pci::msix_unmask(f);
+    Some(IrqSource::msix(&v))
+}
+
+/// The 82574 on one MSI vector, every cause on it.
+fn e1000e_msi(n: &mut E1000e<KernelHal, Mmio>, f: &kbase::pci::Function) -> Option<IrqSource> {
+    use crate::arch::msi as vectors;
+    let mut v = [0u8; 1];
+    if !vectors::allowed(kbase::msi::Allowed::Msi) || !vectors::alloc(&mut v) {
+        return None;
+    }
+    let done = crate::pci::msi_setup(f, v[0])
+        .map_err(|e| format!("{e:?}"))
+        .and_then(|()| n.set_interrupt_mode(e1000e::IrqMode::Msi).map_err(|e| format!("e1000e {e:?}")));
+    if let Err(e) = done {
+        log::warn!("{}: MSI: {e}; using INTx", f.bdf);
+        crate::pci::msi_off(f);
+        vectors::free(&v);
+        return None;
+    }
+    Some(IrqSource::Msi(v[0]))
 }
 
 impl Nic for NetDevice {
