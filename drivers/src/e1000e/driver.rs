@@ -316,6 +316,9 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
         r.write(regs::EIAC, 0);
         r.write(regs::IAM, 0);
         r.write(regs::IVAR, ivar);
+        for v in 0..u32::from(regs::MSIX_ENTRIES) {
+            r.write(regs::EITR0 + 4 * v, 0);
+        }
         r.write(regs::IMS, ims);
     }
 
@@ -818,6 +821,9 @@ mod tests {
         assert_eq!((r.reg(regs::EIAC), r.reg(regs::IAM)), (0, 0), "no auto-clear: the poll loop acks");
         assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED_MSIX);
         assert_eq!(r.reg(regs::IMS) & regs::INT_TXQ0, 0, "transmit completions stay quiet");
+        for v in 0..u32::from(regs::MSIX_ENTRIES) {
+            assert!(r.writes(regs::EITR0 + 4 * v) > 0 && r.reg(regs::EITR0 + 4 * v) == 0, "no throttling on {v}");
+        }
 
         // A frame: the receive entry; acknowledged through ICR as before.
         r.deliver(&[1; 64]);

@@ -100,6 +100,12 @@ pub const IVAR_VALID: u32 = 1 << 3;
 pub const IVAR_RXQ0_SHIFT: u32 = 0;
 pub const IVAR_TXQ0_SHIFT: u32 = 8;
 pub const IVAR_OTHER_SHIFT: u32 = 16;
+/// Extended Interrupt Throttling, one per MSI-X vector (§10.2.4, EITR):
+/// zero as ITR is, no minimum gap. (QEMU raises any value to its floor of
+/// 128 us and, when that timer ends, sends the vector once more whether
+/// or not a cause is pending: up to one extra, empty, interrupt per
+/// vector and burst, which the poll loop acknowledges as nothing.)
+pub const EITR0: u32 = 0x00e8;
 /// MSI-X table entries the 82574 has (§7.4.3; its MSI-X capability says
 /// so too).
 pub const MSIX_ENTRIES: u8 = 5;
