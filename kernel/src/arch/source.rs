@@ -60,7 +60,7 @@ impl IrqSource {
     }
 }
 
-/// `irq 11`, `msi 48`, `msix 48-50` (the boot log's and `ip -d link`'s words).
+/// `irq 11`, `irq msi 48`, `irq msix 48-50`: the boot log's words.
 impl fmt::Display for IrqSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
