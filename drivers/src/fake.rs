@@ -344,6 +344,13 @@ pub mod e1000e {
         pub resets: u32,
         /// Writes per register, to count doorbells.
         pub writes: BTreeMap<u32, u32>,
+        /// MSI-X enabled in configuration space (the kernel's side, set by
+        /// the test): receive write-backs raise RXQ0 instead of RXT0, other
+        /// causes add OTHER, and each enabled cause sends its IVAR entry's
+        /// message.
+        pub msix: bool,
+        /// The MSI-X table entries messages were sent to, in order.
+        pub messages: Vec<u8>,
     }
 
     impl Device {
@@ -385,7 +392,26 @@ pub mod e1000e {
             self.cause(regs::INT_LSC);
         }
 
-        fn cause(&mut self, bits: u32) {
+        fn cause(&mut self, mut bits: u32) {
+            if self.msix {
+                if bits & regs::INT_RXT0 != 0 {
+                    bits = bits & !regs::INT_RXT0 | regs::INT_RXQ0;
+                }
+                if bits & !(regs::INT_RXQ0 | regs::INT_TXQ0) != 0 {
+                    bits |= regs::INT_OTHER;
+                }
+                let (ivar, ims) = (self.reg(regs::IVAR), self.reg(regs::IMS));
+                for (cause, shift) in [
+                    (regs::INT_RXQ0, regs::IVAR_RXQ0_SHIFT),
+                    (regs::INT_TXQ0, regs::IVAR_TXQ0_SHIFT),
+                    (regs::INT_OTHER, regs::IVAR_OTHER_SHIFT),
+                ] {
+                    let alloc = ivar >> shift;
+                    if bits & ims & cause != 0 && alloc & regs::IVAR_VALID != 0 {
+                        self.messages.push((alloc & 7) as u8);
+                    }
+                }
+            }
             let icr = self.reg(regs::ICR);
             self.set(regs::ICR, icr | bits);
         }
@@ -495,6 +521,10 @@ pub mod e1000e {
     impl Regs for FakeRegs {
         fn read(&self, offset: u32) -> u32 {
             let mut d = self.0.borrow_mut();
+            // In MSI-X mode ICR keeps its causes until written back.
+            if offset == regs::ICR && d.msix {
+                return d.reg(offset);
+            }
             if READ_TO_CLEAR.contains(&offset) {
                 return d.regs.remove(&offset).unwrap_or(0);
             }

@@ -45,6 +45,12 @@ fn kmain(boot: BootResult) -> ! {
     time::init();
     arch::crc::choose(&info.cmdline);
     arch::irq::init();
+    // Message-signalled interrupts need the local APIC; without one the
+    // NICs stay on their PIC lines.
+    if let Err(e) = arch::apic::init() {
+        log::warn!("apic: {e:?}: no MSI, legacy interrupts only");
+    }
+    arch::msi::configure(&info.cmdline);
     arch::irq::enable(arch::irq::IRQ_TIMER);
     arch::irq::enable(arch::irq::IRQ_COM1);
     x86_64::instructions::interrupts::enable();
@@ -58,7 +64,7 @@ fn kmain(boot: BootResult) -> ! {
     let mut net = net::probe(devices, config, region.as_ref().map(|(r, _)| r.clone()), time::now());
     if let Some(n) = net.as_mut() {
         for link in &n.links {
-            arch::irq::enable_level(link.irq);
+            link.irq.enable();
         }
         configure_from_cmdline(n, &info.cmdline);
         // Deliver the start-up events now, so their log lines precede the banner.

@@ -1,10 +1,12 @@
 //! PCI configuration access: through the PCIe ECAM windows the ACPI MCFG
 //! names (q35), else through I/O ports 0xCF8/0xCFC (mechanism #1, i440fx);
-//! and the list of functions found at boot.
+//! the list of functions found at boot; switching a function to MSI or
+//! MSI-X, aimed at this CPU's local APIC.
 
 use crate::mem::paging::{Caching, map_device};
 use alloc::vec::Vec;
-use kbase::pci::{Bar, Bdf, ConfigAccess, Ecam, Function};
+use kbase::msi::{self, Message};
+use kbase::pci::{Bar, Bdf, Capability, ConfigAccess, Ecam, Function};
 use spin::{Mutex, Once};
 use x86_64::instructions::port::Port;
 
@@ -117,4 +119,79 @@ pub fn acpi_pm1a_control() -> Option<u16> {
     let f = functions().iter().find(|f| matches!((f.vendor, f.device), (0x8086, 0x7113) | (0x8086, 0x2918)))?;
     let base = CONFIG.read32(f.bdf, 0x40) as u16 & 0xffc0;
     (base != 0).then_some(base + 4)
+}
+
+/// Why a function could not be switched to message-signalled interrupts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsiSetupError {
+    /// It has no such capability.
+    NoCapability,
+    /// Fewer table entries than vectors asked for.
+    TooFewEntries,
+    Msi(msi::MsiError),
+}
+
+/// Switches `f` to MSI-X with `vectors[i]` on table entry `i` (the rest
+/// masked), through `write(offset, value)` into its mapped table of
+/// `entries`: the capability enabled with the function masked, the entries
+/// written, INTx off. The function stays masked until
+/// [`msix_unmask`], so the driver can route its causes first.
+pub fn msix_setup(
+    f: &Function,
+    entries: u16,
+    vectors: &[u8],
+    mut write: impl FnMut(u32, u32),
+) -> Result<(), MsiSetupError> {
+    let Some(Capability::MsiX { offset, .. }) = f.msix() else { return Err(MsiSetupError::NoCapability) };
+    if vectors.len() > usize::from(entries) {
+        return Err(MsiSetupError::TooFewEntries);
+    }
+    let apic = crate::arch::apic::id();
+    msi::msix_enable_masked(&CONFIG, f.bdf, offset);
+    for i in 0..entries {
+        let (msg, masked) = match vectors.get(usize::from(i)) {
+            Some(&v) => (Message::new(v, apic), false),
+            None => (Message { address: 0, data: 0 }, true),
+        };
+        for (off, value) in msi::table::entry(i, msg, masked) {
+            write(off, value);
+        }
+    }
+    msi::set_intx_disabled(&CONFIG, f.bdf, true);
+    Ok(())
+}
+
+/// Lifts `f`'s MSI-X function mask: messages flow.
+pub fn msix_unmask(f: &Function) {
+    if let Some(Capability::MsiX { offset, .. }) = f.msix() {
+        msi::msix_unmask_function(&CONFIG, f.bdf, offset);
+    }
+}
+
+/// Turns MSI and MSI-X off on `f` and lets it assert INTx again.
+pub fn msi_off(f: &Function) {
+    for cap in &f.capabilities {
+        match *cap {
+            Capability::MsiX { offset, .. } => msi::msix_disable(&CONFIG, f.bdf, offset),
+            Capability::Msi { offset } => msi::msi_disable(&CONFIG, f.bdf, offset),
+            _ => {}
+        }
+    }
+    msi::set_intx_disabled(&CONFIG, f.bdf, false);
+}
+
+/// Switches `f` to one MSI message raising `vector`, INTx off.
+pub fn msi_setup(f: &Function, vector: u8) -> Result<(), MsiSetupError> {
+    let offset = f
+        .capabilities
+        .iter()
+        .find_map(|c| match c {
+            Capability::Msi { offset } => Some(*offset),
+            _ => None,
+        })
+        .ok_or(MsiSetupError::NoCapability)?;
+    let msg = Message::new(vector, crate::arch::apic::id());
+    msi::msi_program(&CONFIG, f.bdf, offset, msg).map_err(MsiSetupError::Msi)?;
+    msi::set_intx_disabled(&CONFIG, f.bdf, true);
+    Ok(())
 }

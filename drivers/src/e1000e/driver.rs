@@ -8,7 +8,11 @@
 //! Doorbells (the tail registers; each write a trap under emulation) are
 //! written once per batch, in [`Nic::service`], as virtio-net's kicks are.
 //! Sent buffers are reclaimed on every pass, so transmit completions raise
-//! no interrupt; received frames and link changes do (legacy INTx).
+//! no interrupt; received frames and link changes do, through the INTA pin,
+//! one MSI message, or MSI-X with receive queue 0, transmit queue 0 and the
+//! "other" causes (link changes among them) on their own table entries
+//! ([`IrqMode`]). In every mode the causes are acknowledged by
+//! [`E1000e::ack_interrupt`], from the poll loop.
 #![forbid(unsafe_code)]
 
 use super::regs::{self, Regs};
@@ -52,6 +56,23 @@ pub enum Error {
     NoMemory,
     /// An MTU outside [`MIN_MTU`]..=[`MAX_MTU`].
     BadMtu,
+    /// An MSI-X table entry the device does not have.
+    BadVector,
+}
+
+/// How the device signals its interrupts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IrqMode {
+    /// The INTA pin (level; the kernel routes it through a PIC line).
+    #[default]
+    Intx,
+    /// One MSI message for every cause: the device registers are as for
+    /// INTx, the kernel switched the function's MSI capability on.
+    Msi,
+    /// MSI-X, the table entries (0..[`regs::MSIX_ENTRIES`]) that receive
+    /// queue 0, transmit queue 0 and the "other" causes raise; the kernel
+    /// programmed the table and enabled the capability.
+    Msix { rx: u8, tx: u8, other: u8 },
 }
 
 /// Counters the driver keeps (the device's own are [`HwStats`]).
@@ -114,6 +135,8 @@ pub struct E1000e<H: Hal, R: Regs> {
     stats_at: Option<u64>,
     stats: Stats,
     hw: HwStats,
+    /// Applied again after every reset (which clears IVAR and CTRL_EXT).
+    irq_mode: IrqMode,
 }
 
 /// The receive buffer size for `mtu` and the RCTL bits naming it
@@ -200,6 +223,7 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
             stats_at: None,
             stats: Stats::default(),
             hw: HwStats::default(),
+            irq_mode: IrqMode::Intx,
         };
         nic.configure(Vec::new());
         Ok(nic)
@@ -248,8 +272,54 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
             }
         }
         self.ring_doorbells();
-        self.regs.write(regs::IMS, regs::INT_ENABLED);
+        self.program_interrupts();
         self.carrier = self.regs.read(regs::STATUS) & regs::STATUS_LU != 0;
+    }
+
+    /// Switches the device to `mode` (the kernel has set up the PCI side:
+    /// the MSI capability, or the MSI-X table and capability), for now and
+    /// after every reset.
+    pub fn set_interrupt_mode(&mut self, mode: IrqMode) -> Result<(), Error> {
+        if let IrqMode::Msix { rx, tx, other } = mode
+            && [rx, tx, other].iter().any(|&e| e >= regs::MSIX_ENTRIES)
+        {
+            return Err(Error::BadVector);
+        }
+        self.irq_mode = mode;
+        self.regs.write(regs::IMC, u32::MAX);
+        self.program_interrupts();
+        Ok(())
+    }
+
+    /// The interrupt mode in use.
+    pub fn interrupt_mode(&self) -> IrqMode {
+        self.irq_mode
+    }
+
+    /// Routes the causes as `irq_mode` says and enables them (§7.4.3 for
+    /// MSI-X: IVAR, CTRL_EXT.PBA_SUPPORT; no auto-clear, no auto-mask, so
+    /// a cause stays in ICR until `ack_interrupt` clears it, as with INTx).
+    fn program_interrupts(&mut self) {
+        let r = &mut self.regs;
+        let (ivar, pba, ims) = match self.irq_mode {
+            IrqMode::Msix { rx, tx, other } => {
+                let alloc = |entry: u8, shift: u32| (u32::from(entry) | regs::IVAR_VALID) << shift;
+                let ivar = alloc(rx, regs::IVAR_RXQ0_SHIFT)
+                    | alloc(tx, regs::IVAR_TXQ0_SHIFT)
+                    | alloc(other, regs::IVAR_OTHER_SHIFT);
+                (ivar, regs::CTRL_EXT_PBA_SUPPORT, regs::INT_ENABLED_MSIX)
+            }
+            IrqMode::Intx | IrqMode::Msi => (0, 0, regs::INT_ENABLED),
+        };
+        let ctrl_ext = r.read(regs::CTRL_EXT) & !(regs::CTRL_EXT_PBA_SUPPORT | regs::CTRL_EXT_IAME);
+        r.write(regs::CTRL_EXT, ctrl_ext | pba);
+        r.write(regs::EIAC, 0);
+        r.write(regs::IAM, 0);
+        r.write(regs::IVAR, ivar);
+        for v in 0..u32::from(regs::MSIX_ENTRIES) {
+            r.write(regs::EITR0 + 4 * v, 0);
+        }
+        r.write(regs::IMS, ims);
     }
 
     fn write_rctl(&mut self) {
@@ -298,7 +368,8 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
     }
 
     /// Acknowledges the device's interrupt (INTx stays asserted until the
-    /// causes are cleared: read ICR, write back what it held); whether the
+    /// causes are cleared, and in MSI-X mode reading ICR clears nothing:
+    /// read ICR, write back what it held); whether the
     /// link changed, in which case [`E1000e::carrier`] is fresh.
     pub fn ack_interrupt(&mut self) -> bool {
         let icr = self.regs.read(regs::ICR);
@@ -734,6 +805,55 @@ mod tests {
         assert!(r.nic.ack_interrupt());
         assert!(r.nic.carrier());
         assert!(r.nic.receive().is_some());
+    }
+
+    #[test]
+    fn msix_routes_rx_tx_and_other_and_survives_a_reset() {
+        let mut r = rig();
+        assert_eq!(r.nic.interrupt_mode(), IrqMode::Intx);
+        assert_eq!((r.reg(regs::IVAR), r.reg(regs::CTRL_EXT) & regs::CTRL_EXT_PBA_SUPPORT), (0, 0));
+        r.dev.borrow_mut().msix = true;
+        r.nic.set_interrupt_mode(IrqMode::Msix { rx: 0, tx: 1, other: 2 }).expect("msix");
+        // Entry | valid per nibble: RxQ0 bits 3:0, TxQ0 11:8, other 19:16.
+        assert_eq!(r.reg(regs::IVAR), 0x000a_0908);
+        assert_ne!(r.reg(regs::CTRL_EXT) & regs::CTRL_EXT_PBA_SUPPORT, 0);
+        assert_eq!(r.reg(regs::CTRL_EXT) & regs::CTRL_EXT_IAME, 0, "no auto-mask");
+        assert_eq!((r.reg(regs::EIAC), r.reg(regs::IAM)), (0, 0), "no auto-clear: the poll loop acks");
+        assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED_MSIX);
+        assert_eq!(r.reg(regs::IMS) & regs::INT_TXQ0, 0, "transmit completions stay quiet");
+        for v in 0..u32::from(regs::MSIX_ENTRIES) {
+            assert!(r.writes(regs::EITR0 + 4 * v) > 0 && r.reg(regs::EITR0 + 4 * v) == 0, "no throttling on {v}");
+        }
+
+        // A frame: the receive entry; acknowledged through ICR as before.
+        r.deliver(&[1; 64]);
+        assert_eq!(r.dev.borrow().messages, [0]);
+        assert!(!r.nic.ack_interrupt());
+        assert_eq!(r.reg(regs::ICR), 0, "written back: cleared (a read alone clears nothing)");
+        assert!(r.nic.receive().is_some());
+        // A link change: the "other" entry, and the carrier is read.
+        r.dev.borrow_mut().set_link(false);
+        assert_eq!(r.dev.borrow().messages, [0, 2]);
+        assert!(r.nic.ack_interrupt());
+        assert!(!r.nic.carrier());
+        assert_eq!(r.reg(regs::ICR), 0);
+
+        // A reset (MTU change) clears the device's routing; the driver
+        // programs it again.
+        r.nic.set_mtu(9000).expect("mtu");
+        assert_eq!(r.dev.borrow().resets, 2);
+        assert_eq!(r.reg(regs::IVAR), 0x000a_0908);
+        assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED_MSIX);
+        assert_ne!(r.reg(regs::CTRL_EXT) & regs::CTRL_EXT_PBA_SUPPORT, 0);
+
+        // Back to INTx (or MSI: the same device registers).
+        r.dev.borrow_mut().msix = false;
+        r.nic.set_interrupt_mode(IrqMode::Msi).expect("msi");
+        assert_eq!((r.reg(regs::IVAR), r.reg(regs::CTRL_EXT) & regs::CTRL_EXT_PBA_SUPPORT), (0, 0));
+        assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED);
+        let bad = IrqMode::Msix { rx: 0, tx: 1, other: regs::MSIX_ENTRIES };
+        assert_eq!(r.nic.set_interrupt_mode(bad), Err(Error::BadVector));
+        assert_eq!(r.nic.interrupt_mode(), IrqMode::Msi, "unchanged");
     }
 
     #[test]

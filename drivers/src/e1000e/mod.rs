@@ -7,7 +7,7 @@ pub mod regs;
 pub mod ring;
 pub mod stats;
 
-pub use driver::{DEFAULT_MTU, E1000e, Error, MAX_MTU, RxFrame, Stats};
+pub use driver::{DEFAULT_MTU, E1000e, Error, IrqMode, MAX_MTU, RxFrame, Stats};
 pub use mmio::Mmio;
 pub use stats::HwStats;
 

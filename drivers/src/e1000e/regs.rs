@@ -32,6 +32,13 @@ pub const CTRL_PHY_RST: u32 = 1 << 31;
 pub const STATUS: u32 = 0x0008;
 pub const STATUS_LU: u32 = 1 << 1;
 
+/// Extended Device Control. PBA_SUPPORT (bit 31) must be set in MSI-X
+/// mode (§10.2.2.3, §7.4.3): the MSI-X pending bits then follow the
+/// causes. IAME (bit 27), auto-masking on ICR reads, stays clear.
+pub const CTRL_EXT: u32 = 0x0018;
+pub const CTRL_EXT_IAME: u32 = 1 << 27;
+pub const CTRL_EXT_PBA_SUPPORT: u32 = 1 << 31;
+
 /// EEPROM Read: write the word address with START, poll DONE, take DATA.
 /// The 82574's layout: START bit 0, DONE bit 1, address bits 15:2, data 31:16.
 /// Words 0..=2 of the NVM hold the MAC address.
@@ -63,8 +70,45 @@ pub const INT_RXDMT0: u32 = 1 << 4;
 pub const INT_RXO: u32 = 1 << 6;
 /// Receive timer: a frame was written back.
 pub const INT_RXT0: u32 = 1 << 7;
+/// MSI-X causes (§7.4.3): receive queue 0 written back, transmit queue 0
+/// written back, and "other" (set with any other cause: LSC, RXO, ...).
+/// Only raised in MSI-X mode, where they pick the vector (IVAR).
+pub const INT_RXQ0: u32 = 1 << 20;
+pub const INT_TXQ0: u32 = 1 << 22;
+pub const INT_OTHER: u32 = 1 << 24;
 /// The causes the driver enables.
 pub const INT_ENABLED: u32 = INT_LSC | INT_RXDMT0 | INT_RXO | INT_RXT0;
+/// In MSI-X mode, with the vector causes: receive queue 0 and "other",
+/// which carries the link changes. (Transmit completions are reaped on
+/// every pass, so TXQ0, though routed, stays masked as TXDW does.)
+pub const INT_ENABLED_MSIX: u32 = INT_ENABLED | INT_RXQ0 | INT_OTHER;
+
+/// Extended Interrupt Auto Clear (§10.2.4): the MSI-X causes cleared from
+/// ICR when their message is sent. Zero: the poll loop acknowledges every
+/// cause through ICR as in INTx mode, so none is lost between the message
+/// and the acknowledgement.
+pub const EIAC: u32 = 0x00dc;
+/// Interrupt Acknowledge Auto-Mask (§10.2.4): zero, nothing masked on an
+/// ICR read (IAME is clear anyway).
+pub const IAM: u32 = 0x00e0;
+/// Interrupt Vector Allocation (§10.2.4, IVAR; §7.4.3): a 3-bit MSI-X
+/// table entry and a valid bit per cause, in nibbles: receive queue 0
+/// (bits 3:0), receive queue 1 (7:4), transmit queue 0 (11:8), transmit
+/// queue 1 (15:12), other (19:16).
+pub const IVAR: u32 = 0x00e4;
+pub const IVAR_VALID: u32 = 1 << 3;
+pub const IVAR_RXQ0_SHIFT: u32 = 0;
+pub const IVAR_TXQ0_SHIFT: u32 = 8;
+pub const IVAR_OTHER_SHIFT: u32 = 16;
+/// Extended Interrupt Throttling, one per MSI-X vector (§10.2.4, EITR):
+/// zero as ITR is, no minimum gap. (QEMU raises any value to its floor of
+/// 128 us and, when that timer ends, sends the vector once more whether
+/// or not a cause is pending: up to one extra, empty, interrupt per
+/// vector and burst, which the poll loop acknowledges as nothing.)
+pub const EITR0: u32 = 0x00e8;
+/// MSI-X table entries the 82574 has (§7.4.3; its MSI-X capability says
+/// so too).
+pub const MSIX_ENTRIES: u8 = 5;
 
 // Receive registers (§10.2.5; the receive path in §7.1).
 

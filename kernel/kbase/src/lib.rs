@@ -11,5 +11,6 @@ pub mod acpi;
 pub mod cmdline;
 pub mod frames;
 pub mod line;
+pub mod msi;
 pub mod pci;
 pub mod timer;

@@ -1,5 +1,6 @@
 //! The interrupt descriptor table: 256 gates, filled with the exception stubs
-//! (vectors 0-31) and the IRQ stubs (32-47).
+//! (vectors 0-31), the IRQ stubs (32-47), the MSI stubs (48-63) and the local
+//! APIC's spurious vector (255).
 
 use spin::Once;
 use x86_64::VirtAddr;
@@ -50,6 +51,10 @@ pub fn init() {
         for (i, stub) in super::irq::STUBS.iter().enumerate() {
             t.0[super::irq::VECTOR_BASE as usize + i] = Gate::new(*stub as usize, sel, 0);
         }
+        for (i, stub) in super::msi::STUBS.iter().enumerate() {
+            t.0[super::msi::VECTOR_BASE as usize + i] = Gate::new(*stub as usize, sel, 0);
+        }
+        t.0[super::apic::SPURIOUS_VECTOR as usize] = Gate::new(super::apic::spurious as *const () as usize, sel, 0);
         t
     });
     let ptr =

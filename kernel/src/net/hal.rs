@@ -91,3 +91,29 @@ pub fn enable_bus_master(f: &kbase::pci::Function) {
     let cmd = CONFIG.read32(f.bdf, COMMAND) & 0xffff;
     CONFIG.write32(f.bdf, COMMAND, cmd | MEMORY_SPACE | BUS_MASTER);
 }
+
+/// `f`'s MSI-X table, in the memory BAR its capability names (BAR3 on the
+/// 82574), which `pci::scan` mapped uncached with the others; with its
+/// entry count. `None` without MSI-X, or when that BAR is not a mapped
+/// memory BAR holding the whole table.
+pub fn msix_table(f: &kbase::pci::Function) -> Option<(drivers::e1000e::Mmio, u16)> {
+    let Some(kbase::pci::Capability::MsiX { table_size, table_bar, table_offset, .. }) = f.msix() else {
+        return None;
+    };
+    let Some(Some(kbase::pci::Bar::Memory { addr, size, .. })) = f.bars.get(usize::from(table_bar)) else {
+        return None;
+    };
+    let len = u64::from(kbase::msi::table::len(table_size));
+    if len == 0 || u64::from(table_offset).checked_add(len)? > *size {
+        return None;
+    }
+    let start = addr.checked_add(u64::from(table_offset))?;
+    crate::mem::paging::translate(start)?;
+    crate::mem::paging::translate(start.checked_add(len - 1)?)?;
+    let base = NonNull::new(start as *mut u8)?;
+    // SAFETY: `start..start + len` lies inside the function's own memory
+    // BAR (checked above), identity-mapped uncached by `pci::scan` for the
+    // life of the kernel at both ends; only the interrupt setup of the one
+    // driver of this function writes the table.
+    Some((unsafe { drivers::e1000e::Mmio::new(base, len as usize) }, table_size))
+}

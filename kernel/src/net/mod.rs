@@ -15,6 +15,7 @@ pub mod memory;
 mod nic;
 pub mod rdma;
 
+use crate::arch::source::IrqSource;
 use crate::poll::{Task, Timers};
 use crate::prof;
 use crate::time::Instant;
@@ -45,7 +46,8 @@ const RX_BUDGET: usize = 256;
 /// IPv6 neighbour discovery) and smoltcp interface with its sockets.
 pub struct Link {
     pub nic: NetDevice,
-    pub irq: u8,
+    /// Its interrupts: a PIC line or MSI/MSI-X vectors.
+    pub irq: IrqSource,
     /// The NIC's interrupt count when the last pass acknowledged it.
     irq_seen: u64,
     /// The netdev MTU the driver was last given.
@@ -96,8 +98,9 @@ pub fn probe(
             (drivers::igb::VENDOR_INTEL, drivers::igb::DEVICE_82576) => probe_igb(f),
             _ => continue,
         };
-        let Some(nic) = nic else { continue };
-        match net.add_link(nic, f.interrupt_line, now) {
+        let Some(mut nic) = nic else { continue };
+        let irq = nic.setup_interrupts(f);
+        match net.add_link(nic, irq, now) {
             Ok(i) => net.refresh_carrier(i),
             Err(e) => log::error!("{}: {e}", f.bdf),
         }
@@ -152,7 +155,7 @@ impl Net {
 
     /// Registers `nic` as the next `eth%d`, brings it up and gives it a
     /// neighbour table and a smoltcp interface; returns its link index.
-    fn add_link(&mut self, mut nic: NetDevice, irq: u8, now: Instant) -> Result<usize, NetdevError> {
+    fn add_link(&mut self, mut nic: NetDevice, irq: IrqSource, now: Instant) -> Result<usize, NetdevError> {
         let mac = MacAddr(nic.mac());
         let mtu = nic.mtu() as u32;
         let max_mtu = nic.max_mtu() as u32;
@@ -167,7 +170,7 @@ impl Net {
 
         let (queue, mut scratch) = (VecDeque::new(), Vec::new());
         let iface = new_iface(&mut nic, &mut scratch, now);
-        log::info!("{name}: {} mac {} mtu {mtu} irq {irq}", nic.model(), mac);
+        log::info!("{name}: {} mac {} mtu {mtu} {irq}", nic.model(), mac);
         self.links.push(Link {
             nic,
             irq,
@@ -265,7 +268,7 @@ impl Net {
         };
         for l in &self.links {
             l.nic.counters(&mut add);
-            add("nic interrupts", crate::arch::irq::count(l.irq));
+            add("nic interrupts", l.irq.count());
         }
         add("timer interrupts", crate::arch::irq::count(crate::arch::irq::IRQ_TIMER));
         for t in self.rdma.transports() {
@@ -517,11 +520,12 @@ impl Net {
             // One that comes during the pass leaves the line masked and wakes the
             // loop, and the next pass acknowledges it.
             let link = &mut self.links[i];
-            let irqs = crate::arch::irq::count(link.irq);
+            let irqs = link.irq.count();
             let irq_fired = irqs != link.irq_seen;
             link.irq_seen = irqs;
             if irq_fired {
-                fired.push(link.irq);
+                // Message vectors are edge-triggered: only a line is unmasked.
+                fired.extend(link.irq.line());
                 if prof::IRQ.time(|| link.nic.ack_interrupt()) {
                     self.refresh_carrier(i);
                 }

@@ -226,10 +226,30 @@ fn lspci(_: &mut Context, args: &[&str]) -> CommandResult {
         }
         for cap in &f.capabilities {
             match cap {
-                Capability::MsiX { offset, table_size, table_bar, table_offset, .. } => println!(
-                    "\tCapabilities: [{offset:02x}] MSI-X: Count={table_size} Table: BAR={table_bar} offset={table_offset:08x}"
-                ),
-                Capability::Msi { offset } => println!("\tCapabilities: [{offset:02x}] MSI"),
+                // The enable and mask bits as the device holds them now, in
+                // Linux lspci's words.
+                Capability::MsiX { offset, table_size, table_bar, table_offset, pba_bar, pba_offset } => {
+                    let ctl = kbase::msi::control(&pci::CONFIG, f.bdf, *offset);
+                    let on = |bit: u16| if ctl & bit != 0 { '+' } else { '-' };
+                    println!(
+                        "\tCapabilities: [{offset:02x}] MSI-X: Enable{} Count={table_size} Masked{}",
+                        on(kbase::msi::msix_control::ENABLE),
+                        on(kbase::msi::msix_control::FUNCTION_MASK)
+                    );
+                    println!("\t\tVector table: BAR={table_bar} offset={table_offset:08x}");
+                    println!("\t\tPBA: BAR={pba_bar} offset={pba_offset:08x}");
+                }
+                Capability::Msi { offset } => {
+                    let ctl = kbase::msi::control(&pci::CONFIG, f.bdf, *offset);
+                    let on = |bit: u16| if ctl & bit != 0 { '+' } else { '-' };
+                    println!(
+                        "\tCapabilities: [{offset:02x}] MSI: Enable{} Count=1/{} Maskable{} 64bit{}",
+                        on(kbase::msi::msi_control::ENABLE),
+                        1u32 << ((ctl >> 1) & 7).min(5),
+                        on(kbase::msi::msi_control::PER_VECTOR_MASK),
+                        on(kbase::msi::msi_control::ADDR_64)
+                    );
+                }
                 Capability::Vendor { offset, cfg_type } => {
                     println!("\tCapabilities: [{offset:02x}] Vendor Specific Information: type={cfg_type}")
                 }
