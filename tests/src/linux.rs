@@ -308,6 +308,26 @@ impl LinuxPeer {
         Ok((status, out))
     }
 
+    /// Starts `line` in the guest's background, its output in `log` and then
+    /// a last line `exit=N`, its status. A subshell runs it and writes that
+    /// status: the interactive shell reaps a job that ends before the next
+    /// command is typed (`[1]+ Done`), after which `wait $!` no longer
+    /// knows how it ended. `finish_bg` waits for it; `kill_bg` stops it.
+    pub fn spawn_bg(&mut self, line: &str, log: &str) -> Result<String, Error> {
+        self.cmd(&format!("{{ {line} & echo $! > {log}.pid; wait $!; echo \"exit=$?\"; }} > {log} 2>&1 &"))
+    }
+
+    /// Waits for the job `spawn_bg` started with `log`, and returns its log
+    /// (ending `exit=N` once the job has ended).
+    pub fn finish_bg(&mut self, log: &str, timeout: Duration) -> Result<String, Error> {
+        self.cmd_timeout(&format!("wait $! 2>/dev/null; cat {log}"), timeout)
+    }
+
+    /// Stops the job `spawn_bg` started with `log`, if it still runs.
+    pub fn kill_bg(&mut self, log: &str) -> Result<String, Error> {
+        self.cmd(&format!("kill $(cat {log}.pid) 2>/dev/null; wait $! 2>/dev/null; true"))
+    }
+
     /// Waits (in the guest, bounded) until something listens on TCP `port`.
     pub fn wait_listening(&mut self, port: u16, timeout: Duration) -> Result<(), Error> {
         let tenths = timeout.as_millis() / 100;

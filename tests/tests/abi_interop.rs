@@ -86,10 +86,10 @@ fn tcp_both_roles(s: &mut Setup, prog: &str, args: &str, expect: &str) {
 /// print `server_expect`, the host client `expect`.
 fn tcp_both_roles_with(s: &mut Setup, prog: &str, args: &str, expect: &str, server_expect: &str) {
     let t = Instant::now();
-    s.linux.cmd(&format!("{prog} {args} > /tmp/abi.log 2>&1 &")).unwrap();
+    s.linux.spawn_bg(&format!("{prog} {args}"), "/tmp/abi.log").unwrap();
     s.linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let (ok, ours) = finish(host(prog, &s.shm.path, &format!("{args} -p {} 127.0.0.1", s.hp)), RUN).unwrap();
-    let theirs = s.linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN).unwrap();
+    let theirs = s.linux.finish_bg("/tmp/abi.log", RUN).unwrap();
     assert!(ok && ours.contains(expect), "{prog} {args}: host client:\n{ours}\nLinux server:\n{theirs}");
     assert!(theirs.contains("exit=0"), "{prog} {args}: Linux server:\n{theirs}\nhost client:\n{ours}");
     eprintln!("{prog} {args}: Linux server / host client pass ({:.1} s)", t.elapsed().as_secs_f64());
@@ -136,12 +136,12 @@ fn cm_both_roles(s: &mut Setup, prog: &str, server_args: &str, client_args: &str
 /// The Linux server and the host client; `Err` (the client's output) when
 /// the pair must start over.
 fn linux_serves(s: &mut Setup, prog: &str, server_args: &str, client_args: &str) -> Result<(), String> {
-    s.linux.cmd(&format!("{prog} {} > /tmp/abi.log 2>&1 &", server_args.replace("ADDR", "10.0.0.3"))).unwrap();
+    s.linux.spawn_bg(&format!("{prog} {}", server_args.replace("ADDR", "10.0.0.3")), "/tmp/abi.log").unwrap();
     let start = Instant::now();
     let (ok, ours) = loop {
         let (ok, out) = finish(host(prog, &s.shm.path, &client_args.replace("ADDR", "10.0.0.3")), RUN).unwrap();
         if !ok && refused_after_exchange(&out) {
-            s.linux.cmd("kill $! 2>/dev/null; wait $! 2>/dev/null; true").unwrap();
+            s.linux.kill_bg("/tmp/abi.log").unwrap();
             return Err(out);
         }
         if ok || !refused(&out) || start.elapsed() > Duration::from_secs(60) {
@@ -151,7 +151,7 @@ fn linux_serves(s: &mut Setup, prog: &str, server_args: &str, client_args: &str)
     };
     let theirs = s
         .linux
-        .cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/abi.log", RUN)
+        .finish_bg("/tmp/abi.log", RUN)
         .unwrap_or_else(|e| panic!("{prog}: Linux server did not finish: {e}\nhost client:\n{ours}"));
     assert!(ok, "{prog}: host client:\n{ours}\nLinux server:\n{theirs}");
     assert!(theirs.contains("exit=0"), "{prog}: Linux server:\n{theirs}\nhost client:\n{ours}");

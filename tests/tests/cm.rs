@@ -88,9 +88,9 @@ fn rping_both_ways_at(linux: &mut LinuxPeer, shm: &Ivshmem, addrs: (&str, &str),
     for &size in sizes {
         let opts = format!("-V -C {count} -S {size}");
         // Linux serves, the appliance connects.
-        linux.cmd(&format!("rping -s -a {theirs_ip} {opts} > /tmp/rping.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("rping -s -a {theirs_ip} {opts}"), "/tmp/rping.log").unwrap();
         let (ok, ours) = our_client(&shm.path, &format!("-c -a {theirs_ip} {opts}"));
-        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/rping.log", RUN).unwrap();
+        let theirs = linux.finish_bg("/tmp/rping.log", RUN).unwrap();
         assert!(ok, "{size} B, appliance rping client failed:\n{ours}\nLinux server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "{size} B, Linux rping server failed:\n{theirs}\nours:\n{ours}");
         eprintln!("rping {theirs_ip} {size} B x {count}: Linux server / appliance client pass");
@@ -184,7 +184,7 @@ fn a_killed_client_disconnects_the_linux_server() {
         return;
     }
     let (_app, mut linux, shm) = setup("cm-kill", None);
-    linux.cmd("rping -s -a 10.0.0.3 -V -C 0 > /tmp/rping.log 2>&1 &").unwrap();
+    linux.spawn_bg("rping -s -a 10.0.0.3 -V -C 0", "/tmp/rping.log").unwrap();
     // Started before the server may listen: retried until it connects.
     let start = Instant::now();
     let client = loop {
@@ -208,7 +208,7 @@ fn a_killed_client_disconnects_the_linux_server() {
     assert!(ok && ours.contains("qp-type RC state CONNECT"), "ours:\n{ours}");
     assert_eq!(connected(&ours), connected(&theirs), "ours:\n{ours}\nLinux:\n{theirs}");
     drop(client); // kills it (SIGKILL): no DREQ of its own
-    let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/rping.log", RUN).unwrap();
+    let theirs = linux.finish_bg("/tmp/rping.log", RUN).unwrap();
     assert!(theirs.contains("exit="), "{theirs}");
     eprintln!("Linux server after the kill:\n{theirs}");
 }
@@ -248,7 +248,7 @@ fn ucmatose_and_udaddy_against_linux_both_directions() {
         // Linux serves, the appliance connects (retried while nothing listens:
         // a REJ with reason 8, or for SIDR a SIDR REP with status 1, "service
         // ID not supported").
-        linux.cmd(&format!("{tool} -c 2 > /tmp/cma.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{tool} -c 2"), "/tmp/cma.log").unwrap();
         let start = Instant::now();
         let (ok, ours) = loop {
             let (ok, out) = tool::finish(tool::spawn(tool, &shm.path, "-c 2 -s 10.0.0.3").unwrap(), RUN).unwrap();
@@ -259,7 +259,7 @@ fn ucmatose_and_udaddy_against_linux_both_directions() {
             std::thread::sleep(Duration::from_millis(500));
         };
         let theirs = linux
-            .cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/cma.log", Duration::from_secs(120))
+            .finish_bg("/tmp/cma.log", Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("{tool} Linux server did not finish: {e}\nappliance client:\n{ours}"));
         assert!(ok && ours.contains("test complete"), "{tool} appliance client:\n{ours}\nLinux server:\n{theirs}");
         assert!(
@@ -299,11 +299,11 @@ fn perftest_rdma_cm_against_linux_both_directions() {
     for (linux_prog, tool, size, iters) in matrix {
         let common = format!("-R -n {iters} -s {size}");
         // Linux serves, our tool connects (it retries while nothing listens).
-        linux.cmd(&format!("{linux_prog} -d rxe0 -F {common} > /tmp/pt.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{linux_prog} -d rxe0 -F {common}"), "/tmp/pt.log").unwrap();
         std::thread::sleep(Duration::from_secs(2));
         let (ok, ours) =
             tool::finish(tool::spawn(tool, &shm.path, &format!("{common} 10.0.0.3")).unwrap(), RUN).unwrap();
-        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        let theirs = linux.finish_bg("/tmp/pt.log", RUN).unwrap();
         assert!(ok, "{tool} -R client failed:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "Linux {linux_prog} -R server failed:\n{theirs}\nours:\n{ours}");
         let a = perftest_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));

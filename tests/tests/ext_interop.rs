@@ -115,12 +115,12 @@ fn ext_verbs_against_linux_both_roles() {
     // Linux is the target and serves the exchange; the appliance initiates.
     let t = std::time::Instant::now();
     let phases = LINUX_TARGET_PHASES;
-    linux.cmd(&format!("ext_verbs -d rxe0 -g 1 -R target -P {phases} > /tmp/ext.log 2>&1 &")).unwrap();
+    linux.spawn_bg(&format!("ext_verbs -d rxe0 -g 1 -R target -P {phases}"), "/tmp/ext.log").unwrap();
     linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let ours =
         tool::spawn("ext_verbs", &shm.path, &format!("-g 1 -R initiator -P {phases} -p {hp} 127.0.0.1")).unwrap();
     let (ok, ours) = tool::finish(ours, RUN).unwrap();
-    let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/ext.log", RUN).unwrap();
+    let theirs = linux.finish_bg("/tmp/ext.log", RUN).unwrap();
     eprintln!("--- Linux target:\n{theirs}\n--- appliance initiator:\n{ours}");
     assert!(ok, "appliance initiator failed:\n{ours}\nLinux target:\n{theirs}");
     assert!(theirs.contains("exit=0"), "Linux target failed:\n{theirs}\nappliance initiator:\n{ours}");
@@ -263,12 +263,12 @@ fn atomic_write_against_linux_backports_kernel() {
     eprintln!("peer kernel {}", kernel.trim());
 
     let phases = "atomic_write";
-    linux.cmd(&format!("ext_verbs -d rxe0 -g 1 -R target -P {phases} > /tmp/ext.log 2>&1 &")).unwrap();
+    linux.spawn_bg(&format!("ext_verbs -d rxe0 -g 1 -R target -P {phases}"), "/tmp/ext.log").unwrap();
     linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let ours =
         tool::spawn("ext_verbs", &shm.path, &format!("-g 1 -R initiator -P {phases} -p {hp} 127.0.0.1")).unwrap();
     let (ok, ours) = tool::finish(ours, RUN).unwrap();
-    let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/ext.log", RUN).unwrap();
+    let theirs = linux.finish_bg("/tmp/ext.log", RUN).unwrap();
     eprintln!("--- Linux target:\n{theirs}\n--- appliance initiator:\n{ours}");
     if !(ok && theirs.contains("exit=0")) {
         // What Linux's rxe counted and logged (a silent drop shows here only).
@@ -382,7 +382,7 @@ fn linux_rxe_flush_icrc_covers_the_headers_twice() {
     .unwrap();
     linux.wait_ready().unwrap();
     assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
-    linux.cmd("ext_verbs -d rxe0 -g 1 -R target -P flush > /tmp/ext.log 2>&1 &").unwrap();
+    linux.spawn_bg("ext_verbs -d rxe0 -g 1 -R target -P flush", "/tmp/ext.log").unwrap();
     linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let stream = std::net::TcpStream::connect(("127.0.0.1", linux.host_port())).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -190,7 +190,9 @@ fn pingpong_with_linux(linux: &mut LinuxPeer, apps: &mut [(u8, &mut Appliance)])
     // (LISTEN is state 0A in /proc/net/tcp) before the clients start.
     for k in 0..apps.len() {
         let port = PP_PORT + k;
-        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 -g 1 -c -n 300 -p {port} > /tmp/pp{port}.log 2>&1 &")).unwrap();
+        linux
+            .spawn_bg(&format!("ibv_rc_pingpong -d rxe0 -g 1 -c -n 300 -p {port}"), &format!("/tmp/pp{port}.log"))
+            .unwrap();
         let listening = format!(
             "for i in $(seq 300); do grep -q ':{port:04X} 00000000:0000 0A' /proc/net/tcp && break; sleep 0.2; done; \
              grep -c ':{port:04X} 00000000:0000 0A' /proc/net/tcp"

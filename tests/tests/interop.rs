@@ -54,7 +54,7 @@ fn linux_linux_rc_pingpong() {
     // exchange of queue pair numbers goes over the wire too (port 18515).
     const ITERS: u32 = 500;
     let pp = format!("ibv_rc_pingpong -d rxe0 -g 1 -c -n {ITERS} -s 4096");
-    a.cmd(&format!("{pp} > /tmp/pp.log 2>&1 &")).unwrap();
+    a.spawn_bg(&pp, "/tmp/pp.log").unwrap();
     a.wait_listening(18515, Duration::from_secs(30)).unwrap();
     let t = Instant::now();
     let (status, client) = b.status(&format!("{pp} 10.0.0.3"), Duration::from_secs(180)).unwrap();
@@ -209,7 +209,7 @@ fn appliance_linux_rc_pingpong_both_directions() {
     for size in [4u32, 4096, 65536] {
         let opts = format!("-c -g 1 -n {ITERS} -s {size}");
         // Linux serves, the appliance connects.
-        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("ibv_rc_pingpong -d rxe0 {opts}"), "/tmp/pp.log").unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
         let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
         let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
@@ -348,7 +348,7 @@ fn appliance_linux_pingpong_over_ipv6_both_directions() {
         let (app_opts, linux_opts) =
             (format!("-c -g {ours} -n {ITERS} -s {size}"), format!("-c -g {theirs} -n {ITERS} -s {size}"));
         // Linux serves, the appliance connects.
-        linux.cmd(&format!("{tool} -d rxe0 {linux_opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{tool} -d rxe0 {linux_opts}"), "/tmp/pp.log").unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
         let client = app.cmd(&format!("{tool} {app_opts} 10.0.0.3")).unwrap();
         let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
@@ -403,7 +403,7 @@ fn appliance_linux_uc_and_ud_pingpong_both_directions() {
     let (mut app, mut linux) = appliance_and_linux(None);
     // ud_pingpong's messages fit one MTU (1024 on this 1500-byte link).
     for (tool, opts) in [("ibv_uc_pingpong", "-c -g 1 -n 50 -s 4096"), ("ibv_ud_pingpong", "-c -g 1 -n 50 -s 1024")] {
-        linux.cmd(&format!("{tool} -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{tool} -d rxe0 {opts}"), "/tmp/pp.log").unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
         let client = app.cmd(&format!("{tool} {opts} 10.0.0.3")).unwrap();
         let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
@@ -440,7 +440,7 @@ fn smoke_appliance_linux_pingpong_each_way() {
     let driver = linux.cmd("basename $(readlink /sys/class/net/eth0/device/driver)").unwrap();
     assert_eq!(driver.trim(), model.linux_driver(), "the peer's eth0 driver");
     let opts = "-g 1 -n 20 -s 4096";
-    linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+    linux.spawn_bg(&format!("ibv_rc_pingpong -d rxe0 {opts}"), "/tmp/pp.log").unwrap();
     linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
     let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
     let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
@@ -477,7 +477,7 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
     linux.wait_ready().unwrap();
     assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
     let opts = "-c -g 1 -n 100 -s 4096";
-    linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+    linux.spawn_bg(&format!("ibv_rc_pingpong -d rxe0 {opts}"), "/tmp/pp.log").unwrap();
     linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
     let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
     let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(180)).unwrap();
@@ -526,7 +526,7 @@ fn appliance_linux_rc_pingpong_mtu_4096() {
     assert!(linux.cmd("ibv_devinfo -d rxe0").unwrap().contains("active_mtu:\t\t4096 (5)"));
     for size in [4u32, 4096, 65536] {
         let opts = format!("-c -g 1 -m 4096 -n 50 -s {size}");
-        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("ibv_rc_pingpong -d rxe0 {opts}"), "/tmp/pp.log").unwrap();
         linux.wait_listening(18515, Duration::from_secs(30)).unwrap();
         let client = app.cmd(&format!("ibv_rc_pingpong {opts} 10.0.0.3")).unwrap();
         let server = linux.cmd_timeout("wait; cat /tmp/pp.log", Duration::from_secs(120)).unwrap();
@@ -576,7 +576,7 @@ fn rc_pingpong_c_checks_across_linux_both_ways() {
     let opts = "-g 1 -n 20 -s 8192";
     let done = |out: &str| out.contains("20 iters in ");
     let linux_server = |linux: &mut LinuxPeer, chk: &str| {
-        linux.cmd(&format!("ibv_rc_pingpong -d rxe0 {chk} {opts} > /tmp/pp.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("ibv_rc_pingpong -d rxe0 {chk} {opts}"), "/tmp/pp.log").unwrap();
         linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     };
 
@@ -682,7 +682,7 @@ fn srq_pingpong_host_tool_against_linux_both_ways() {
     };
 
     // Linux serves (reached through hostfwd), the host tool connects.
-    linux.cmd(&format!("ibv_srq_pingpong -d rxe0 {opts} > /tmp/srq.log 2>&1 &")).unwrap();
+    linux.spawn_bg(&format!("ibv_srq_pingpong -d rxe0 {opts}"), "/tmp/srq.log").unwrap();
     linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
     let t = Instant::now();
     let hp = linux.host_port();
@@ -991,7 +991,7 @@ fn ud_multicast_with_linux_mckey_both_ways() {
 
     // The appliance sends, Linux's mckey receives.
     let t = Instant::now();
-    linux.cmd("timeout 60 mckey -m 239.1.1.1 -b 10.0.0.3 -C 10 -S 100 > /tmp/mckey.log 2>&1 &").unwrap();
+    linux.spawn_bg("timeout 60 mckey -m 239.1.1.1 -b 10.0.0.3 -C 10 -S 100", "/tmp/mckey.log").unwrap();
     // mckey's output is block-buffered in a file until it exits: its join
     // shows as the IP group on eth0 (rdma_cm joins it for RoCE), and the QP
     // is attached when librdmacm hands over the join event, right after.

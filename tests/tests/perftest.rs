@@ -99,11 +99,11 @@ fn perftest_against_linux_both_directions() {
         let linux_opts = format!("-d rxe0 -F {common}");
 
         // Linux serves (18515 in the guest), our tool connects through hostfwd.
-        linux.cmd(&format!("{linux_prog} {linux_opts} > /tmp/pt.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{linux_prog} {linux_opts}"), "/tmp/pt.log").unwrap();
         linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
         let (ok, ours) =
             tool::finish(tool::spawn(tool, &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap(), RUN).unwrap();
-        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        let theirs = linux.finish_bg("/tmp/pt.log", RUN).unwrap();
         assert!(ok, "{tool} client failed:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "Linux {linux_prog} server failed:\n{theirs}\nours:\n{ours}");
         let a = perftest_row(&ours, size, iters).unwrap_or_else(|| panic!("{tool}: no result row:\n{ours}"));
@@ -185,14 +185,14 @@ fn new_tools_and_options_against_linux_both_directions() {
     for (linux_prog, tool, opts, expect) in matrix {
         let common = format!("-x 1 {opts}");
         let linux_opts = format!("-d rxe0 -F {common}");
-        linux.cmd(&format!("{linux_prog} {linux_opts} > /tmp/pt.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{linux_prog} {linux_opts}"), "/tmp/pt.log").unwrap();
         linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
         let ours_opts =
             common.replace("/tmp/pt.json", &std::env::temp_dir().join("pt-ours.json").display().to_string());
         let (ok, ours) =
             tool::finish(tool::spawn(tool, &shm.path, &format!("{ours_opts} -p {hp} 127.0.0.1")).unwrap(), RUN)
                 .unwrap();
-        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        let theirs = linux.finish_bg("/tmp/pt.log", RUN).unwrap();
         assert!(ok && ours.contains(expect), "{tool} {opts} client:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
         assert!(theirs.contains("exit=0"), "Linux {linux_prog} {opts} server:\n{theirs}\nours:\n{ours}");
         assert!(lends(tool) || theirs.contains(expect), "Linux {linux_prog} {opts} server:\n{theirs}");
@@ -252,11 +252,11 @@ fn qps_duplex_and_ud_against_linux_both_directions() {
         }
         let common = format!("-x 1 {opts}");
         let linux_opts = format!("-d rxe0 -F {common}");
-        linux.cmd(&format!("{linux_prog} {linux_opts} > /tmp/pt.log 2>&1 &")).unwrap();
+        linux.spawn_bg(&format!("{linux_prog} {linux_opts}"), "/tmp/pt.log").unwrap();
         linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
         let (ok, ours) =
             tool::finish(tool::spawn(tool, &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap(), RUN).unwrap();
-        let theirs = linux.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN).unwrap();
+        let theirs = linux.finish_bg("/tmp/pt.log", RUN).unwrap();
         assert!(ok && ours.contains(expect), "{tool} {opts} client:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
         assert!(theirs.contains("exit=0") && theirs.contains(expect), "Linux {linux_prog} {opts} server:\n{theirs}");
 

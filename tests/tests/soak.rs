@@ -493,14 +493,12 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
         let kind = format!("{ours} vs Linux {prog}");
         let result = if linux_serves {
             (|| -> Result<(String, String), String> {
-                linux.cmd(&format!("{prog} {theirs_opts} > /tmp/soak.log 2>&1 &")).map_err(|e| e.to_string())?;
+                linux.spawn_bg(&format!("{prog} {theirs_opts}"), "/tmp/soak.log").map_err(|e| e.to_string())?;
                 linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(60)).map_err(|e| e.to_string())?;
                 let child =
                     tool::spawn(ours, &a.path, &format!("{ours_opts} -p {hp} 127.0.0.1")).map_err(|e| e.to_string())?;
                 let (ok, out) = tool::finish(child, RUN).map_err(|e| e.to_string())?;
-                let theirs = linux
-                    .cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/soak.log", RUN)
-                    .map_err(|e| e.to_string())?;
+                let theirs = linux.finish_bg("/tmp/soak.log", RUN).map_err(|e| e.to_string())?;
                 if ok && theirs.contains("exit=0") {
                     Ok((out, theirs))
                 } else {

@@ -101,7 +101,7 @@ fn perftest_once(server: &mut End, client: &mut End, test: &str, args: &str) -> 
     let linux_args = format!("-d rxe0 -F {args}");
     match (server, client) {
         (End::Linux(s), c) => {
-            s.cmd(&format!("ib_{test} {linux_args} > /tmp/pt.log 2>&1 &"))?;
+            s.spawn_bg(&format!("ib_{test} {linux_args}"), "/tmp/pt.log")?;
             s.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30))?;
             let out = match c {
                 End::Linux(c) => {
@@ -115,7 +115,7 @@ fn perftest_once(server: &mut End, client: &mut End, test: &str, args: &str) -> 
                     finish(tool(*host, test, &ring.path, &format!("{args} -p {} 127.0.0.1", s.host_port()))?)?
                 }
             };
-            let server_out = s.cmd_timeout("wait $!; echo \"exit=$?\"; cat /tmp/pt.log", RUN)?;
+            let server_out = s.finish_bg("/tmp/pt.log", RUN)?;
             if !server_out.contains("exit=0") {
                 return Err(format!("ib_{test} server failed:\n{server_out}").into());
             }
