@@ -293,7 +293,7 @@ impl<H: Hal, R: Regs> Igb<H, R> {
     }
 
     /// Routes the causes as `irq_mode` says and enables them. INTx and MSI:
-    /// legacy mode, the causes in IMS. MSI-X (§7.3.2): GPIE.MSIX_MODE and
+    /// legacy mode, the causes in IMS. MSI-X (§7.3): GPIE.MSIX_MODE and
     /// PBA, the receive and transmit queue 0 entries of IVAR0, the other
     /// causes' entry of IVAR_MISC, the receive and other vectors enabled in
     /// EIMS (transmit completions are reaped on every pass, so their vector

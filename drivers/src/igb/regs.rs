@@ -94,7 +94,7 @@ pub const INT_ENABLED: u32 = INT_LSC | INT_RXDMT0 | INT_RXO | INT_RXDW;
 /// batches).
 pub const EITR0: u32 = 0x1680;
 
-// MSI-X (§7.3.1, §7.3.2; the registers in §8.8). With GPIE.MSIX_MODE the
+// MSI-X (§7.3, the registers in §8.8). With GPIE.MSIX_MODE the
 // device sets a bit in EICR per MSI-X vector: queue causes through IVAR0
 // (receive queue 0 in bits 7:0, transmit queue 0 in 15:8, each a vector
 // in 4:0 and a valid bit 7), the legacy ICR causes, link change among
@@ -104,9 +104,9 @@ pub const EITR0: u32 = 0x1680;
 // (GPIE.EIAME, which EIAM only serves), so EICR and ICR hold their causes
 // until the poll loop acknowledges them, as with INTx.
 
-/// General Purpose Interrupt Enable (§8.8): MSIX_MODE as above; PBA lets
-/// the MSI-X pending bits work (Linux sets it with MSI-X); NSICR and
-/// EIAME (clear-on-read and auto-mask behaviours) stay off.
+/// General Purpose Interrupt Enable (§8.8): MSIX_MODE as above; PBA
+/// support, set with MSI-X (as Linux's igb does); NSICR and EIAME (the
+/// clear-on-read and auto-mask behaviours) stay off.
 pub const GPIE: u32 = 0x1514;
 pub const GPIE_NSICR: u32 = 1 << 0;
 pub const GPIE_MSIX_MODE: u32 = 1 << 4;
@@ -132,8 +132,8 @@ pub const IVAR_TXQ0_SHIFT: u32 = 8;
 pub const IVAR_OTHER_SHIFT: u32 = 8;
 /// The vector field of an IVAR entry.
 pub const IVAR_VECTOR_MASK: u32 = 0x1f;
-/// MSI-X table entries of the 82576's physical function (§7.3.1, and what
-/// QEMU's igb offers): 10, each with its own EITR.
+/// MSI-X table entries of the 82576's physical function (§7.3; QEMU's
+/// igb has as many): 10, each with its own EITR.
 pub const MSIX_ENTRIES: u8 = 10;
 /// The ICR causes enabled in MSI-X mode, all on the "other" vector: link
 /// changes and overruns (frames come on the receive vector, so RXDW and
