@@ -4,9 +4,8 @@
 //! LSC interrupt), takes jumbo frames once the MTU is raised, runs the RDMA
 //! suites' core between two appliances (RC/UC/UD pingpong from the console,
 //! rc_pingpong through the host verbs rings, RC through the lossy relay), and
-//! `make run NIC=` boots it. The 82574 takes its interrupts through MSI-X
-//! (the link change on the "other" vector), falling back to MSI and INTx;
-//! the 82576 through INTx.
+//! `make run NIC=` boots it. Both take their interrupts through MSI-X (the
+//! link change on the "other" vector), falling back to MSI and INTx.
 //!
 //! A model the installed QEMU lacks (7.2 has no `igb`) has its tests print a
 //! skip line and pass.
@@ -73,6 +72,20 @@ macro_rules! suite {
             fn make_run_with_nic() {
                 if available(MODEL) {
                     super::make_run_with_nic(MODEL);
+                }
+            }
+
+            #[test]
+            fn interrupts_through_msix() {
+                if available(MODEL) {
+                    super::interrupts_through_msix(MODEL);
+                }
+            }
+
+            #[test]
+            fn falls_back_to_msi_then_intx() {
+                if available(MODEL) {
+                    super::falls_back_to_msi_then_intx(MODEL);
                 }
             }
         }
@@ -197,19 +210,37 @@ fn perf_counter(perf: &str, name: &str) -> u64 {
     line[prefix.len()..].trim().parse().unwrap_or_else(|_| panic!("{line}"))
 }
 
-/// The 82574 takes MSI-X when the machine offers it (QEMU's e1000e has five
-/// table entries in BAR3): the boot log says so, `lspci -v` shows the
-/// capability enabled, and each received frame raises a vector the poll
-/// loop counts.
-#[test]
-fn e1000e_interrupts_through_msix() {
-    let (mut a, _b, _) = pair(NicModel::E1000e, None, None);
+/// The MSI-X table entries QEMU gives the model (in BAR3 on both).
+fn msix_entries(model: NicModel) -> u16 {
+    match model {
+        NicModel::E1000e => 5,
+        NicModel::Igb => 10,
+        NicModel::Virtio => 0,
+    }
+}
+
+/// The NIC's part of `lspci -v`.
+fn lspci_nic(x: &mut Appliance, model: NicModel) -> String {
+    let lspci = x.cmd("lspci -v").unwrap();
+    let mut lines = lspci.lines().skip_while(|l| !l.contains(pci_id(model)));
+    let head = lines.next().unwrap_or_else(|| panic!("{lspci}"));
+    // Its indented lines, up to the next function's.
+    let body: Vec<&str> = lines.take_while(|l| l.starts_with('\t')).collect();
+    format!("{head}\n{}", body.join("\n"))
+}
+
+/// The NIC takes MSI-X when the machine offers it: the boot log says so,
+/// `lspci -v` shows the capability enabled, and each received frame
+/// raises a vector the poll loop counts.
+fn interrupts_through_msix(model: NicModel) {
+    let (mut a, _b, _) = pair(model, None, None);
     let boot = a.transcript();
-    assert!(boot.contains("eth0: e1000e mac 52:54:00:00:00:01 mtu 1500 irq msix 48-50"), "{boot}");
+    let name = model.name();
+    assert!(boot.contains(&format!("eth0: {name} mac 52:54:00:00:00:01 mtu 1500 irq msix 48-50")), "{boot}");
     assert!(boot.contains("apic: local APIC 0 at 0xfee00000, virtual wire for the PIC"), "{boot}");
-    let lspci = a.cmd("lspci -v").unwrap();
-    let nic = lspci.split("[8086:10d3]").nth(1).unwrap_or_else(|| panic!("{lspci}"));
-    assert!(nic.contains("MSI-X: Enable+ Count=5 Masked-"), "{lspci}");
+    let nic = lspci_nic(&mut a, model);
+    let lspci = &nic;
+    assert!(nic.contains(&format!("MSI-X: Enable+ Count={} Masked-", msix_entries(model))), "{lspci}");
     assert!(nic.contains("Vector table: BAR=3 offset=00000000"), "{lspci}");
     assert!(nic.contains("MSI: Enable-"), "MSI stays off next to MSI-X:\n{lspci}");
     a.cmd("perf reset").unwrap();
@@ -224,12 +255,12 @@ fn e1000e_interrupts_through_msix() {
     assert!(perf_counter(&perf, "timer interrupts") > 0, "{perf}");
 }
 
-/// Two e1000e appliances on one wire, 10.0.0.1 and 10.0.0.2, with `append`
-/// on both command lines.
-fn pair_appending(append: &str) -> (Appliance, Appliance) {
+/// Two appliances with `model` NICs on one wire, 10.0.0.1 and 10.0.0.2,
+/// with `append` on both command lines.
+fn pair_appending(model: NicModel, append: &str) -> (Appliance, Appliance) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let node = |mac: &str, local, peer, ip: &str| Options {
-        nic: Some(nic(NicModel::E1000e, mac, local, peer, None)),
+        nic: Some(nic(model, mac, local, peer, None)),
         append: format!("ip={ip} {append}"),
         ..Options::default()
     };
@@ -241,18 +272,17 @@ fn pair_appending(append: &str) -> (Appliance, Appliance) {
 /// Without MSI-X (`pci=nomsix`) the driver falls back to one MSI vector,
 /// without either (`pci=nomsi`, Linux's) to its INTx line through the PIC;
 /// both carry ping and count their interrupts.
-#[test]
-fn e1000e_falls_back_to_msi_then_intx() {
+fn falls_back_to_msi_then_intx(model: NicModel) {
+    let name = model.name();
     for (append, log, msix, msi) in [
         ("pci=nomsix", "irq msi 48", "MSI-X: Enable-", "MSI: Enable+"),
         ("pci=nomsi", "irq 1", "MSI-X: Enable-", "MSI: Enable-"),
     ] {
-        let (mut a, _b) = pair_appending(append);
+        let (mut a, _b) = pair_appending(model, append);
         let boot = a.transcript();
-        assert!(boot.contains(&format!("eth0: e1000e mac 52:54:00:00:00:01 mtu 1500 {log}")), "{append}:\n{boot}");
-        let lspci = a.cmd("lspci -v").unwrap();
-        let nic = lspci.split("[8086:10d3]").nth(1).unwrap_or_else(|| panic!("{lspci}"));
-        assert!(nic.contains(msix) && nic.contains(msi), "{append}:\n{lspci}");
+        assert!(boot.contains(&format!("eth0: {name} mac 52:54:00:00:00:01 mtu 1500 {log}")), "{append}:\n{boot}");
+        let nic = lspci_nic(&mut a, model);
+        assert!(nic.contains(msix) && nic.contains(msi), "{append}:\n{nic}");
         a.cmd("perf reset").unwrap();
         let out = a.cmd("ping 10.0.0.2 -c 3 -i 100").unwrap();
         assert!(out.contains("3 packets transmitted, 3 received, 0% packet loss"), "{append}:\n{out}");

@@ -16,15 +16,17 @@
 //! Doorbells (the tail registers; each write a trap under emulation) are
 //! written once per batch, in [`Nic::service`], as virtio-net's kicks are.
 //! Sent buffers are reclaimed on every pass, so transmit completions raise
-//! no interrupt; received frames and link changes do, as legacy INTx. The
-//! causes are read and acted on in one place ([`Igb::ack_interrupt`] and
-//! the function it calls), so an MSI-X mode (GPIE, IVAR, EIMS) needs only
-//! another way to enable them and a vector's handler calling the same.
+//! no interrupt; received frames and link changes do, through the INTA
+//! pin, one MSI message, or MSI-X with receive queue 0, transmit queue 0
+//! and the "other" causes (link changes among them) on their own table
+//! entries ([`IrqMode`], the 82574's). In every mode the causes are read
+//! and acted on in one place, [`Igb::ack_interrupt`], from the poll loop.
 #![forbid(unsafe_code)]
 
 use super::regs::{self, Regs};
 use super::ring::{RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxRing};
 use super::stats::HwStats;
+pub use crate::e1000e::IrqMode;
 use crate::nic::Nic;
 use alloc::boxed::Box;
 use alloc::vec;
@@ -71,6 +73,8 @@ pub enum Error {
     NoMemory,
     /// An MTU outside [`MIN_MTU`]..=[`MAX_MTU`].
     BadMtu,
+    /// An MSI-X table entry the device does not have.
+    BadVector,
 }
 
 /// Counters the driver keeps (the device's own are [`HwStats`]).
@@ -136,6 +140,8 @@ pub struct Igb<H: Hal, R: Regs> {
     stats_at: Option<u64>,
     stats: Stats,
     hw: HwStats,
+    /// Applied again after every reset (which clears GPIE and the IVARs).
+    irq_mode: IrqMode,
 }
 
 /// The receive buffer for `mtu`: the smallest whole number of KiB that
@@ -239,6 +245,7 @@ impl<H: Hal, R: Regs> Igb<H, R> {
             stats_at: None,
             stats: Stats::default(),
             hw: HwStats::default(),
+            irq_mode: IrqMode::Intx,
         };
         nic.configure(Vec::new())?;
         Ok(nic)
@@ -257,19 +264,68 @@ impl<H: Hal, R: Regs> Igb<H, R> {
         for i in 0..regs::MTA_WORDS {
             r.write(regs::MTA + 4 * i, 0);
         }
-        // Interrupt at once for each frame: no throttling.
-        r.write(regs::EITR0, 0);
         self.start_tx()?;
         self.start_rx(spare)?;
-        self.enable_interrupts();
+        self.program_interrupts();
         self.carrier = self.regs.read(regs::STATUS) & regs::STATUS_LU != 0;
         Ok(())
     }
 
-    /// Legacy INTx: the causes the driver handles, in IMS. (MSI-X would
-    /// map them to vectors here: GPIE.MSIX_MODE, IVAR, EIMS.)
-    fn enable_interrupts(&mut self) {
-        self.regs.write(regs::IMS, regs::INT_ENABLED);
+    /// Switches the device to `mode` (the kernel has set up the PCI side:
+    /// the MSI capability, or the MSI-X table and capability), for now and
+    /// after every reset.
+    pub fn set_interrupt_mode(&mut self, mode: IrqMode) -> Result<(), Error> {
+        if let IrqMode::Msix { rx, tx, other } = mode
+            && [rx, tx, other].iter().any(|&e| e >= regs::MSIX_ENTRIES)
+        {
+            return Err(Error::BadVector);
+        }
+        self.irq_mode = mode;
+        self.regs.write(regs::IMC, u32::MAX);
+        self.regs.write(regs::EIMC, u32::MAX);
+        self.program_interrupts();
+        Ok(())
+    }
+
+    /// The interrupt mode in use.
+    pub fn interrupt_mode(&self) -> IrqMode {
+        self.irq_mode
+    }
+
+    /// Routes the causes as `irq_mode` says and enables them. INTx and MSI:
+    /// legacy mode, the causes in IMS. MSI-X (§7.3): GPIE.MSIX_MODE and
+    /// PBA, the receive and transmit queue 0 entries of IVAR0, the other
+    /// causes' entry of IVAR_MISC, the receive and other vectors enabled in
+    /// EIMS (transmit completions are reaped on every pass, so their vector
+    /// stays masked), link changes and overruns in IMS. No auto-clear, no
+    /// auto-mask: a cause stays until `ack_interrupt` clears it. GPIE goes
+    /// first: the device reads EIMS's bits as vectors only in MSI-X mode.
+    fn program_interrupts(&mut self) {
+        let r = &mut self.regs;
+        let entry = |e: u8, shift: u32| (u32::from(e) | regs::IVAR_VALID) << shift;
+        let (gpie, ivar, misc, eims, ims) = match self.irq_mode {
+            IrqMode::Msix { rx, tx, other } => (
+                regs::GPIE_MSIX_MODE | regs::GPIE_PBA,
+                entry(rx, regs::IVAR_RXQ0_SHIFT) | entry(tx, regs::IVAR_TXQ0_SHIFT),
+                entry(other, regs::IVAR_OTHER_SHIFT),
+                1 << rx | 1 << other,
+                regs::INT_ENABLED_MSIX,
+            ),
+            IrqMode::Intx | IrqMode::Msi => (0, 0, 0, 0, regs::INT_ENABLED),
+        };
+        r.write(regs::GPIE, gpie);
+        r.write(regs::IVAR0, ivar);
+        r.write(regs::IVAR_MISC, misc);
+        r.write(regs::EIAC, 0);
+        // Interrupt at once for each frame: no throttling on any vector
+        // (EITR0 is the legacy modes' too).
+        for v in 0..u32::from(regs::MSIX_ENTRIES) {
+            r.write(regs::EITR0 + 4 * v, 0);
+        }
+        if eims != 0 {
+            r.write(regs::EIMS, eims);
+        }
+        r.write(regs::IMS, ims);
     }
 
     /// The transmit queue at its ring's start (§4.5.10), enabled.
@@ -380,9 +436,19 @@ impl<H: Hal, R: Regs> Igb<H, R> {
     }
 
     /// Acknowledges the device's interrupt (INTx stays asserted until the
-    /// causes are cleared: read ICR, write back what it held); whether the
-    /// link changed, in which case [`Igb::carrier`] is fresh.
+    /// causes are cleared, and in MSI-X mode reading ICR clears nothing:
+    /// read ICR, write back what it held); whether the link changed, in
+    /// which case [`Igb::carrier`] is fresh. In MSI-X mode EICR is cleared
+    /// first, the same way: a vector fires again only once its bit has
+    /// fallen, and a cause arriving after this read raises its bit anew
+    /// (one arriving between the two reads is in ICR, taken below).
     pub fn ack_interrupt(&mut self) -> bool {
+        if let IrqMode::Msix { .. } = self.irq_mode {
+            let eicr = self.regs.read(regs::EICR);
+            if eicr != 0 {
+                self.regs.write(regs::EICR, eicr);
+            }
+        }
         let icr = self.regs.read(regs::ICR);
         if icr != 0 {
             self.regs.write(regs::ICR, icr);
@@ -977,6 +1043,114 @@ mod tests {
         assert!(r.nic.ack_interrupt());
         assert!(r.nic.carrier());
         assert!(r.nic.receive().is_some());
+    }
+
+    /// The MSI-X routing the rig is switched to: receive queue 0 on entry
+    /// 0, transmit queue 0 on 1, the other causes on 2 (the kernel's).
+    const MSIX: IrqMode = IrqMode::Msix { rx: 0, tx: 1, other: 2 };
+
+    /// What MSI-X mode leaves in the device's registers.
+    fn assert_msix_programmed(r: &Rig) {
+        let gpie = r.reg(regs::GPIE);
+        assert_eq!(gpie & (regs::GPIE_MSIX_MODE | regs::GPIE_PBA), regs::GPIE_MSIX_MODE | regs::GPIE_PBA);
+        assert_eq!(gpie & (regs::GPIE_EIAME | regs::GPIE_NSICR), 0, "no auto-mask, no clear-on-read mode");
+        // Entry | valid per byte: RxQ0 bits 7:0, TxQ0 15:8; other 15:8 of IVAR_MISC.
+        assert_eq!(r.reg(regs::IVAR0), 0x0000_8180);
+        assert_eq!(r.reg(regs::IVAR_MISC), 0x0000_8200);
+        assert_eq!(r.reg(regs::EIMS), 0b101, "the receive and other vectors");
+        assert_eq!(r.reg(regs::EIAC), 0, "no auto-clear: the poll loop acks");
+        assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED_MSIX);
+        assert_eq!(r.reg(regs::IMS) & regs::INT_RXDW, 0, "frames come on their own vector only");
+        for v in 0..u32::from(regs::MSIX_ENTRIES) {
+            assert!(r.writes(regs::EITR0 + 4 * v) > 0 && r.reg(regs::EITR0 + 4 * v) == 0, "no throttling on {v}");
+        }
+    }
+
+    #[test]
+    fn msix_routes_rx_tx_and_other_and_survives_a_reset() {
+        let mut r = rig();
+        assert_eq!(r.nic.interrupt_mode(), IrqMode::Intx);
+        assert_eq!((r.reg(regs::GPIE), r.reg(regs::IVAR0), r.reg(regs::IVAR_MISC)), (0, 0, 0));
+        r.dev.borrow_mut().msix = true;
+        r.nic.set_interrupt_mode(MSIX).expect("msix");
+        assert_eq!(r.nic.interrupt_mode(), MSIX);
+        assert_msix_programmed(&r);
+        assert!(r.dev.borrow().messages.is_empty(), "nothing was pending");
+
+        // A frame: the receive entry; acknowledged through EICR and ICR.
+        assert!(r.deliver(&[1; 64]));
+        assert_eq!(r.dev.borrow().messages, [0]);
+        assert!(!r.nic.ack_interrupt());
+        assert_eq!((r.reg(regs::EICR), r.reg(regs::ICR)), (0, 0), "both cleared (ICR: a read alone clears nothing)");
+        assert!(r.nic.receive().is_some());
+        // The next frame fires the vector again: its bit fell.
+        assert!(r.deliver(&[2; 64]));
+        assert_eq!(r.dev.borrow().messages, [0, 0]);
+        assert!(!r.nic.ack_interrupt());
+        assert!(r.nic.receive().is_some());
+
+        // Sent frames: routed to entry 1, which stays masked.
+        r.nic.transmit(60, |b| b.fill(3));
+        r.nic.service();
+        assert_eq!(r.send_all().len(), 1);
+        assert_eq!(r.dev.borrow().messages, [0, 0], "no message for completions");
+        assert_eq!(r.reg(regs::EICR), 0b10, "the transmit cause, routed but masked");
+        assert!(!r.nic.ack_interrupt());
+        assert_eq!(r.reg(regs::EICR), 0);
+
+        // A link change: the other entry, and the carrier is read; the next
+        // one fires again.
+        r.dev.borrow_mut().set_link(false);
+        assert_eq!(r.dev.borrow().messages, [0, 0, 2]);
+        assert!(r.nic.ack_interrupt());
+        assert!(!r.nic.carrier());
+        assert_eq!((r.reg(regs::EICR), r.reg(regs::ICR)), (0, 0));
+        r.dev.borrow_mut().set_link(true);
+        assert_eq!(r.dev.borrow().messages, [0, 0, 2, 2]);
+        assert!(r.nic.ack_interrupt());
+        assert!(r.nic.carrier());
+
+        // A reset (the watchdog's, or a stuck queue's) clears the device's
+        // routing; the driver programs it again, and the renegotiated link
+        // comes on the other vector.
+        r.nic.reset().expect("reset");
+        assert_eq!(r.resets(), 2);
+        assert_msix_programmed(&r);
+        r.dev.borrow_mut().messages.clear();
+        r.dev.borrow_mut().finish_negotiation();
+        assert_eq!(r.dev.borrow().messages, [2]);
+        assert!(r.nic.ack_interrupt() && r.nic.carrier());
+        assert!(r.deliver(&[4; 64]));
+        assert_eq!(r.dev.borrow().messages, [2, 0]);
+        assert!(!r.nic.ack_interrupt());
+        assert!(r.nic.receive().is_some());
+        // An MTU change that restarts the receive queue keeps it too.
+        r.nic.set_mtu(9000).expect("mtu");
+        assert_eq!(r.resets(), 2, "no device reset");
+        assert_msix_programmed(&r);
+        assert!(r.deliver(&[5; 8000]));
+        assert_eq!(r.dev.borrow().messages, [2, 0, 0]);
+
+        // Back to MSI (or INTx: the same device registers).
+        r.dev.borrow_mut().msix = false;
+        r.nic.set_interrupt_mode(IrqMode::Msi).expect("msi");
+        assert_eq!((r.reg(regs::GPIE), r.reg(regs::IVAR0), r.reg(regs::IVAR_MISC)), (0, 0, 0));
+        assert_eq!((r.reg(regs::IMS), r.reg(regs::EIMS)), (regs::INT_ENABLED, 0));
+        let bad = IrqMode::Msix { rx: 0, tx: 1, other: regs::MSIX_ENTRIES };
+        assert_eq!(r.nic.set_interrupt_mode(bad), Err(Error::BadVector));
+        assert_eq!(r.nic.interrupt_mode(), IrqMode::Msi, "unchanged");
+    }
+
+    #[test]
+    fn a_link_change_pending_when_msix_is_switched_on_is_not_lost() {
+        let dev = Device::new(MAC);
+        let mut nic = Igb::<FakeHal, _>::new(FakeRegs(dev.clone()), DEFAULT_MTU).expect("device");
+        // The PHY finishes negotiating before the kernel sets up MSI-X.
+        dev.borrow_mut().finish_negotiation();
+        dev.borrow_mut().msix = true;
+        nic.set_interrupt_mode(MSIX).expect("msix");
+        assert_eq!(dev.borrow().messages, [2], "IMS enabled over a pending LSC: the other vector");
+        assert!(nic.ack_interrupt() && nic.carrier());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! A fake 82576 for the igb driver's tests: a register file with the
 //! device's side effects (reset of MAC and PHY, auto-negotiation started
 //! through MDIC and finished by the test, read-to-clear causes and
-//! counters, NVM reads, queue enables) and the device's half of the
-//! advanced rings, stepped by the test (or told to lie).
+//! counters, NVM reads, queue enables, MSI-X routing and messages) and the
+//! device's half of the advanced rings, stepped by the test (or told to lie).
 
 extern crate std;
 
@@ -28,8 +28,9 @@ unsafe fn at<'a, A>(addr: PhysAddr) -> &'a A {
 }
 
 /// Registers that clear when read.
-const READ_TO_CLEAR: [u32; 13] = [
+const READ_TO_CLEAR: [u32; 14] = [
     regs::ICR,
+    regs::EICR,
     regs::CRCERRS,
     regs::MPC,
     regs::GPRC,
@@ -74,6 +75,14 @@ pub struct Device {
     pub resets: u32,
     /// Writes per register, to count doorbells.
     pub writes: BTreeMap<u32, u32>,
+    /// MSI-X enabled in configuration space (the kernel's side, set by the
+    /// test): with GPIE.MSIX_MODE, a vector whose EICR bit rises while
+    /// enabled in EIMS sends its message (as QEMU's igb: queue causes
+    /// through IVAR0, newly enabled ICR causes through IVAR_MISC's other
+    /// entry; EIAC bits cleared once sent).
+    pub msix: bool,
+    /// The MSI-X table entries messages were sent to, in order.
+    pub messages: Vec<u8>,
 }
 
 impl Device {
@@ -135,9 +144,56 @@ impl Device {
         }
     }
 
+    fn msix_mode(&self) -> bool {
+        self.reg(regs::GPIE) & regs::GPIE_MSIX_MODE != 0
+    }
+
+    /// ICR causes (and, in MSI-X mode, the other vector if one of them
+    /// newly shows through IMS).
     fn cause(&mut self, bits: u32) {
-        let icr = self.reg(regs::ICR);
-        self.set(regs::ICR, icr | bits);
+        let old = self.reg(regs::ICR) & self.reg(regs::IMS);
+        let icr = self.reg(regs::ICR) | bits;
+        self.set(regs::ICR, icr);
+        self.icr_raised(old);
+    }
+
+    fn icr_raised(&mut self, old: u32) {
+        if self.msix_mode() && self.reg(regs::ICR) & self.reg(regs::IMS) & !old != 0 {
+            self.vector_cause(self.reg(regs::IVAR_MISC) >> regs::IVAR_OTHER_SHIFT);
+        }
+    }
+
+    /// A queue's cause in MSI-X mode: its IVAR0 entry.
+    fn queue_cause(&mut self, shift: u32) {
+        if self.msix_mode() {
+            self.vector_cause(self.reg(regs::IVAR0) >> shift);
+        }
+    }
+
+    /// An IVAR entry's cause: its vector's EICR bit, when valid.
+    fn vector_cause(&mut self, entry: u32) {
+        if entry & regs::IVAR_VALID != 0 {
+            self.eicr(1 << (entry & regs::IVAR_VECTOR_MASK));
+        }
+    }
+
+    fn eicr(&mut self, bits: u32) {
+        let old = self.reg(regs::EICR) & self.reg(regs::EIMS);
+        let eicr = self.reg(regs::EICR) | bits;
+        self.set(regs::EICR, eicr);
+        self.eicr_raised(old);
+    }
+
+    fn eicr_raised(&mut self, old: u32) {
+        let raised = self.reg(regs::EICR) & self.reg(regs::EIMS) & !old;
+        if !self.msix || raised == 0 {
+            return;
+        }
+        for v in (0..32).filter(|v| raised & 1 << v != 0) {
+            self.messages.push(v as u8);
+        }
+        let eicr = self.reg(regs::EICR) & !(raised & self.reg(regs::EIAC));
+        self.set(regs::EICR, eicr);
     }
 
     /// Adds to a statistics register.
@@ -191,6 +247,7 @@ impl Device {
             self.write_back(piece, piece.len() as u16, status);
         }
         self.count(regs::GPRC, 1);
+        self.queue_cause(regs::IVAR_RXQ0_SHIFT);
         self.cause(regs::INT_RXDW);
         true
     }
@@ -202,6 +259,7 @@ impl Device {
             return false;
         }
         self.write_back(bytes, len, status_error);
+        self.queue_cause(regs::IVAR_RXQ0_SHIFT);
         self.cause(regs::INT_RXDW);
         true
     }
@@ -262,6 +320,10 @@ impl Device {
             self.set(regs::TDH, (head + 1) % size);
             self.count(regs::GPTC, 1);
         }
+        if !sent.is_empty() {
+            self.queue_cause(regs::IVAR_TXQ0_SHIFT);
+            self.cause(regs::INT_TXDW);
+        }
         sent
     }
 
@@ -281,6 +343,10 @@ pub struct FakeRegs(pub Rc<RefCell<Device>>);
 impl Regs for FakeRegs {
     fn read(&self, offset: u32) -> u32 {
         let mut d = self.0.borrow_mut();
+        // In MSI-X mode ICR keeps its causes until written back.
+        if offset == regs::ICR && d.msix && d.msix_mode() && d.reg(regs::IMS) != 0 {
+            return d.reg(offset);
+        }
         if READ_TO_CLEAR.contains(&offset) {
             return d.regs.remove(&offset).unwrap_or(0);
         }
@@ -298,8 +364,25 @@ impl Regs for FakeRegs {
             }
             regs::ICS => d.cause(value),
             regs::IMS => {
+                let old = d.reg(regs::ICR) & d.reg(regs::IMS);
                 let ims = d.reg(regs::IMS) | value;
                 d.set(regs::IMS, ims);
+                d.icr_raised(old);
+            }
+            regs::EICR => {
+                let eicr = d.reg(regs::EICR) & !value;
+                d.set(regs::EICR, eicr);
+            }
+            regs::EICS => d.eicr(value),
+            regs::EIMS => {
+                let old = d.reg(regs::EICR) & d.reg(regs::EIMS);
+                let eims = d.reg(regs::EIMS) | value;
+                d.set(regs::EIMS, eims);
+                d.eicr_raised(old);
+            }
+            regs::EIMC => {
+                let eims = d.reg(regs::EIMS) & !value;
+                d.set(regs::EIMS, eims);
             }
             regs::IMC => {
                 let ims = d.reg(regs::IMS) & !value;

@@ -11,7 +11,7 @@ pub mod ring;
 pub mod stats;
 
 pub use crate::e1000e::Mmio;
-pub use driver::{DEFAULT_MTU, Error, Igb, MAX_MTU, RxFrame, Stats};
+pub use driver::{DEFAULT_MTU, Error, Igb, IrqMode, MAX_MTU, RxFrame, Stats};
 pub use stats::HwStats;
 
 /// The PCI IDs this driver takes.

@@ -67,8 +67,9 @@ pub const BMCR_AN_ENABLE: u16 = 1 << 12;
 // one bit layout serves all four: ICR (cause, cleared by reading it or
 // writing 1s), ICS (set), IMS (enable), IMC (disable), at the offsets the
 // 8254x family has always used (Linux's igb uses these too; QEMU's igb
-// decodes only these). MSI-X mode adds the extended registers (EICR,
-// EIMS, IVAR, GPIE), which this driver leaves at their reset values.
+// decodes only these). In MSI-X mode these causes stay where they are and
+// the "other" vector signals them; the extended registers (below) route
+// the queues' causes to vectors.
 
 pub const ICR: u32 = 0x00c0;
 pub const ICS: u32 = 0x00c8;
@@ -92,6 +93,52 @@ pub const INT_ENABLED: u32 = INT_LSC | INT_RXDMT0 | INT_RXO | INT_RXDW;
 /// (§8.8): zero, no minimum gap (latency first; the poll loop already
 /// batches).
 pub const EITR0: u32 = 0x1680;
+
+// MSI-X (§7.3, the registers in §8.8). With GPIE.MSIX_MODE the
+// device sets a bit in EICR per MSI-X vector: queue causes through IVAR0
+// (receive queue 0 in bits 7:0, transmit queue 0 in 15:8, each a vector
+// in 4:0 and a valid bit 7), the legacy ICR causes, link change among
+// them, through IVAR_MISC's "other" entry (bits 15:8; 7:0 is the TCP
+// timer's). A vector's message goes out when its EICR bit rises while
+// enabled in EIMS. The driver sets no auto-clear (EIAC) and no auto-mask
+// (GPIE.EIAME, which EIAM only serves), so EICR and ICR hold their causes
+// until the poll loop acknowledges them, as with INTx.
+
+/// General Purpose Interrupt Enable (§8.8): MSIX_MODE as above; PBA
+/// support, set with MSI-X (as Linux's igb does); NSICR and EIAME (the
+/// clear-on-read and auto-mask behaviours) stay off.
+pub const GPIE: u32 = 0x1514;
+pub const GPIE_NSICR: u32 = 1 << 0;
+pub const GPIE_MSIX_MODE: u32 = 1 << 4;
+pub const GPIE_EIAME: u32 = 1 << 30;
+pub const GPIE_PBA: u32 = 1 << 31;
+/// Extended cause set, mask set (enable) and clear, auto-clear, auto-mask
+/// (§8.8): one bit per vector in MSI-X mode.
+pub const EICS: u32 = 0x1520;
+pub const EIMS: u32 = 0x1524;
+pub const EIMC: u32 = 0x1528;
+pub const EIAC: u32 = 0x152c;
+pub const EIAM: u32 = 0x1530;
+/// Extended cause (§8.8): cleared by writing 1s (and, under QEMU, by
+/// reading it).
+pub const EICR: u32 = 0x1580;
+/// Interrupt Vector Allocation, queues 0 and 1 (§8.8), and the one for the
+/// other causes.
+pub const IVAR0: u32 = 0x1700;
+pub const IVAR_MISC: u32 = 0x1740;
+pub const IVAR_VALID: u32 = 1 << 7;
+pub const IVAR_RXQ0_SHIFT: u32 = 0;
+pub const IVAR_TXQ0_SHIFT: u32 = 8;
+pub const IVAR_OTHER_SHIFT: u32 = 8;
+/// The vector field of an IVAR entry.
+pub const IVAR_VECTOR_MASK: u32 = 0x1f;
+/// MSI-X table entries of the 82576's physical function (§7.3; QEMU's
+/// igb has as many): 10, each with its own EITR.
+pub const MSIX_ENTRIES: u8 = 10;
+/// The ICR causes enabled in MSI-X mode, all on the "other" vector: link
+/// changes and overruns (frames come on the receive vector, so RXDW and
+/// RXDMT0 stay masked lest every frame fire "other" too).
+pub const INT_ENABLED_MSIX: u32 = INT_LSC | INT_RXO;
 
 // Receive registers (§8.10; the receive path in §7.1).
 

@@ -93,9 +93,9 @@ pub fn enable_bus_master(f: &kbase::pci::Function) {
 }
 
 /// `f`'s MSI-X table, in the memory BAR its capability names (BAR3 on the
-/// 82574), which `pci::scan` mapped uncached with the others; with its
-/// entry count. `None` without MSI-X, or when that BAR is not a mapped
-/// memory BAR holding the whole table.
+/// 82574 and the 82576), which `pci::scan` mapped uncached with the
+/// others; with its entry count. `None` without MSI-X, or when that BAR is
+/// not a mapped memory BAR holding the whole table.
 pub fn msix_table(f: &kbase::pci::Function) -> Option<(drivers::e1000e::Mmio, u16)> {
     let Some(kbase::pci::Capability::MsiX { table_size, table_bar, table_offset, .. }) = f.msix() else {
         return None;

@@ -7,8 +7,9 @@ use super::hal::KernelHal;
 use crate::arch::source::IrqSource;
 use crate::time::Instant;
 use alloc::format;
+use alloc::string::String;
 use drivers::e1000e::regs::Regs as _;
-use drivers::e1000e::{self, E1000e, Mmio};
+use drivers::e1000e::{self, E1000e, IrqMode, Mmio};
 use drivers::igb::{self, Igb};
 use drivers::nic::Nic;
 use drivers::virtio_net::{self, VirtioNet};
@@ -74,17 +75,76 @@ impl NetDevice {
     }
 
     /// Sets up the device's interrupts, the best kind it has first: MSI-X
-    /// (the 82574's receive queue, transmit queue and other causes each on
-    /// a vector), else one MSI vector, else its INTx line, which is also
+    /// (the Intel NICs' receive queue, transmit queue and other causes each
+    /// on a vector), else one MSI vector, else its INTx line, which is also
     /// virtio-net's (its `virtio-drivers` transport drives no MSI-X).
     pub fn setup_interrupts(&mut self, f: &kbase::pci::Function) -> IrqSource {
-        let NetDevice::E1000e(n) = self else { return IrqSource::Line(f.interrupt_line) };
-        if let Some(source) = e1000e_msix(n, f).or_else(|| e1000e_msi(n, f)) {
+        if let NetDevice::Virtio(_) = self {
+            return IrqSource::Line(f.interrupt_line);
+        }
+        if let Some(source) = self.msix(f).or_else(|| self.msi(f)) {
             return source;
         }
         crate::pci::msi_off(f);
-        let _ = n.set_interrupt_mode(e1000e::IrqMode::Intx);
+        let _ = self.set_interrupt_mode(IrqMode::Intx);
         IrqSource::Line(f.interrupt_line)
+    }
+
+    /// Tells an Intel NIC how its interrupts now come (the 82574 and the
+    /// 82576 take the same modes); virtio-net has only its line here.
+    fn set_interrupt_mode(&mut self, mode: IrqMode) -> Result<(), String> {
+        match self {
+            NetDevice::Virtio(_) => Err("virtio-net: no MSI here".into()),
+            NetDevice::E1000e(n) => n.set_interrupt_mode(mode).map_err(|e| format!("e1000e {e:?}")),
+            NetDevice::Igb(n) => n.set_interrupt_mode(mode).map_err(|e| format!("igb {e:?}")),
+        }
+    }
+
+    /// MSI-X: receive queue 0, transmit queue 0 and the other causes on
+    /// table entries 0, 1, 2, each its own vector; `None` (and nothing left
+    /// enabled) when the function, the command line or the vector pool
+    /// will not have it.
+    fn msix(&mut self, f: &kbase::pci::Function) -> Option<IrqSource> {
+        use crate::arch::msi as vectors;
+        if !vectors::allowed(kbase::msi::Allowed::All) {
+            return None;
+        }
+        let (mut table, entries) = super::hal::msix_table(f)?;
+        let mut v = [0u8; 3];
+        if !vectors::alloc(&mut v) {
+            return None;
+        }
+        let mode = IrqMode::Msix { rx: 0, tx: 1, other: 2 };
+        let done = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value))
+            .map_err(|e| format!("{e:?}"))
+            .and_then(|()| self.set_interrupt_mode(mode));
+        if let Err(e) = done {
+            log::warn!("{}: MSI-X: {e}; trying MSI", f.bdf);
+            crate::pci::msi_off(f);
+            vectors::free(&v);
+            return None;
+        }
+        crate::pci::msix_unmask(f);
+        Some(IrqSource::msix(&v))
+    }
+
+    /// One MSI vector, every cause on it.
+    fn msi(&mut self, f: &kbase::pci::Function) -> Option<IrqSource> {
+        use crate::arch::msi as vectors;
+        let mut v = [0u8; 1];
+        if !vectors::allowed(kbase::msi::Allowed::Msi) || !vectors::alloc(&mut v) {
+            return None;
+        }
+        let done = crate::pci::msi_setup(f, v[0])
+            .map_err(|e| format!("{e:?}"))
+            .and_then(|()| self.set_interrupt_mode(IrqMode::Msi));
+        if let Err(e) = done {
+            log::warn!("{}: MSI: {e}; using INTx", f.bdf);
+            crate::pci::msi_off(f);
+            vectors::free(&v);
+            return None;
+        }
+        Some(IrqSource::Msi(v[0]))
     }
 
     /// Acknowledges the device's interrupt; whether the link may have changed.
@@ -171,53 +231,6 @@ impl NetDevice {
             }
         }
     }
-}
-
-/// The 82574 on MSI-X: receive queue 0, transmit queue 0 and the other
-/// causes on table entries 0, 1, 2, each its own vector; `None` (and
-/// nothing left enabled) when the function, the command line or the
-/// vector pool will not have it.
-fn e1000e_msix(n: &mut E1000e<KernelHal, Mmio>, f: &kbase::pci::Function) -> Option<IrqSource> {
-    use crate::arch::msi as vectors;
-    if !vectors::allowed(kbase::msi::Allowed::All) {
-        return None;
-    }
-    let (mut table, entries) = super::hal::msix_table(f)?;
-    let mut v = [0u8; 3];
-    if !vectors::alloc(&mut v) {
-        return None;
-    }
-    let mode = e1000e::IrqMode::Msix { rx: 0, tx: 1, other: 2 };
-    let done = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value))
-        .map_err(|e| format!("{e:?}"))
-        .and_then(|()| n.set_interrupt_mode(mode).map_err(|e| format!("e1000e {e:?}")));
-    if let Err(e) = done {
-        log::warn!("{}: MSI-X: {e}; trying MSI", f.bdf);
-        crate::pci::msi_off(f);
-        vectors::free(&v);
-        return None;
-    }
-    crate::pci::msix_unmask(f);
-    Some(IrqSource::msix(&v))
-}
-
-/// The 82574 on one MSI vector, every cause on it.
-fn e1000e_msi(n: &mut E1000e<KernelHal, Mmio>, f: &kbase::pci::Function) -> Option<IrqSource> {
-    use crate::arch::msi as vectors;
-    let mut v = [0u8; 1];
-    if !vectors::allowed(kbase::msi::Allowed::Msi) || !vectors::alloc(&mut v) {
-        return None;
-    }
-    let done = crate::pci::msi_setup(f, v[0])
-        .map_err(|e| format!("{e:?}"))
-        .and_then(|()| n.set_interrupt_mode(e1000e::IrqMode::Msi).map_err(|e| format!("e1000e {e:?}")));
-    if let Err(e) = done {
-        log::warn!("{}: MSI: {e}; using INTx", f.bdf);
-        crate::pci::msi_off(f);
-        vectors::free(&v);
-        return None;
-    }
-    Some(IrqSource::Msi(v[0]))
 }
 
 impl Nic for NetDevice {
