@@ -318,9 +318,18 @@ impl LinuxPeer {
     }
 
     /// Waits for the job `spawn_bg` started with `log`, and returns its log
-    /// (ending `exit=N` once the job has ended).
+    /// (ending `exit=N` once the job has ended). Past `timeout` the wait is
+    /// interrupted and the job killed, so the shell answers the next command.
     pub fn finish_bg(&mut self, log: &str, timeout: Duration) -> Result<String, Error> {
-        self.cmd_timeout(&format!("wait $! 2>/dev/null; cat {log}"), timeout)
+        let done = self.cmd_timeout(&format!("wait $! 2>/dev/null; cat {log}"), timeout);
+        if done.is_err() {
+            let _ = self.send(b"\x03");
+            let _ = self.kill_bg(log);
+            // The shell reports the killed job with the next prompt: let
+            // that go by before the caller's next command.
+            let _ = self.cmd("sleep 0.2");
+        }
+        done
     }
 
     /// Stops the job `spawn_bg` started with `log`, if it still runs.

@@ -1058,3 +1058,28 @@ fn ud_multicast_with_linux_mckey_both_ways() {
     let stats = linux.cmd("rdma statistic show").unwrap();
     assert_eq!(counter(&counters(&stats), "send_err"), Some(0), "{stats}");
 }
+
+/// The peer's background jobs (`LinuxPeer::spawn_bg`): the status is the
+/// job's own even when the shell reaped it first, and a job that overruns
+/// its wait is stopped, leaving the shell answering.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn the_peers_background_jobs_report_their_status_and_can_be_stopped() {
+    if !LinuxPeer::available_or_skip("the_peers_background_jobs_report_their_status_and_can_be_stopped") {
+        return;
+    }
+    let mut linux = LinuxPeer::boot(PeerOptions::new(
+        Nic::new("52:54:00:00:01:03", free_udp_port(), free_udp_port()),
+        "10.0.0.3/24",
+    ))
+    .unwrap();
+    linux.spawn_bg("sh -c 'exit 3'", "/tmp/bg.log").unwrap();
+    // Another command first, so the shell reaps the job ("[1]+ Done").
+    linux.cmd("sleep 1").unwrap();
+    let out = linux.finish_bg("/tmp/bg.log", Duration::from_secs(30)).unwrap();
+    assert!(out.contains("exit=3"), "{out}");
+    linux.spawn_bg("sleep 600", "/tmp/bg.log").unwrap();
+    assert!(linux.finish_bg("/tmp/bg.log", Duration::from_secs(3)).is_err());
+    let out = linux.cmd("echo still-here; pidof sleep || echo no-sleep").unwrap();
+    assert!(out.contains("still-here") && out.contains("no-sleep"), "{out}");
+}

@@ -498,7 +498,9 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
                 let child =
                     tool::spawn(ours, &a.path, &format!("{ours_opts} -p {hp} 127.0.0.1")).map_err(|e| e.to_string())?;
                 let (ok, out) = tool::finish(child, RUN).map_err(|e| e.to_string())?;
-                let theirs = linux.finish_bg("/tmp/soak.log", RUN).map_err(|e| e.to_string())?;
+                let theirs = linux
+                    .finish_bg("/tmp/soak.log", RUN)
+                    .map_err(|e| format!("{e}\n--- our client, ok={ok} ---\n{out}"))?;
                 if ok && theirs.contains("exit=0") {
                     Ok((out, theirs))
                 } else {
