@@ -90,10 +90,11 @@ impl Layout {
 
 /// The geometry of `frame` for `want`, and the frame readied for the NIC:
 /// the IPv4 checksum zeroed, the L4 one seeded with the pseudo-header sum.
-/// `None` (frame untouched) when it is not an IPv4 frame this can lay out:
-/// too short, options past its length, a fragment for L4, or L4 asked of a
-/// protocol other than TCP/UDP. `frame` needs only hold the headers; the
-/// lengths come from the IPv4 header.
+/// What cannot be done is left out: the L4 checksum of a fragment, of a
+/// protocol other than TCP/UDP or of a header past `frame`'s end. `None`
+/// (frame untouched) when nothing asked can be done: not an IPv4 frame,
+/// too short, options past its length. `frame` needs only hold the
+/// headers; the lengths come from the IPv4 header.
 pub fn prepare(frame: &mut [u8], want: TxChecksum) -> Option<Layout> {
     let layout = layout(frame, want)?;
     if want.ipv4 {
@@ -118,20 +119,16 @@ fn layout(frame: &[u8], want: TxChecksum) -> Option<Layout> {
     }
     let ip_end = ip_start + ihl;
     let header = frame.get(ip_start..ip_end)?;
-    let l4 = if want.l4 {
-        let fragment = u16::from_be_bytes([header[6], header[7]]) & 0x3fff != 0;
-        let at = match header[9] {
-            PROTO_TCP => TCP_CSUM_AT,
-            PROTO_UDP => UDP_CSUM_AT,
-            _ => return None,
-        };
-        if fragment || frame.len() < ip_end + at + 2 {
-            return None;
-        }
-        Some((ip_end, ip_end + at))
-    } else {
-        None
+    let fragment = u16::from_be_bytes([header[6], header[7]]) & 0x3fff != 0;
+    let at = match header[9] {
+        PROTO_TCP => Some(TCP_CSUM_AT),
+        PROTO_UDP => Some(UDP_CSUM_AT),
+        _ => None,
     };
+    let l4 = at.filter(|&at| want.l4 && !fragment && frame.len() >= ip_end + at + 2).map(|at| (ip_end, ip_end + at));
+    if !want.ipv4 && l4.is_none() {
+        return None;
+    }
     Some(Layout { ip_start, ip_end, l4, tcp: header[9] == PROTO_TCP })
 }
 
@@ -174,7 +171,7 @@ pub fn finish_l4(sum: u16, tcp: bool) -> u16 {
 /// Whether `frame`'s IPv4 header checksum is right; `None` when it is no
 /// IPv4 frame (or too short to tell).
 pub fn ipv4_header_ok(frame: &[u8]) -> Option<bool> {
-    let layout = layout(frame, TxChecksum::NONE)?;
+    let layout = layout(frame, TxChecksum { ipv4: true, l4: false })?;
     Some(add(0, frame.get(layout.ip_start..layout.ip_end)?) == 0xffff)
 }
 
@@ -191,9 +188,33 @@ pub fn l4_ok(frame: &[u8]) -> Option<bool> {
     Some(add(seed, frame.get(start..end)?) == 0xffff)
 }
 
-/// Whether `frame` is IPv6 (whose L4 checksums the drivers leave to software).
-pub fn is_ipv6(frame: &[u8]) -> bool {
-    frame.get(12..14) == Some(&ETHERTYPE_IPV6[..])
+/// Fills the TCP or UDP checksum of an IPv6 frame whose next header is
+/// TCP or UDP (no extension headers), in software: the NICs here offload
+/// only IPv4's, and smoltcp's checksum switches do not tell the two apart.
+/// Other frames are left as they are.
+pub fn fill_ipv6_l4(frame: &mut [u8]) {
+    const IPV6_HEADER: usize = 40;
+    if frame.get(12..14) != Some(&ETHERTYPE_IPV6[..]) || frame.len() < ETH_HEADER + IPV6_HEADER {
+        return;
+    }
+    let ip = ETH_HEADER;
+    let (next, payload_len) = (frame[ip + 6], usize::from(u16::from_be_bytes([frame[ip + 4], frame[ip + 5]])));
+    let (tcp, at) = match next {
+        PROTO_TCP => (true, TCP_CSUM_AT),
+        PROTO_UDP => (false, UDP_CSUM_AT),
+        _ => return,
+    };
+    let start = ip + IPV6_HEADER;
+    let end = (start + payload_len).min(frame.len());
+    if end < start + at + 2 {
+        return;
+    }
+    frame[start + at..start + at + 2].fill(0);
+    let mut sum = add(0, &frame[ip + 8..ip + 40]);
+    let len = payload_len as u32;
+    sum = add(sum, &[(len >> 24) as u8, (len >> 16) as u8, (len >> 8) as u8, len as u8, 0, 0, 0, next]);
+    let sum = finish_l4(!add(sum, &frame[start..end]), tcp);
+    frame[start + at..start + at + 2].copy_from_slice(&sum.to_be_bytes());
 }
 
 #[cfg(test)]
@@ -244,13 +265,32 @@ pub mod tests {
     }
 
     #[test]
+    fn ipv6_tcp_is_filled_in_software() {
+        let payload = [0x11u8; 21];
+        let mut f = alloc::vec![0x52, 0x54, 0, 0, 0, 1, 0x52, 0x54, 0, 0, 0, 2, 0x86, 0xdd];
+        let plen = 20 + payload.len();
+        f.extend_from_slice(&[0x60, 0, 0, 0, (plen >> 8) as u8, plen as u8, PROTO_TCP, 64]);
+        f.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend_from_slice(&[0x30, 0x39, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend_from_slice(&payload);
+        fill_ipv6_l4(&mut f);
+        // The whole sum over pseudo-header and segment is 0xffff.
+        let mut sum = add(0, &f[22..54]);
+        sum = add(sum, &[0, 0, 0, plen as u8, 0, 0, 0, PROTO_TCP]);
+        assert_eq!(add(sum, &f[54..]), 0xffff);
+        assert_ne!(&f[70..72], &[0, 0]);
+    }
+
+    #[test]
     fn frames_it_cannot_lay_out_are_left_alone() {
         let mut arp = [0u8; 60];
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(prepare(&mut arp, TxChecksum { ipv4: true, l4: true }), None);
         let mut icmp = ipv4_frame(1, &[0; 8]);
-        assert_eq!(prepare(&mut icmp, TxChecksum { ipv4: true, l4: true }), None, "L4 of ICMP: not ours");
-        assert!(prepare(&mut icmp, TxChecksum { ipv4: true, l4: false }).is_some());
+        assert_eq!(prepare(&mut icmp, TxChecksum { ipv4: false, l4: true }), None, "L4 of ICMP: not ours");
+        let header_only = prepare(&mut icmp, TxChecksum { ipv4: true, l4: true }).map(|l| l.l4);
+        assert_eq!(header_only, Some(None), "the IPv4 header still done");
         let mut frag = ipv4_frame(PROTO_UDP, &[0; 8]);
         frag[20] = 0x20; // more fragments
         assert_eq!(prepare(&mut frag, TxChecksum { ipv4: false, l4: true }), None);
