@@ -170,15 +170,20 @@ impl NetDevice {
             NetDevice::Virtio(_) => None,
             NetDevice::E1000e(n) => {
                 let s = n.stats();
-                Some([s.rx_bad_ip_csum, s.rx_bad_l4_csum, s.rx_csum_good, s.tx_csum_offload, s.tx_chained])
+                Some([s.rx_bad_ip_csum, s.rx_bad_l4_csum, s.rx_ip_csum_good, s.tx_csum_offload, s.tx_chained])
             }
             NetDevice::Igb(n) => {
                 let s = n.stats();
-                Some([s.rx_bad_ip_csum, s.rx_bad_l4_csum, s.rx_csum_good, s.tx_csum_offload, s.tx_chained])
+                Some([s.rx_bad_ip_csum, s.rx_bad_l4_csum, s.rx_ip_csum_good, s.tx_csum_offload, s.tx_chained])
             }
         };
-        const OFFLOAD: [&str; 5] =
-            ["nic rx_bad_ip_csum", "nic rx_bad_l4_csum", "nic rx_csum_good", "nic tx_csum_offload", "nic tx_chained"];
+        const OFFLOAD: [&str; 5] = [
+            "nic rx_bad_ip_csum",
+            "nic rx_bad_l4_csum",
+            "nic rx_ip_csum_good",
+            "nic tx_csum_offload",
+            "nic tx_chained",
+        ];
         for (name, v) in OFFLOAD.into_iter().zip(offload.into_iter().flatten()) {
             add(name, v);
         }
