@@ -545,11 +545,8 @@ impl<H: Hal, R: Regs> Igb<H, R> {
                 *slice = part.buf.as_deref_mut().and_then(|b| b.get_mut(..part.len)).unwrap_or_default();
             }
             let result = f(&mut slices[..lens.len()]);
-            let ctx = if want.any() {
-                csum::prepare(&mut slices[0], want).map(|layout| TxContext { layout, want })
-            } else {
-                None
-            };
+            let ctx =
+                if want.any() { csum::prepare(slices[0], want).map(|layout| TxContext { layout, want }) } else { None };
             (result, ctx)
         };
         let offloaded = ctx.is_some();
@@ -607,7 +604,7 @@ impl<H: Hal, R: Regs> Nic for Igb<H, R> {
     }
 
     fn transmit<T>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
-        self.send(&[len], TxChecksum::NONE, |parts| f(&mut parts[0]))
+        self.send(&[len], TxChecksum::NONE, |parts| f(parts[0]))
     }
 
     /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2.5).
@@ -616,7 +613,7 @@ impl<H: Hal, R: Regs> Nic for Igb<H, R> {
     }
 
     fn transmit_with<T>(&mut self, len: usize, csum: TxChecksum, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
-        self.send(&[len], csum, |parts| f(&mut parts[0]))
+        self.send(&[len], csum, |parts| f(parts[0]))
     }
 
     /// One data descriptor per part (§7.2.2.3: a packet may span several).

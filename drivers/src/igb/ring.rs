@@ -8,9 +8,9 @@
 //! the legacy descriptor (§7.2.2.1) would do on the real device, but QEMU's
 //! model leaves legacy transmit descriptors unimplemented (a to-do in its
 //! igb_core.c), and Linux's igb, the driver both are tested against, sends
-//! only advanced data descriptors. No context descriptor
-//! is needed: no offload is asked for (RoCE's ICRC covers the headers as
-//! sent), so each frame is one data descriptor with EOP, IFCS and RS.
+//! only advanced data descriptors. A frame without offload (the RoCE
+//! frames, whose checksums the rdma crate writes) is data descriptors
+//! alone.
 //!
 //! Checksum offload and scatter-gather (§7.2.2.2, §7.2.5): a frame whose
 //! checksums the device inserts is preceded by an advanced context
