@@ -306,7 +306,12 @@ impl DeviceQueue {
 /// reads) and the device's half of the rings, stepped by the test.
 pub mod e1000e {
     use super::at;
+    use crate::csum;
     use crate::e1000e::regs::{self, Regs};
+    use crate::e1000e::ring::{
+        RX_ERR_IPE, RX_ERR_TCPE, RX_IPCS, RX_TCPCS, RX_UDPCS, TX_DEXT, TX_DTYP_DATA, TX_POPTS_IXSM, TX_POPTS_TXSM,
+        TX_TUCMD_IP, TX_TUCMD_TCP,
+    };
     use alloc::collections::BTreeMap;
     use alloc::rc::Rc;
     use alloc::vec::Vec;
@@ -351,6 +356,12 @@ pub mod e1000e {
         pub msix: bool,
         /// The MSI-X table entries messages were sent to, in order.
         pub messages: Vec<u8>,
+        /// The TCP/IP context the last context descriptor set (§7.2.10.2):
+        /// IPCSS, IPCSO, IPCSE, TUCSS, TUCSO, TUCMD.
+        pub context: Option<[u32; 6]>,
+        /// Context descriptors seen, and frames sent from several buffers.
+        pub contexts: u32,
+        pub chained: u32,
     }
 
     impl Device {
@@ -436,7 +447,31 @@ pub mod e1000e {
         /// The device receives `frame`: written into the next buffer with
         /// DD|EOP, or counted missed (MPC, RXO) when there is none.
         pub fn deliver(&mut self, frame: &[u8]) -> bool {
-            self.deliver_raw(frame, frame.len() as u16, 0b11, 0)
+            let (status, errors) = self.rx_checksums(frame);
+            self.deliver_raw(frame, frame.len() as u16, 0b11 | status, errors)
+        }
+
+        /// The checksum status and error bits RXCSUM asks for (§7.1.6):
+        /// IPCS (and IPE) for an IPv4 frame, TCPCS (UDPCS for UDP, and
+        /// TCPE) for TCP or UDP over IPv4 (a UDP checksum of zero counts as
+        /// checked and right, as QEMU's model has it).
+        fn rx_checksums(&self, frame: &[u8]) -> (u8, u8) {
+            let rxcsum = self.reg(regs::RXCSUM);
+            let (mut status, mut errors) = (0, 0);
+            if rxcsum & regs::RXCSUM_IPOFLD != 0
+                && let Some(ok) = csum::ipv4_header_ok(frame)
+            {
+                status |= RX_IPCS;
+                errors |= if ok { 0 } else { RX_ERR_IPE };
+            }
+            if rxcsum & regs::RXCSUM_TUOFLD != 0
+                && let Some(ok) = csum::l4_ok(frame)
+            {
+                let udp = frame.get(23) == Some(&csum::PROTO_UDP);
+                status |= RX_TCPCS | if udp { RX_UDPCS } else { 0 };
+                errors |= if ok { 0 } else { RX_ERR_TCPE };
+            }
+            (status, errors)
         }
 
         /// As `deliver` with the written length, status and errors given
@@ -486,32 +521,93 @@ pub mod e1000e {
             self.send_up_to(usize::MAX)
         }
 
+        /// Sends up to `max` frames from TDH: context descriptors are
+        /// taken in, data descriptors (legacy or extended) gathered until
+        /// EOP, the checksums POPTS asks for computed as the device does
+        /// (from the context's offsets, the L4 sum from TUCSS to the end),
+        /// DD written back where RS asks.
         pub fn send_up_to(&mut self, max: usize) -> Vec<Vec<u8>> {
             let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
             let mut sent = Vec::new();
             if self.reg(regs::TCTL) & regs::TCTL_EN == 0 {
                 return sent;
             }
+            let mut frame = Vec::new();
+            let (mut parts, mut popts) = (0, 0u8);
             while self.reg(regs::TDH) != self.reg(regs::TDT) && sent.len() < max {
                 let head = self.reg(regs::TDH);
                 let d = base + 16 * u64::from(head);
                 // SAFETY: as in `deliver_raw`, for the transmit ring.
-                let frame = unsafe {
-                    let addr = at::<AtomicU64>(d).load(Ordering::Acquire);
-                    let len_cmd = at::<AtomicU32>(d + 8).load(Ordering::Relaxed);
-                    let cmd = (len_cmd >> 24) as u8;
-                    assert_eq!(cmd & 0b1011, 0b1011, "EOP, IFCS and RS on every frame");
-                    let len = (len_cmd & 0xffff) as usize;
-                    let frame: Vec<u8> =
-                        (0..len).map(|i| core::ptr::read_volatile((addr as usize + i) as *const u8)).collect();
-                    at::<AtomicU16>(d + 12).store(1, Ordering::Release);
-                    frame
+                let (lo, hi, len_cmd) = unsafe {
+                    (
+                        at::<AtomicU32>(d).load(Ordering::Acquire),
+                        at::<AtomicU32>(d + 4).load(Ordering::Relaxed),
+                        at::<AtomicU32>(d + 8).load(Ordering::Relaxed),
+                    )
                 };
-                sent.push(frame);
+                let cmd = (len_cmd >> 24) as u8;
+                let ext = len_cmd & TX_DEXT != 0;
                 self.set(regs::TDH, (head + 1) % size);
+                if ext && len_cmd & (0xf << 20) == 0 {
+                    assert_eq!(len_cmd & TX_TUCMD_IP, TX_TUCMD_IP, "an IPv4 context");
+                    let tcp = u32::from(len_cmd & TX_TUCMD_TCP != 0);
+                    self.context = Some([lo & 0xff, lo >> 8 & 0xff, lo >> 16, hi & 0xff, hi >> 8 & 0xff, tcp]);
+                    self.contexts += 1;
+                    continue;
+                }
+                assert!(!ext || len_cmd & (0xf << 20) == TX_DTYP_DATA, "an extended data descriptor");
+                assert_ne!(cmd & 0b10, 0, "IFCS on every data descriptor");
+                let len = (len_cmd & if ext { 0xf_ffff } else { 0xffff }) as usize;
+                let addr = u64::from(lo) | u64::from(hi) << 32;
+                // SAFETY: the buffer the descriptor names, the driver's
+                // until the descriptor is done.
+                frame.extend((0..len).map(|i| unsafe { core::ptr::read_volatile((addr as usize + i) as *const u8) }));
+                if parts == 0 && ext {
+                    // SAFETY: as above.
+                    popts = unsafe { at::<AtomicU32>(d + 12).load(Ordering::Relaxed) >> 8 } as u8;
+                }
+                parts += 1;
+                if cmd & 0b1000 != 0 {
+                    // SAFETY: as above; DD into STA, the rest as written.
+                    unsafe { at::<AtomicU32>(d + 12).fetch_or(1, Ordering::Release) };
+                }
+                if cmd & 0b1 == 0 {
+                    continue;
+                }
+                assert_ne!(cmd & 0b1000, 0, "RS on the last descriptor of a frame");
+                self.insert_checksums(&mut frame, popts);
+                self.chained += u32::from(parts > 1);
+                sent.push(core::mem::take(&mut frame));
+                (parts, popts) = (0, 0);
                 self.count(regs::GPTC, 1);
             }
+            assert!(frame.is_empty(), "the tail stops inside a frame");
             sent
+        }
+
+        /// Writes DD into the transmit descriptor `i` slots past the head, as
+        /// a device that lies (or runs ahead) would.
+        pub fn mark_tx_done_ahead(&mut self, i: u32) {
+            let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
+            let d = base + 16 * u64::from((self.reg(regs::TDH) + i) % size.max(1));
+            // SAFETY: as in `deliver_raw`; the slot is inside the ring.
+            unsafe { at::<AtomicU32>(d + 12).fetch_or(1, Ordering::Release) };
+        }
+
+        fn insert_checksums(&self, frame: &mut [u8], popts: u8) {
+            if popts == 0 {
+                return;
+            }
+            let [ipcss, ipcso, ipcse, tucss, tucso, tcp] =
+                self.context.map(|c| c.map(|v| v as usize)).expect("a context before checksum offload");
+            if popts & TX_POPTS_IXSM != 0 {
+                let sum = !csum::add(0, &frame[ipcss..=ipcse]);
+                frame[ipcso..ipcso + 2].copy_from_slice(&sum.to_be_bytes());
+            }
+            if popts & TX_POPTS_TXSM != 0 {
+                let sum = csum::finish_l4(!csum::add(0, &frame[tucss..]), tcp == 1);
+                frame[tucso..tucso + 2].copy_from_slice(&sum.to_be_bytes());
+            }
         }
     }
 

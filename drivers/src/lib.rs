@@ -4,6 +4,7 @@
 
 extern crate alloc;
 
+pub mod csum;
 pub mod dma;
 pub mod e1000e;
 #[cfg(test)]

@@ -1,6 +1,34 @@
 //! The NIC boundary, shaped like smoltcp's `phy::Device`: the driver lends its
 //! own buffers (a received frame until it is recycled, a transmit buffer for the
 //! length of a closure), so a frame is written or read in place, once. Anything above (steering, smoltcp, the RoCE path) sees only this.
+//!
+//! Offloads are opt-in per frame: [`Nic::tx_offload`] says which checksums
+//! a NIC computes, [`Nic::transmit_with`] asks for them (the default does
+//! them in software), [`Nic::transmit_parts`] sends one frame from several
+//! buffers (the default lends one buffer cut in parts).
+
+pub use crate::csum::{TxChecksum, TxOffload};
+
+/// What the NIC found of one checksum of a received frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxChecksum {
+    /// Not checked: no offload, not that protocol, or the device did not say.
+    #[default]
+    Unchecked,
+    Good,
+    Bad,
+}
+
+/// The NIC's verdict on a received frame: its IPv4 header checksum and its
+/// TCP/UDP checksum, apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxVerdict {
+    pub ipv4: RxChecksum,
+    pub l4: RxChecksum,
+}
+
+/// The most parts [`Nic::transmit_parts`] takes.
+pub const MAX_PARTS: usize = 8;
 
 /// A link-layer NIC.
 pub trait Nic {
@@ -20,6 +48,35 @@ pub trait Nic {
     /// the frame is queued when `f` returns. `None` when the queue is full or
     /// `len` exceeds [`Nic::max_frame_len`].
     fn transmit<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Option<R>;
+
+    /// The checksums this NIC computes on transmit (none by default).
+    fn tx_offload(&self) -> TxOffload {
+        TxOffload::default()
+    }
+
+    /// As [`Nic::transmit`], and the checksums `csum` names are filled in
+    /// once `f` has written the frame: by the NIC where
+    /// [`Nic::tx_offload`] says it can, else (this default) in software. A
+    /// frame that is not IPv4 TCP/UDP is sent as written.
+    fn transmit_with<R>(&mut self, len: usize, csum: TxChecksum, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        self.transmit(len, |buf| {
+            let r = f(buf);
+            crate::csum::fill(buf, csum);
+            r
+        })
+    }
+
+    /// Lends `f` one buffer per entry of `lens` (at most [`MAX_PARTS`],
+    /// none empty, together at most [`Nic::max_frame_len`]) and sends them
+    /// as one frame, in order. The default cuts one transmit buffer; a
+    /// driver with scatter-gather gives each part its own descriptor.
+    fn transmit_parts<R>(&mut self, lens: &[usize], f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
+        if lens.is_empty() || lens.len() > MAX_PARTS || lens.contains(&0) {
+            return None;
+        }
+        let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l))?;
+        self.transmit(total, |buf| with_parts(buf, lens, f)).flatten()
+    }
 
     /// Tells the device about the frames queued since the last call (a driver
     /// may hold its doorbell until then, to ring it once per burst) and
@@ -41,4 +98,22 @@ pub trait Nic {
     /// device (a trap under emulation): ask when the device signalled a
     /// change, not on every pass.
     fn link_up(&self) -> bool;
+}
+
+/// Cuts `buf` into `lens` (which must sum to at most its length) and runs
+/// `f` on the parts; `None` when they do not fit.
+pub fn with_parts<R>(mut buf: &mut [u8], lens: &[usize], f: impl FnOnce(&mut [&mut [u8]]) -> R) -> Option<R> {
+    if lens.len() > MAX_PARTS {
+        return None;
+    }
+    let mut parts: [&mut [u8]; MAX_PARTS] = Default::default();
+    for (part, &len) in parts.iter_mut().zip(lens) {
+        if len > buf.len() {
+            return None;
+        }
+        let (head, rest) = buf.split_at_mut(len);
+        *part = head;
+        buf = rest;
+    }
+    Some(f(&mut parts[..lens.len()]))
 }

@@ -576,6 +576,32 @@ mod tests {
     }
 
     #[test]
+    fn the_default_parts_and_checksums_are_one_contiguous_frame() {
+        let mut r = rig();
+        assert_eq!(r.nic.tx_offload(), crate::nic::TxOffload::default(), "no offload offered");
+        let got = r.nic.transmit_parts(&[14, 20, 30], |p| {
+            for (i, part) in p.iter_mut().enumerate() {
+                part.fill(i as u8 + 1);
+            }
+            p.iter().map(|x| x.len()).sum::<usize>()
+        });
+        assert_eq!(got, Some(64));
+        assert_eq!(r.nic.transmit_parts(&[9000, 15], |_| ()), None, "over the frame limit together");
+        assert_eq!(r.nic.transmit_parts(&[10, 0], |_| ()), None);
+        // Checksums asked of a NIC without offload: done in software.
+        let frame = crate::csum::tests::ipv4_frame(crate::csum::PROTO_UDP, &[3; 99]);
+        let both = crate::nic::TxChecksum { ipv4: true, l4: true };
+        assert!(r.nic.transmit_with(frame.len(), both, |b| b.copy_from_slice(&frame)).is_some());
+        r.nic.service();
+        let sent = r.send_all();
+        let mut expect = alloc::vec![1u8; 14];
+        expect.extend([2; 20]);
+        expect.extend([3; 30]);
+        assert_eq!(sent[0], expect);
+        assert_eq!((crate::csum::ipv4_header_ok(&sent[1]), crate::csum::l4_ok(&sent[1])), (Some(true), Some(true)));
+    }
+
+    #[test]
     fn link_status_is_read_from_the_device() {
         let r = rig();
         assert!(r.nic.link_up());

@@ -137,6 +137,16 @@ pub const RDT: u32 = 0x2818;
 pub const RDTR: u32 = 0x2820;
 pub const RADV: u32 = 0x282c;
 
+// Receive checksum offload (§10.2.5, RXCSUM; the checks in §7.1.6).
+
+/// Receive Checksum Control: IPOFLD has the device check IPv4 header
+/// checksums, TUOFLD TCP and UDP checksums, and say what it found in each
+/// descriptor's status and error bits. PCSS (bits 7:0) and the packet
+/// checksum field are for checksums the device cannot parse; unused.
+pub const RXCSUM: u32 = 0x5000;
+pub const RXCSUM_IPOFLD: u32 = 1 << 8;
+pub const RXCSUM_TUOFLD: u32 = 1 << 9;
+
 /// Multicast Table Array: 128 words of hash bits, cleared (MPE does the work).
 pub const MTA: u32 = 0x5200;
 pub const MTA_WORDS: u32 = 128;

@@ -1,22 +1,33 @@
-//! The 82574's descriptor rings, in its legacy formats: the receive
-//! descriptor of §7.1.4 and the transmit data descriptor of §7.2.10.
+//! The 82574's descriptor rings: the legacy receive descriptor of §7.1.4,
+//! and on the transmit side the legacy data descriptor (§7.2.10.1) for
+//! frames without offload, the TCP/IP context descriptor (§7.2.10.2) with
+//! the extended data descriptor (§7.2.10.3) for frames whose checksums the
+//! device inserts.
 //!
-//! Why legacy, not the extended (receive) and context/data (transmit)
-//! formats: the extended receive descriptor's additions are the RSS hash
-//! and packet split, and the data descriptor's are TSO and checksum
-//! contexts; this appliance uses none (one queue; RoCE's ICRC covers the
-//! headers as sent, so no offload touches them). The legacy formats keep
-//! the buffer address in place when the device writes back, so a ring is
-//! an array of 16-byte slots the device fills in, and a filled one is
-//! recognised by its DD bit.
+//! Receive stays legacy: the extended descriptor's additions are the RSS
+//! hash and packet split (one queue here), and the legacy one reports the
+//! checksum verdict too (status IPCS/TCPCS/UDPCS, errors IPE/TCPE, §7.1.4
+//! and §7.1.6). The legacy formats keep the buffer address in place when the
+//! device writes back, so a ring is an array of 16-byte slots the device
+//! fills in, and a filled one is recognised by its DD bit.
 //!
-//! A ring of `n` descriptors holds at most `n - 1` buffers: head == tail
-//! means empty (§7.1.8), so the driver never lets the tail catch the head.
+//! A transmitted frame is a chain: an optional context descriptor (written
+//! only when the checksum offsets differ from the context the device holds;
+//! the device keeps the last one, §7.2.5), then one data descriptor per
+//! buffer, EOP and RS on the last. Only that one gets DD written back, and
+//! the whole chain is reclaimed when it has: a device that marks another
+//! descriptor done reclaims nothing.
+//!
+//! A ring of `n` descriptors holds at most `n - 1`: head == tail means
+//! empty (§7.1.8), so the driver never lets the tail catch the head.
 //! Descriptors and buffers live in DMA memory from the HAL ([`DmaRegion`],
 //! [`dma::share`]), as the virtqueues' do.
 
+use crate::csum::{Layout, TxChecksum};
 use crate::dma::{self, DmaRegion};
+use crate::nic::{MAX_PARTS, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use virtio_drivers::{BufferDirection, Hal, PAGE_SIZE, PhysAddr};
@@ -34,11 +45,33 @@ const RX_STATUS: usize = 12;
 pub const RX_DD: u8 = 1 << 0;
 /// End of packet: the last (here, only) buffer of a frame.
 pub const RX_EOP: u8 = 1 << 1;
+/// Status: ignore the checksum indications (IXSM), UDP checksum computed
+/// (UDPCS, with TCPCS), TCP/UDP checksum computed (TCPCS), IPv4 header
+/// checksum computed (IPCS) (§7.1.4.1).
+pub const RX_IXSM: u8 = 1 << 2;
+pub const RX_UDPCS: u8 = 1 << 4;
+pub const RX_TCPCS: u8 = 1 << 5;
+pub const RX_IPCS: u8 = 1 << 6;
 /// Errors that make a frame worthless: CRC/alignment (CE), symbol (SE),
-/// sequence (SEQ), RX data error (RXE). The checksum error bits (TCPE,
-/// IPE) are left alone: checksum offload is off, and the layers above
-/// check what they need.
+/// sequence (SEQ), RX data error (RXE). The checksum error bits are the
+/// verdict's ([`verdict`]), not a fault of the frame's reception.
 pub const RX_ERR_FATAL: u8 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 7;
+/// Errors: TCP/UDP checksum wrong (TCPE), IPv4 header checksum wrong (IPE)
+/// (§7.1.4.2); meaningful only with the matching status bit.
+pub const RX_ERR_TCPE: u8 = 1 << 5;
+pub const RX_ERR_IPE: u8 = 1 << 6;
+
+/// What the device found of a frame's checksums (RXCSUM on): each one
+/// Unchecked unless its "computed" status bit is set (and IXSM clear), then
+/// Good or Bad by its error bit.
+pub fn verdict(status: u8, errors: u8) -> RxVerdict {
+    let judge = |computed: u8, error: u8| match (status & RX_IXSM == 0 && status & computed != 0, errors & error != 0) {
+        (false, _) => RxChecksum::Unchecked,
+        (true, false) => RxChecksum::Good,
+        (true, true) => RxChecksum::Bad,
+    };
+    RxVerdict { ipv4: judge(RX_IPCS, RX_ERR_IPE), l4: judge(RX_TCPCS, RX_ERR_TCPE) }
+}
 
 // Transmit data descriptor, legacy (§7.2.10): buffer address (0..8),
 // length (8..10), checksum offset (10), command (11), status (12),
@@ -53,6 +86,25 @@ pub const TX_CMD_IFCS: u8 = 1 << 1;
 pub const TX_CMD_RS: u8 = 1 << 3;
 /// Status: descriptor done.
 pub const TX_DD: u8 = 1 << 0;
+
+// TCP/IP context descriptor (§7.2.10.2): IPCSS (0), IPCSO (1), IPCSE
+// (2..4), TUCSS (4), TUCSO (5), TUCSE (6..8), PAYLEN 19:0 / DTYP 23:20 /
+// TUCMD 31:24 (8..12), STA (12), HDRLEN (13), MSS (14..16). Extended data
+// descriptor (§7.2.10.3): address (0..8), DTALEN 19:0 / DTYP 23:20 / DCMD
+// 31:24 (8..12), STA (12), POPTS (13), VLAN (14..16).
+const CTX_IP: usize = 0;
+const CTX_TU: usize = 4;
+const CTX_CMD: usize = 8;
+/// Descriptor types (DTYP, with DEXT): context 0000b, data 0001b.
+pub const TX_DTYP_DATA: u32 = 1 << 20;
+/// DEXT: the extended formats, as a bit of the command byte's dword.
+pub const TX_DEXT: u32 = 1 << 29;
+/// TUCMD: the L4 checksum is TCP's (else UDP's); the packet is IPv4.
+pub const TX_TUCMD_TCP: u32 = 1 << 24;
+pub const TX_TUCMD_IP: u32 = 1 << 25;
+/// POPTS: insert the IPv4 header checksum (IXSM), the TCP/UDP one (TXSM).
+pub const TX_POPTS_IXSM: u8 = 1 << 0;
+pub const TX_POPTS_TXSM: u8 = 1 << 1;
 
 /// What a ring caught the device getting wrong.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -202,15 +254,35 @@ impl<H: Hal> RxRing<H> {
     }
 }
 
+/// The offsets a context descriptor gives the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxContext {
+    pub layout: Layout,
+    pub want: TxChecksum,
+}
+
+/// One buffer of a frame to send: the first `len` bytes of `buf`, taken
+/// (`None` left behind) when the frame is queued.
+pub struct TxPart {
+    pub buf: Option<Box<[u8]>>,
+    pub len: usize,
+}
+
 /// The transmit ring: frames queued at `tail` (told to the device at the
-/// next doorbell), reclaimed from `clean` as the device marks them done.
+/// next doorbell), reclaimed from `clean` as the device marks each one's
+/// last descriptor done.
 pub struct TxRing<H: Hal> {
     mem: DmaRegion<H>,
     size: u16,
     slots: Vec<Option<(Box<[u8]>, PhysAddr)>>,
     clean: u16,
     tail: u16,
-    in_flight: u16,
+    /// Descriptors queued and not reclaimed.
+    used: u16,
+    /// Each queued frame's last descriptor and its descriptor count.
+    frames: VecDeque<(u16, u16)>,
+    /// The context the device holds (the last written; none after a reset).
+    context: Option<TxContext>,
 }
 
 impl<H: Hal> TxRing<H> {
@@ -221,7 +293,8 @@ impl<H: Hal> TxRing<H> {
         }
         let mem = DmaRegion::new(ring_pages(size))?;
         let slots = (0..size).map(|_| None).collect();
-        Some(Self { mem, size, slots, clean: 0, tail: 0, in_flight: 0 })
+        let frames = VecDeque::with_capacity(usize::from(size));
+        Some(Self { mem, size, slots, clean: 0, tail: 0, used: 0, frames, context: None })
     }
 
     pub fn base(&self) -> PhysAddr {
@@ -238,12 +311,17 @@ impl<H: Hal> TxRing<H> {
 
     /// Frames queued and not yet reclaimed.
     pub fn in_flight(&self) -> u16 {
-        self.in_flight
+        self.frames.len() as u16
     }
 
-    /// Frames that can still be queued.
+    /// Descriptors that can still be queued.
     pub fn free(&self) -> usize {
-        usize::from(self.size - 1 - self.in_flight)
+        usize::from(self.size - 1 - self.used)
+    }
+
+    /// Descriptors a frame of `parts` buffers with `ctx` needs now.
+    pub fn needs(&self, parts: usize, ctx: Option<&TxContext>) -> usize {
+        parts + usize::from(ctx.is_some_and(|c| self.context != Some(*c)))
     }
 
     fn desc(&self, i: u16) -> usize {
@@ -254,58 +332,129 @@ impl<H: Hal> TxRing<H> {
         if i + 1 == self.size { 0 } else { i + 1 }
     }
 
-    /// Queues the first `len` bytes of `buf` as one frame; gives the buffer
-    /// back if the ring is full or `len` does not fit a descriptor.
-    pub fn push(&mut self, mut buf: Box<[u8]>, len: usize) -> Result<(), Box<[u8]>> {
-        let Ok(len16) = u16::try_from(len) else { return Err(buf) };
-        if self.free() == 0 || len == 0 || len > buf.len() {
-            return Err(buf);
+    /// Queues `parts` as one frame, with the device computing the
+    /// checksums `ctx` names (a context descriptor first when the device
+    /// holds another). False, every buffer left in `parts`, when the ring
+    /// lacks room or a part is empty, longer than its buffer or than a
+    /// descriptor takes.
+    pub fn push(&mut self, parts: &mut [TxPart], ctx: Option<TxContext>) -> bool {
+        let fits = |p: &TxPart| p.len > 0 && p.len <= 0xffff && p.buf.as_ref().is_some_and(|b| p.len <= b.len());
+        if parts.is_empty() || parts.len() > MAX_PARTS || !parts.iter().all(fits) {
+            return false;
         }
-        let Some(paddr) = dma::share::<H>(&mut buf, BufferDirection::DriverToDevice) else { return Err(buf) };
+        if self.free() < self.needs(parts.len(), ctx.as_ref()) {
+            return false;
+        }
+        let mut addrs = [0 as PhysAddr; MAX_PARTS];
+        for i in 0..parts.len() {
+            let shared = parts[i].buf.as_mut().and_then(|b| dma::share::<H>(b, BufferDirection::DriverToDevice));
+            let Some(paddr) = shared else {
+                for (p, &a) in parts.iter_mut().zip(&addrs).take(i) {
+                    if let Some(b) = p.buf.as_mut() {
+                        dma::unshare::<H>(a, b, BufferDirection::DriverToDevice);
+                    }
+                }
+                return false;
+            };
+            addrs[i] = paddr;
+        }
+        let mut count = 0u16;
+        if let Some(c) = ctx.filter(|c| self.context != Some(*c)) {
+            self.write_context(&c);
+            self.context = Some(c);
+            count += 1;
+        }
+        let popts = ctx.map_or(0, |c| {
+            (if c.want.ipv4 { TX_POPTS_IXSM } else { 0 }) | (if c.layout.l4.is_some() { TX_POPTS_TXSM } else { 0 })
+        });
+        let last = parts.len() - 1;
+        let mut eop_at = self.tail;
+        for (i, (part, &paddr)) in parts.iter_mut().zip(&addrs).enumerate() {
+            let end = if i == last { TX_CMD_EOP | TX_CMD_RS } else { 0 };
+            let cmd = u32::from(TX_CMD_IFCS | end) << 24;
+            let d = self.desc(self.tail);
+            self.mem.store64(d + TX_ADDR, paddr, Ordering::Relaxed);
+            let len = part.len as u32;
+            if ctx.is_some() {
+                self.mem.store32(d + TX_LEN_CMD, len | TX_DTYP_DATA | TX_DEXT | cmd, Ordering::Relaxed);
+                self.mem.store32(d + TX_STATUS, u32::from(popts) << 8, Ordering::Release);
+            } else {
+                self.mem.store32(d + TX_LEN_CMD, len | cmd, Ordering::Relaxed);
+                self.mem.store32(d + TX_STATUS, 0, Ordering::Release);
+            }
+            if let (Some(slot), Some(buf)) = (self.slots.get_mut(usize::from(self.tail)), part.buf.take()) {
+                *slot = Some((buf, paddr));
+            }
+            eop_at = self.tail;
+            self.tail = self.next(self.tail);
+            count += 1;
+        }
+        self.used += count;
+        self.frames.push_back((eop_at, count));
+        true
+    }
+
+    /// A context descriptor at the tail (§7.2.10.2): the IPv4 header's
+    /// start, checksum field and last byte; the L4 header's start and
+    /// checksum field, to the end of the frame (TUCSE 0).
+    fn write_context(&mut self, c: &TxContext) {
+        let l = &c.layout;
+        let (tucss, tucso) = l.l4.unwrap_or((0, 0));
+        let ip = l.ip_start as u32 | (l.ip_csum_at() as u32) << 8 | ((l.ip_end - 1) as u32) << 16;
+        let tu = tucss as u32 | (tucso as u32) << 8;
+        let tcp = if l.tcp && l.l4.is_some() { TX_TUCMD_TCP } else { 0 };
         let d = self.desc(self.tail);
-        let cmd = TX_CMD_EOP | TX_CMD_IFCS | TX_CMD_RS;
-        self.mem.store64(d + TX_ADDR, paddr, Ordering::Relaxed);
-        self.mem.store32(d + TX_LEN_CMD, u32::from(len16) | u32::from(cmd) << 24, Ordering::Relaxed);
+        self.mem.store32(d + CTX_IP, ip, Ordering::Relaxed);
+        self.mem.store32(d + CTX_TU, tu, Ordering::Relaxed);
+        self.mem.store32(d + CTX_CMD, TX_DEXT | TX_TUCMD_IP | tcp, Ordering::Relaxed);
         self.mem.store32(d + TX_STATUS, 0, Ordering::Release);
         if let Some(slot) = self.slots.get_mut(usize::from(self.tail)) {
-            *slot = Some((buf, paddr));
+            *slot = None;
         }
         self.tail = self.next(self.tail);
-        self.in_flight += 1;
-        Ok(())
     }
 
     /// Whether the oldest queued frame is still not done (a hang suspect).
     pub fn oldest_pending(&self) -> bool {
-        self.in_flight > 0 && self.status(self.clean) & TX_DD == 0
+        self.frames.front().is_some_and(|&(eop, _)| self.status(eop) & TX_DD == 0)
     }
 
     fn status(&self, i: u16) -> u8 {
         self.mem.load16(self.desc(i) + TX_STATUS, Ordering::Acquire).to_le_bytes()[0]
     }
 
-    /// The buffer of the oldest frame if the device is done with it.
-    pub fn reclaim(&mut self) -> Option<Box<[u8]>> {
-        if self.in_flight == 0 || self.status(self.clean) & TX_DD == 0 {
-            return None;
+    /// Takes back the buffers of the oldest frame if the device is done with
+    /// it (its last descriptor written back) into `out`; whether it was.
+    pub fn reclaim(&mut self, out: &mut Vec<Box<[u8]>>) -> bool {
+        let Some(&(eop, count)) = self.frames.front() else { return false };
+        if self.status(eop) & TX_DD == 0 {
+            return false;
         }
-        let (mut buf, paddr) = self.slots.get_mut(usize::from(self.clean))?.take()?;
-        dma::unshare::<H>(paddr, &mut buf, BufferDirection::DriverToDevice);
-        self.clean = self.next(self.clean);
-        self.in_flight -= 1;
-        Some(buf)
+        self.frames.pop_front();
+        for _ in 0..count {
+            if let Some((mut buf, paddr)) = self.slots.get_mut(usize::from(self.clean)).and_then(Option::take) {
+                dma::unshare::<H>(paddr, &mut buf, BufferDirection::DriverToDevice);
+                out.push(buf);
+            }
+            self.clean = self.next(self.clean);
+        }
+        self.used -= count;
+        true
     }
 
     /// Takes every queued buffer back, sent or not (after a reset), and
-    /// empties the ring; how many were never sent is for the caller to
-    /// count from `in_flight` beforehand.
+    /// empties the ring, forgetting the device's context; how many frames
+    /// were never sent is for the caller to count from `in_flight`
+    /// beforehand.
     pub fn drain(&mut self) -> Vec<Box<[u8]>> {
         let mut bufs = Vec::new();
         for (mut buf, paddr) in self.slots.iter_mut().filter_map(Option::take) {
             dma::unshare::<H>(paddr, &mut buf, BufferDirection::DriverToDevice);
             bufs.push(buf);
         }
-        (self.clean, self.tail, self.in_flight) = (0, 0, 0);
+        (self.clean, self.tail, self.used) = (0, 0, 0);
+        self.frames.clear();
+        self.context = None;
         bufs
     }
 }

@@ -24,10 +24,11 @@
 #![forbid(unsafe_code)]
 
 use super::regs::{self, Regs};
-use super::ring::{RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxRing};
+use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
 use super::stats::HwStats;
 pub use crate::e1000e::IrqMode;
-use crate::nic::Nic;
+use crate::csum::{self, TxChecksum, TxOffload};
+use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -102,12 +103,35 @@ pub struct Stats {
     /// Auto-negotiation restarts the PHY did not acknowledge (MDIC).
     pub phy_errors: u64,
     pub rx_faults: RingFaults,
+    /// Frames dropped because the device found their IPv4 header checksum
+    /// wrong.
+    pub rx_bad_ip_csum: u64,
+    /// Frames passed up whose TCP/UDP checksum the device found wrong (the
+    /// stack above drops them, as it would have by itself).
+    pub rx_bad_l4_csum: u64,
+    /// Frames whose IPv4 header the device checked and found right.
+    pub rx_ip_csum_good: u64,
+    /// Frames sent with the device inserting checksums.
+    pub tx_csum_offload: u64,
+    /// Frames sent from more than one buffer.
+    pub tx_chained: u64,
 }
 
-/// A received frame in its receive buffer.
+/// A received frame in its receive buffer, with what the device found of
+/// its checksums.
 pub struct RxFrame {
     buf: Box<[u8]>,
     len: usize,
+    verdict: RxVerdict,
+}
+
+impl RxFrame {
+    /// The device's checksum verdict (RXCSUM is on): IPv4 header and
+    /// TCP/UDP apart. A frame whose IPv4 header was found bad never gets
+    /// here.
+    pub fn checksum(&self) -> RxVerdict {
+        self.verdict
+    }
 }
 
 impl AsRef<[u8]> for RxFrame {
@@ -360,6 +384,9 @@ impl<H: Hal, R: Regs> Igb<H, R> {
         // The queue first, then the receiver (§4.5.9); buffers once both
         // are on, since a tail written to a disabled queue is ignored.
         switch_queue(r, regs::RXDCTL, true)?;
+        // Checksum verification on (§7.1.5): the verdict is in every
+        // descriptor written back.
+        r.write(regs::RXCSUM, regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD);
         self.write_rctl(true);
         while self.rx.has_room() {
             let buf = spare.pop().filter(|b| b.len() == self.rx_buf_len);
@@ -540,9 +567,64 @@ impl<H: Hal, R: Regs> Igb<H, R> {
     }
 
     fn reclaim_tx(&mut self) {
-        while let Some(buf) = self.tx.reclaim() {
+        while self.tx.reclaim(&mut self.tx_free) {
             self.tx_completed += 1;
-            self.tx_free.push(buf);
+        }
+    }
+
+    /// Queues one frame of `lens` buffers, written by `f`, the device
+    /// inserting the checksums `want` names (when the frame, whose headers
+    /// must be in its first part, is IPv4 that can be laid out; else it goes
+    /// as written).
+    fn send<T>(&mut self, lens: &[usize], want: TxChecksum, f: impl FnOnce(&mut [&mut [u8]]) -> T) -> Option<T> {
+        let cap = self.mtu + L2_OVERHEAD;
+        let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l))?;
+        if lens.is_empty() || lens.len() > MAX_PARTS || lens.iter().any(|&l| l == 0 || l > cap) {
+            return None;
+        }
+        if total > self.max_frame_len() {
+            return None;
+        }
+        // Room for the parts and perhaps a context descriptor.
+        let need = lens.len() + usize::from(want.any());
+        if self.tx.free() < need {
+            self.reclaim_tx();
+            if self.tx.free() < need {
+                // A whole ring to send: make sure the device knows.
+                self.ring_doorbells();
+                self.stats.tx_queue_full += 1;
+                return None;
+            }
+        }
+        let mut parts: [TxPart; MAX_PARTS] = core::array::from_fn(|_| TxPart { buf: None, len: 0 });
+        for (part, &len) in parts.iter_mut().zip(lens) {
+            let buf = match self.tx_free.pop() {
+                Some(b) if b.len() >= cap => b,
+                _ => vec![0u8; cap].into_boxed_slice(),
+            };
+            *part = TxPart { buf: Some(buf), len };
+        }
+        let parts = &mut parts[..lens.len()];
+        let (result, ctx) = {
+            let mut slices: [&mut [u8]; MAX_PARTS] = Default::default();
+            for (slice, part) in slices.iter_mut().zip(parts.iter_mut()) {
+                *slice = part.buf.as_deref_mut().and_then(|b| b.get_mut(..part.len)).unwrap_or_default();
+            }
+            let result = f(&mut slices[..lens.len()]);
+            let ctx =
+                if want.any() { csum::prepare(slices[0], want).map(|layout| TxContext { layout, want }) } else { None };
+            (result, ctx)
+        };
+        let offloaded = ctx.is_some();
+        if self.tx.push(parts, ctx) {
+            self.stats.tx_frames += 1;
+            self.stats.tx_csum_offload += u64::from(offloaded);
+            self.stats.tx_chained += u64::from(lens.len() > 1);
+            Some(result)
+        } else {
+            self.tx_free.extend(parts.iter_mut().filter_map(|p| p.buf.take()));
+            self.stats.tx_queue_full += 1;
+            None
         }
     }
 }
@@ -568,8 +650,18 @@ impl<H: Hal, R: Regs> Nic for Igb<H, R> {
                 self.repost(done.buf);
                 continue;
             }
+            let verdict = ring::verdict(done.status_error);
+            if verdict.ipv4 == RxChecksum::Bad {
+                // A corrupt IPv4 header: nothing above can trust its
+                // addresses or lengths.
+                self.stats.rx_bad_ip_csum += 1;
+                self.repost(done.buf);
+                continue;
+            }
+            self.stats.rx_ip_csum_good += u64::from(verdict.ipv4 == RxChecksum::Good);
+            self.stats.rx_bad_l4_csum += u64::from(verdict.l4 == RxChecksum::Bad);
             self.stats.rx_frames += 1;
-            return Some(RxFrame { buf: done.buf, len: done.len });
+            return Some(RxFrame { buf: done.buf, len: done.len, verdict });
         }
     }
 
@@ -578,35 +670,21 @@ impl<H: Hal, R: Regs> Nic for Igb<H, R> {
     }
 
     fn transmit<T>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
-        if len > self.max_frame_len() {
-            return None;
-        }
-        if self.tx.free() == 0 {
-            self.reclaim_tx();
-            if self.tx.free() == 0 {
-                // A whole ring to send: make sure the device knows.
-                self.ring_doorbells();
-                self.stats.tx_queue_full += 1;
-                return None;
-            }
-        }
-        let cap = self.mtu + L2_OVERHEAD;
-        let mut buf = match self.tx_free.pop() {
-            Some(b) if b.len() >= cap => b,
-            _ => vec![0u8; cap].into_boxed_slice(),
-        };
-        let result = f(buf.get_mut(..len)?);
-        match self.tx.push(buf, len) {
-            Ok(()) => {
-                self.stats.tx_frames += 1;
-                Some(result)
-            }
-            Err(buf) => {
-                self.tx_free.push(buf);
-                self.stats.tx_queue_full += 1;
-                None
-            }
-        }
+        self.send(&[len], TxChecksum::NONE, |parts| f(parts[0]))
+    }
+
+    /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2.5).
+    fn tx_offload(&self) -> TxOffload {
+        TxOffload { ipv4: true, l4_v4: true }
+    }
+
+    fn transmit_with<T>(&mut self, len: usize, csum: TxChecksum, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
+        self.send(&[len], csum, |parts| f(parts[0]))
+    }
+
+    /// One data descriptor per part (§7.2.2.3: a packet may span several).
+    fn transmit_parts<T>(&mut self, lens: &[usize], f: impl FnOnce(&mut [&mut [u8]]) -> T) -> Option<T> {
+        self.send(lens, TxChecksum::NONE, f)
     }
 
     fn service(&mut self) {
@@ -1233,5 +1311,178 @@ mod tests {
         assert_eq!(r.nic.hw_stats().rx_good, 4, "read before the reset cleared it");
         let named = r.nic.hw_stats().named();
         assert!(named.contains(&("igb rx_good", 4)));
+    }
+
+    fn udp_frame(payload_len: usize) -> Vec<u8> {
+        crate::csum::tests::ipv4_frame(crate::csum::PROTO_UDP, &alloc::vec![0x5a; payload_len])
+    }
+
+    #[test]
+    fn receive_checksums_are_verified_and_a_bad_ip_header_dropped() {
+        let mut r = rig();
+        let rxcsum = r.reg(regs::RXCSUM);
+        assert_eq!(rxcsum & (regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD), regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD);
+        let mut good = udp_frame(100);
+        csum::fill(&mut good, TxChecksum { ipv4: true, l4: true });
+        let mut bad_ip = good.clone();
+        bad_ip[24] ^= 0xff;
+        let mut bad_udp = good.clone();
+        bad_udp[60] ^= 1;
+        let mut tcp = crate::csum::tests::ipv4_frame(csum::PROTO_TCP, &[1; 33]);
+        csum::fill(&mut tcp, TxChecksum { ipv4: true, l4: true });
+        let mut arp = alloc::vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        for f in [&good, &bad_ip, &bad_udp, &tcp, &arp] {
+            assert!(r.deliver(f));
+        }
+        let mut got = Vec::new();
+        while let Some(rx) = r.nic.receive() {
+            got.push((rx.as_ref().to_vec(), rx.checksum()));
+            r.nic.recycle(rx);
+        }
+        let (g, b, u) = (RxChecksum::Good, RxChecksum::Bad, RxChecksum::Unchecked);
+        assert_eq!(
+            got,
+            alloc::vec![
+                (good, RxVerdict { ipv4: g, l4: g }),
+                (bad_udp, RxVerdict { ipv4: g, l4: b }),
+                (tcp, RxVerdict { ipv4: g, l4: g }),
+                (arp, RxVerdict { ipv4: u, l4: u }),
+            ],
+            "the bad IPv4 header dropped, the rest passed up with their verdicts"
+        );
+        let s = r.nic.stats();
+        assert_eq!((s.rx_bad_ip_csum, s.rx_bad_l4_csum, s.rx_ip_csum_good, s.rx_frames), (1, 1, 3, 4));
+        r.nic.service();
+        assert_eq!(r.rx_available(), POSTED, "the dropped buffer went back");
+        // IXSM: the device says to ignore its indications.
+        r.deliver_raw(&[1; 64], 64, DD_EOP | 1 << 2 | 1 << 6 | 1 << 30);
+        let rx = r.nic.receive().expect("not dropped: the IPE bit is void");
+        assert_eq!(rx.checksum(), RxVerdict::default());
+    }
+
+    #[test]
+    fn transmit_checksum_offload_uses_a_context_only_when_it_changes() {
+        let mut r = rig();
+        assert_eq!(r.nic.tx_offload(), TxOffload { ipv4: true, l4_v4: true });
+        let both = TxChecksum { ipv4: true, l4: true };
+        let udp = udp_frame(300);
+        let tcp = crate::csum::tests::ipv4_frame(csum::PROTO_TCP, &[7; 1001]);
+        for f in [&udp, &udp, &tcp] {
+            assert!(r.nic.transmit_with(f.len(), both, |b| b.copy_from_slice(f)).is_some());
+        }
+        // Only the IPv4 header, then a frame without offload.
+        assert!(
+            r.nic.transmit_with(udp.len(), TxChecksum { ipv4: true, l4: false }, |b| b.copy_from_slice(&udp)).is_some()
+        );
+        assert!(r.nic.transmit(udp.len(), |b| b.copy_from_slice(&udp)).is_some());
+        r.nic.service();
+        let sent = r.send_all();
+        assert_eq!(sent.len(), 5);
+        for f in &sent[..3] {
+            assert_eq!((csum::ipv4_header_ok(f), csum::l4_ok(f)), (Some(true), Some(true)));
+        }
+        assert_eq!(csum::ipv4_header_ok(&sent[3]), Some(true));
+        assert_eq!(&sent[3][40..42], &[0, 0], "no UDP checksum asked: left as written (none)");
+        assert_eq!(sent[4], udp, "sent as written");
+        assert_eq!(r.dev.borrow().contexts, 3, "UDP, TCP, IPv4-only: the second UDP frame reused the first context");
+        assert_eq!(r.nic.stats().tx_csum_offload, 4);
+        r.nic.service();
+        assert_eq!(r.nic.tx.in_flight(), 0, "every chain, contexts too, reclaimed");
+        // A reset forgets the device's context: the next frame sends one.
+        r.nic.reset().expect("reset");
+        r.nic.transmit_with(udp.len(), both, |b| b.copy_from_slice(&udp));
+        r.nic.service();
+        assert_eq!(csum::l4_ok(&r.send_all()[0]), Some(true));
+        assert_eq!(r.dev.borrow().contexts, 4);
+        // Not IPv4 TCP/UDP: sent as written, no offload.
+        let mut arp = alloc::vec![9u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        r.nic.transmit_with(60, both, |b| b.copy_from_slice(&arp));
+        r.nic.service();
+        assert_eq!(r.send_all(), alloc::vec![arp]);
+        assert_eq!(r.nic.stats().tx_csum_offload, 5);
+    }
+
+    #[test]
+    fn scatter_gather_chains_wrap_the_ring_and_are_reclaimed_whole() {
+        let mut r = rig();
+        // 3-part chains, many times round the ring (255 usable slots).
+        for pass in 0..40u32 {
+            for k in 0..20u8 {
+                let got = r.nic.transmit_parts(&[14, 20, 50 + usize::from(k)], |p| {
+                    p[0].fill(1);
+                    p[1].fill(2);
+                    p[2].fill(k);
+                    p.len()
+                });
+                assert_eq!(got, Some(3), "pass {pass}");
+            }
+            r.nic.service();
+            let sent = r.send_all();
+            assert_eq!(sent.len(), 20);
+            for (k, f) in sent.iter().enumerate() {
+                assert_eq!(f.len(), 84 + k);
+                assert!(f[..14].iter().all(|&b| b == 1) && f[14..34].iter().all(|&b| b == 2));
+                assert!(f[34..].iter().all(|&b| b == k as u8));
+            }
+            r.nic.service();
+            assert_eq!(r.nic.tx.in_flight(), 0);
+        }
+        assert_eq!(r.dev.borrow().chained, 800);
+        assert_eq!(r.nic.stats().tx_chained, 800);
+        // Checksum offload over a chain: headers in the first part.
+        let udp = udp_frame(500);
+        let both = TxChecksum { ipv4: true, l4: true };
+        r.nic.send(&[42, udp.len() - 42], both, |p| {
+            p[0].copy_from_slice(&udp[..42]);
+            p[1].copy_from_slice(&udp[42..]);
+        });
+        r.nic.service();
+        let sent = r.send_all();
+        assert_eq!((csum::ipv4_header_ok(&sent[0]), csum::l4_ok(&sent[0])), (Some(true), Some(true)));
+        // Refused: empty, too many parts, a part or the sum too long.
+        assert_eq!(r.nic.transmit_parts(&[], |_| ()), None);
+        assert_eq!(r.nic.transmit_parts(&[10, 0], |_| ()), None);
+        assert_eq!(r.nic.transmit_parts(&[10; MAX_PARTS + 1], |_| ()), None);
+        assert_eq!(r.nic.transmit_parts(&[1000, 515], |_| ()), None);
+        assert_eq!(r.nic.transmit_parts(&[1000, 514], |p| p[1].len()), Some(514));
+    }
+
+    #[test]
+    fn a_ring_with_fewer_free_descriptors_than_parts_refuses_the_chain() {
+        let mut r = rig();
+        // 85 chains of 3 take all 255 slots.
+        for i in 0..85 {
+            assert!(r.nic.transmit_parts(&[60, 60, 60], |_| ()).is_some(), "chain {i}");
+        }
+        assert_eq!(r.nic.transmit_parts(&[60], |_| ()), None, "no descriptor left");
+        assert_eq!(r.nic.stats().tx_queue_full, 1);
+        // The device sends one frame: three slots back, a 4-part chain still won't fit.
+        r.dev.borrow_mut().send_up_to(1);
+        assert_eq!(r.nic.transmit_parts(&[60; 4], |_| ()), None);
+        assert!(r.nic.transmit_parts(&[60; 3], |_| ()).is_some(), "partial reclaim made room for three");
+        assert_eq!(r.nic.tx.free(), 0);
+        r.nic.service();
+        assert_eq!(r.send_all().len(), 85);
+    }
+
+    #[test]
+    fn a_device_marking_the_wrong_descriptor_done_reclaims_nothing() {
+        let mut r = rig();
+        r.nic.transmit_parts(&[60, 60, 60], |p| p[0].fill(1));
+        r.nic.transmit_parts(&[60, 60], |p| p[0].fill(2));
+        r.nic.service();
+        // DD on the first chain's first and middle descriptors, and on the
+        // second chain's end: none is the oldest chain's end.
+        for i in [0, 1, 4] {
+            r.dev.borrow_mut().mark_tx_done_ahead(i);
+        }
+        r.nic.service();
+        assert_eq!((r.nic.tx.in_flight(), r.nic.tx.free()), (2, 250), "in order, whole chains only");
+        assert!(r.nic.tx.oldest_pending());
+        r.send_all();
+        r.nic.service();
+        assert_eq!((r.nic.tx.in_flight(), r.nic.tx.free()), (0, 255));
     }
 }

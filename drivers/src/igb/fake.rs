@@ -7,7 +7,11 @@
 extern crate std;
 
 use super::regs::{self, Regs};
-use super::ring::{TX_CMD, TX_DD, TX_PAYLEN_SHIFT};
+use super::ring::{
+    CTX_IPLEN_MASK, CTX_MACLEN_SHIFT, RX_ERR_IPE, RX_ERR_L4E, RX_IPCS, RX_TCPCS, RX_UDPCS, TX_CMD, TX_DCMD_EOP,
+    TX_DCMD_RS, TX_DD, TX_DTYP_CTXT, TX_PAYLEN_SHIFT, TX_POPTS_IXSM, TX_POPTS_TXSM, TX_TUCMD_IPV4, TX_TUCMD_L4T_TCP,
+};
+use crate::csum;
 use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
@@ -83,6 +87,12 @@ pub struct Device {
     pub msix: bool,
     /// The MSI-X table entries messages were sent to, in order.
     pub messages: Vec<u8>,
+    /// Context 0 as the last context descriptor set it (§7.2.2.2):
+    /// MACLEN, IPLEN, TCP (else UDP).
+    pub context: Option<(usize, usize, bool)>,
+    /// Context descriptors seen, and frames sent from several buffers.
+    pub contexts: u32,
+    pub chained: u32,
 }
 
 impl Device {
@@ -242,14 +252,36 @@ impl Device {
             self.cause(regs::INT_RXO);
             return false;
         }
+        let csum = self.rx_checksums(frame);
         for (i, piece) in pieces.iter().enumerate() {
-            let status = if i + 1 == pieces.len() { DD_EOP } else { 1 };
+            let status = if i + 1 == pieces.len() { DD_EOP | csum } else { 1 };
             self.write_back(piece, piece.len() as u16, status);
         }
         self.count(regs::GPRC, 1);
         self.queue_cause(regs::IVAR_RXQ0_SHIFT);
         self.cause(regs::INT_RXDW);
         true
+    }
+
+    /// The checksum status and error bits RXCSUM asks for (§7.1.5): IPCS
+    /// (and IPE) for an IPv4 frame, TCPCS (UDPCS for UDP, and L4E) for TCP
+    /// or UDP over IPv4 (a UDP checksum of zero counts as checked and
+    /// right, as QEMU's model has it).
+    fn rx_checksums(&self, frame: &[u8]) -> u32 {
+        let rxcsum = self.reg(regs::RXCSUM);
+        let mut bits = 0;
+        if rxcsum & regs::RXCSUM_IPOFLD != 0
+            && let Some(ok) = csum::ipv4_header_ok(frame)
+        {
+            bits |= RX_IPCS | if ok { 0 } else { RX_ERR_IPE };
+        }
+        if rxcsum & regs::RXCSUM_TUOFLD != 0
+            && let Some(ok) = csum::l4_ok(frame)
+        {
+            let udp = frame.get(23) == Some(&csum::PROTO_UDP);
+            bits |= RX_TCPCS | if udp { RX_UDPCS } else { 0 } | if ok { 0 } else { RX_ERR_L4E };
+        }
+        bits
     }
 
     /// One descriptor written back with the length and status/error word
@@ -294,37 +326,90 @@ impl Device {
         self.send_up_to(usize::MAX)
     }
 
+    /// Sends up to `max` frames from TDH: context descriptors are taken
+    /// in, data descriptors gathered until EOP (PAYLEN on the first must be
+    /// the frame's length), the checksums POPTS asks for computed as the
+    /// device does from context 0, DD written back where RS asks.
     pub fn send_up_to(&mut self, max: usize) -> Vec<Vec<u8>> {
         let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
         let mut sent = Vec::new();
         if self.reg(regs::TCTL) & regs::TCTL_EN == 0 || self.reg(regs::TXDCTL) & regs::XDCTL_ENABLE == 0 {
             return sent;
         }
+        let mut frame = Vec::new();
+        let (mut parts, mut first_olinfo) = (0, 0u32);
         while self.reg(regs::TDH) != self.reg(regs::TDT) && sent.len() < max {
             let head = self.reg(regs::TDH);
             let d = base + 16 * u64::from(head);
             // SAFETY: as in `write_back`, for the transmit ring.
-            let frame = unsafe {
-                let addr = at::<AtomicU64>(d).load(Ordering::Acquire);
-                let cmd_type_len = at::<AtomicU32>(d + 8).load(Ordering::Relaxed);
-                assert_eq!(cmd_type_len & 0xffff_0000, TX_CMD, "an advanced data descriptor, EOP|IFCS|RS");
-                let len = (cmd_type_len & 0xffff) as usize;
-                let olinfo = at::<AtomicU32>(d + 12).load(Ordering::Relaxed);
-                assert_eq!((olinfo >> TX_PAYLEN_SHIFT) as usize, len, "PAYLEN is the frame's length");
-                let frame: Vec<u8> =
-                    (0..len).map(|i| core::ptr::read_volatile((addr as usize + i) as *const u8)).collect();
-                at::<AtomicU32>(d + 12).store(olinfo | TX_DD, Ordering::Release);
-                frame
+            let (lo, addr, cmd_type_len, olinfo) = unsafe {
+                (
+                    at::<AtomicU32>(d).load(Ordering::Acquire),
+                    at::<AtomicU64>(d).load(Ordering::Relaxed),
+                    at::<AtomicU32>(d + 8).load(Ordering::Relaxed),
+                    at::<AtomicU32>(d + 12).load(Ordering::Relaxed),
+                )
             };
-            sent.push(frame);
             self.set(regs::TDH, (head + 1) % size);
+            if cmd_type_len & (0xf << 20) == TX_DTYP_CTXT {
+                assert_ne!(cmd_type_len & TX_TUCMD_IPV4, 0, "an IPv4 context");
+                assert_eq!(olinfo >> 4 & 7, 0, "context index 0");
+                let tcp = cmd_type_len & TX_TUCMD_L4T_TCP != 0;
+                self.context = Some(((lo >> CTX_MACLEN_SHIFT) as usize & 0x7f, (lo & CTX_IPLEN_MASK) as usize, tcp));
+                self.contexts += 1;
+                continue;
+            }
+            let end = TX_DCMD_EOP | TX_DCMD_RS;
+            assert_eq!(cmd_type_len & 0xff00_0000 & !end, TX_CMD & 0xff00_0000, "an advanced data descriptor, IFCS");
+            assert_eq!(cmd_type_len & (0xf << 20), TX_CMD & (0xf << 20));
+            let len = (cmd_type_len & 0xffff) as usize;
+            // SAFETY: the buffer the descriptor names, the driver's until
+            // the descriptor is done.
+            frame.extend((0..len).map(|i| unsafe { core::ptr::read_volatile((addr as usize + i) as *const u8) }));
+            if parts == 0 {
+                first_olinfo = olinfo;
+            } else {
+                assert_eq!(olinfo & !TX_DD, 0, "PAYLEN and POPTS on the first descriptor only");
+            }
+            parts += 1;
+            if cmd_type_len & TX_DCMD_RS != 0 {
+                // SAFETY: as above; DD into STA, the rest as written.
+                unsafe { at::<AtomicU32>(d + 12).fetch_or(TX_DD, Ordering::Release) };
+            }
+            if cmd_type_len & TX_DCMD_EOP == 0 {
+                continue;
+            }
+            assert_ne!(cmd_type_len & TX_DCMD_RS, 0, "RS on the last descriptor of a frame");
+            assert_eq!((first_olinfo >> TX_PAYLEN_SHIFT) as usize, frame.len(), "PAYLEN is the frame's length");
+            self.insert_checksums(&mut frame, first_olinfo);
+            self.chained += u32::from(parts > 1);
+            sent.push(core::mem::take(&mut frame));
+            parts = 0;
             self.count(regs::GPTC, 1);
         }
+        assert!(frame.is_empty(), "the tail stops inside a frame");
         if !sent.is_empty() {
             self.queue_cause(regs::IVAR_TXQ0_SHIFT);
             self.cause(regs::INT_TXDW);
         }
         sent
+    }
+
+    fn insert_checksums(&self, frame: &mut [u8], olinfo: u32) {
+        if olinfo & (TX_POPTS_IXSM | TX_POPTS_TXSM) == 0 {
+            return;
+        }
+        let (maclen, iplen, tcp) = self.context.expect("a context before checksum offload");
+        let l4 = maclen + iplen;
+        if olinfo & TX_POPTS_IXSM != 0 {
+            let sum = !csum::add(0, &frame[maclen..l4]);
+            frame[maclen + 10..maclen + 12].copy_from_slice(&sum.to_be_bytes());
+        }
+        if olinfo & TX_POPTS_TXSM != 0 {
+            let at = l4 + if tcp { 16 } else { 6 };
+            let sum = csum::finish_l4(!csum::add(0, &frame[l4..]), tcp);
+            frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+        }
     }
 
     /// Writes DD into the transmit descriptor `i` slots past the head, as a

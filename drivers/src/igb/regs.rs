@@ -182,6 +182,16 @@ pub const RXDCTL: u32 = 0xc028;
 pub const XDCTL_WTHRESH_1: u32 = 1 << 16;
 pub const XDCTL_ENABLE: u32 = 1 << 25;
 
+// Receive checksum offload (§8.10, RXCSUM; the checks in §7.1.5).
+
+/// Receive Checksum Control: IPOFLD has the device check IPv4 header
+/// checksums, TUOFLD TCP and UDP checksums, each verdict in the advanced
+/// write-back's status and error bits. PCSD stays clear (the write-back's
+/// first dword then carries the fragment checksum and IP ID, unused here).
+pub const RXCSUM: u32 = 0x5000;
+pub const RXCSUM_IPOFLD: u32 = 1 << 8;
+pub const RXCSUM_TUOFLD: u32 = 1 << 9;
+
 /// Multicast Table Array (§8.10): 128 words of hash bits, cleared (MPE
 /// does the work).
 pub const MTA: u32 = 0x5200;

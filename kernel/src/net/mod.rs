@@ -25,7 +25,7 @@ use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use device::{STACK_QUEUE, StackDevice};
-use drivers::nic::Nic;
+use drivers::nic::{Nic, RxChecksum};
 use drivers::virtio_net::VirtioNet;
 use hal::{KernelHal, PciConfig};
 use kbase::pci::Function;
@@ -327,6 +327,9 @@ impl Net {
         let Some(stats) = netdevs.stats_mut(*ifindex) else { return 0 };
         // The device on this link's netdev, looked up once per batch.
         let (mut transport, roce_rx) = rdma.receiver(*ifindex);
+        // smoltcp on this link skips IPv4 header checks (see device.rs):
+        // what the NIC did not find good is checked here first.
+        let nic_checks_ipv4 = nic.rx_checks_ipv4();
         let mut n = 0;
         while n < RX_BUDGET {
             let t = prof::start();
@@ -334,6 +337,8 @@ impl Net {
             prof::RX_NIC.add(t);
             n += 1;
             let frame = rx.as_ref();
+            let verdict = rx.checksum();
+            let ip_verified = verdict.ipv4 == RxChecksum::Good;
             if !up {
                 stats.rx_dropped += 1;
                 nic.recycle(rx);
@@ -341,8 +346,10 @@ impl Net {
             }
             match steer(frame, mac, stats) {
                 // The transport decides when its ACKs go and when to kick the NIC.
+                // A header the NIC verified is not summed again (the ICRC is).
                 Steer::Rdma => match transport.as_deref_mut() {
-                    Some(t) => prof::RX_ROCE.time(|| t.receive(frame, now, &mut rdma::NicSink { nic, stats })),
+                    Some(t) => prof::RX_ROCE
+                        .time(|| t.receive_verified(frame, ip_verified, now, &mut rdma::NicSink { nic, stats })),
                     None => roce_rx.receive(frame),
                 },
                 Steer::Arp => {
@@ -366,6 +373,11 @@ impl Net {
                     if stack_queue.len() < STACK_QUEUE {
                         stack_queue.push_back(frame.to_vec());
                     }
+                }
+                Steer::Stack
+                    if nic_checks_ipv4 && !ip_verified && drivers::csum::ipv4_header_ok(frame) == Some(false) =>
+                {
+                    stats.rx_dropped += 1
                 }
                 Steer::Stack if discard::is_discard(frame) => discard.record(frame, now),
                 // A router's IGMP/MLD query: the RDMA groups are reported
@@ -537,12 +549,14 @@ impl Net {
             let link = &mut self.links[i];
             let stats = self.netdevs.stats_mut(link.ifindex);
             let mut fallback = knet::steer::LinkStats::default();
+            let rx_ipv4_checked = link.nic.rx_checks_ipv4();
             let mut dev = StackDevice {
                 queue: &mut link.stack_queue,
                 nic: &mut link.nic,
                 stats: stats.unwrap_or(&mut fallback),
                 scratch: &mut link.scratch,
                 up,
+                rx_ipv4_checked,
             };
             let t = prof::start();
             link.iface.poll(smol_now(now), &mut dev, &mut link.sockets);
@@ -612,7 +626,8 @@ fn new_iface(nic: &mut NetDevice, scratch: &mut Vec<u8>, now: Instant) -> Interf
     let mut config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
     config.random_seed = now.as_micros() ^ u64::from(u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]));
     let (mut queue, mut stats) = (VecDeque::new(), knet::steer::LinkStats::default());
-    let mut dev = StackDevice { queue: &mut queue, nic, stats: &mut stats, scratch, up: true };
+    let rx_ipv4_checked = nic.rx_checks_ipv4();
+    let mut dev = StackDevice { queue: &mut queue, nic, stats: &mut stats, scratch, up: true, rx_ipv4_checked };
     Interface::new(config, &mut dev, smol_now(now))
 }
 

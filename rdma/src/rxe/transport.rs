@@ -817,8 +817,21 @@ impl<M: Memory> RxeTransport<M> {
     /// is flushed at once: the peer waits for an ACK, or for the packets an ACK
     /// let out, and the rest of the batch may take a while.
     pub fn receive<S: FrameSink + ?Sized>(&mut self, frame: &[u8], now: Instant, sink: &mut S) {
+        self.receive_verified(frame, false, now, sink);
+    }
+
+    /// As [`Self::receive`], for a frame whose IPv4 header checksum the NIC
+    /// verified (`ip_header_verified`): [`frame::parse_with`] skips only
+    /// that sum; the ICRC is checked as ever.
+    pub fn receive_verified<S: FrameSink + ?Sized>(
+        &mut self,
+        frame: &[u8],
+        ip_header_verified: bool,
+        now: Instant,
+        sink: &mut S,
+    ) {
         let mut sink = Watched::new(sink);
-        self.receive_one(frame, now, &mut sink);
+        self.receive_one(frame, ip_header_verified, now, &mut sink);
         self.batch_frames += 1;
         if self.batch_frames.is_multiple_of(ACK_BATCH) {
             self.flush_acks(&mut sink);
@@ -838,8 +851,8 @@ impl<M: Memory> RxeTransport<M> {
         sink.flush_if_sent();
     }
 
-    fn receive_one<S: FrameSink + ?Sized>(&mut self, frame: &[u8], now: Instant, sink: &mut S) {
-        let rx = match frame::parse(frame) {
+    fn receive_one<S: FrameSink + ?Sized>(&mut self, frame: &[u8], ip_ok: bool, now: Instant, sink: &mut S) {
+        let rx = match frame::parse_with(frame, ip_ok) {
             Ok(rx) => rx,
             Err(reason) => {
                 self.dev.stats.drop(reason);

@@ -264,10 +264,17 @@ pub fn emit<R>(
 /// Parses a received frame, from the first byte of its Ethernet header, checking it in
 /// wire order: Ethernet, IP, UDP, ICRC, then the RoCE headers against the opcode table.
 pub fn parse(frame: &[u8]) -> Result<RxFrame<'_>, DropReason> {
+    parse_with(frame, false)
+}
+
+/// As [`parse`], but with `ip_header_verified` (the NIC checked this frame's
+/// IPv4 header checksum and found it right) the header checksum is not
+/// summed again. Every other check stays, the ICRC's first.
+pub fn parse_with(frame: &[u8], ip_header_verified: bool) -> Result<RxFrame<'_>, DropReason> {
     let eth = EthernetPacket::new_checked(frame).map_err(|_| DropReason::Truncated)?;
     let ip_bytes = eth.payload();
     let (mut path, ip_id, ip_packet, udp_bytes) = match eth.ethertype() {
-        EtherType::Ipv4 => parse_ipv4(ip_bytes)?,
+        EtherType::Ipv4 => parse_ipv4(ip_bytes, ip_header_verified)?,
         EtherType::Ipv6 => parse_ipv6(ip_bytes)?,
         _ => return Err(DropReason::EtherType),
     };
@@ -302,7 +309,7 @@ pub fn parse(frame: &[u8]) -> Result<RxFrame<'_>, DropReason> {
 /// the ICRC) and the UDP datagram.
 type IpParts<'a> = (Path, u16, &'a [u8], &'a [u8]);
 
-fn parse_ipv4(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
+fn parse_ipv4(bytes: &[u8], header_verified: bool) -> Result<IpParts<'_>, DropReason> {
     if bytes.len() < ipv4::HEADER_LEN {
         return Err(DropReason::Truncated);
     }
@@ -324,7 +331,7 @@ fn parse_ipv4(bytes: &[u8]) -> Result<IpParts<'_>, DropReason> {
     if total_len > bytes.len() {
         return Err(DropReason::Truncated);
     }
-    if !packet.verify_checksum() {
+    if !header_verified && !packet.verify_checksum() {
         return Err(DropReason::BadIpChecksum);
     }
     if packet.is_fragment() {
@@ -548,6 +555,17 @@ mod test {
         assert_eq!(with(&|b| b[39] ^= 4), Err(DropReason::BadLength));
         assert_eq!(with(&|b| b[100] ^= 1), Err(DropReason::BadIcrc));
         assert_eq!(with(&|b| b[40] = 0xFF), Ok(()), "UDP checksum is ignored");
+        // A NIC-verified IPv4 header is not summed again (the ICRC masks the
+        // checksum field, so a wrong one is not caught there); the ICRC is.
+        let verified = |f: &dyn Fn(&mut [u8; 122])| {
+            let mut b = good;
+            f(&mut b);
+            parse_with(&b, true).map(|_| ())
+        };
+        assert_eq!(verified(&|b| b[24] ^= 0xFF), Ok(()), "trusted: the header checksum is skipped");
+        assert_eq!(with(&|b| b[24] ^= 0xFF), Err(DropReason::BadIpChecksum), "untrusted: checked");
+        assert_eq!(verified(&|b| b[100] ^= 1), Err(DropReason::BadIcrc), "the ICRC is always checked");
+        assert_eq!(verified(&|b| b[14] = 0x46), Err(DropReason::IpOptions), "the rest of the header too");
         // Trailing Ethernet padding is not part of the frame.
         let mut padded = [0u8; 130];
         padded[..122].copy_from_slice(&good);
