@@ -26,8 +26,8 @@
 use super::regs::{self, Regs};
 use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
 use super::stats::HwStats;
-pub use crate::e1000e::IrqMode;
 use crate::csum::{self, TxChecksum, TxOffload};
+pub use crate::e1000e::IrqMode;
 use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
 use alloc::vec;
