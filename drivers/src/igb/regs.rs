@@ -3,8 +3,8 @@
 //! [`crate::e1000e::Mmio`]) as the 82574's: both are 32-bit registers at
 //! byte offsets into a memory BAR, only the map differs.
 //!
-//! Offsets and bits are from Intel's *82576 GbE Controller Datasheet*
-//! (rev. 2.6x), chapter 8 (Programming Interface); each block names its
+//! Offsets and bits are from Intel's *82576EB Gigabit Ethernet Controller
+//! Datasheet* (rev. 2.63), chapter 8 (Programming Interface); each block names its
 //! register group there. Only what the driver touches is listed. Where the
 //! 82576 keeps an 82574-compatible alias (queue 0's ring registers at
 //! 0x2800/0x3800), the 82576's own offset is used.

@@ -191,27 +191,47 @@ pub struct NicSink<'a, N: Nic> {
     pub stats: &'a mut LinkStats,
 }
 
-impl<N: Nic> FrameSink for NicSink<'_, N> {
-    fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+impl<N: Nic> NicSink<'_, N> {
+    /// Sends one frame from the parts `lens`, timing the writing apart from the
+    /// queueing and counting the frame.
+    fn send(&mut self, lens: &[usize], fill: impl FnOnce(&mut [&mut [u8]])) -> bool {
         use crate::prof::{TX_FILL, TX_QUEUE, start};
         let t = start();
-        let built = self.nic.transmit(len, |buf| {
+        let built = self.nic.transmit_parts(lens, |parts| {
             let t = start();
-            fill(buf);
+            fill(parts);
             start().saturating_sub(t)
         });
-        let sent = built.is_some();
         let all = start().saturating_sub(t);
         if let Some(fill) = built {
             TX_FILL.add_cycles(fill);
         }
         TX_QUEUE.add_cycles(all.saturating_sub(built.unwrap_or(0)));
-        if sent {
-            self.stats.record_tx(len);
-        } else {
-            self.stats.tx_dropped += 1;
+        match built {
+            Some(_) => self.stats.record_tx(lens.iter().sum()),
+            None => self.stats.tx_dropped += 1,
         }
-        sent
+        built.is_some()
+    }
+}
+
+impl<N: Nic> FrameSink for NicSink<'_, N> {
+    fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.send(&[len], |parts| {
+            if let [buf] = parts {
+                fill(buf);
+            }
+        })
+    }
+
+    /// Headers and payload from two buffers: one descriptor each on a NIC with
+    /// scatter-gather, one buffer cut in two on the others (`Nic`'s default).
+    fn transmit_parts(&mut self, head_len: usize, body_len: usize, fill: &mut dyn FnMut(&mut [u8], &mut [u8])) -> bool {
+        self.send(&[head_len, body_len], |parts| {
+            if let [head, body] = parts {
+                fill(head, body);
+            }
+        })
     }
 
     /// Kicks the NIC so what was queued leaves now.

@@ -10,6 +10,21 @@ pub trait FrameSink {
     /// the frame as lost on the wire (it counts it, and retransmission recovers).
     fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
 
+    /// As [`transmit`](FrameSink::transmit), for a frame written in two pieces: `fill`
+    /// gets a `head_len`-byte buffer and a `body_len`-byte one, sent as one frame in
+    /// that order. A NIC sink gives each its own descriptor (scatter-gather); this
+    /// default cuts one buffer in two.
+    fn transmit_parts(&mut self, head_len: usize, body_len: usize, fill: &mut dyn FnMut(&mut [u8], &mut [u8])) -> bool {
+        let Some(len) = head_len.checked_add(body_len) else {
+            return false;
+        };
+        self.transmit(len, &mut |buf: &mut [u8]| {
+            if let Some((head, body)) = buf.split_at_mut_checked(head_len) {
+                fill(head, body);
+            }
+        })
+    }
+
     /// Sends what `transmit` queued now, without waiting for more (a NIC sink
     /// kicks the device). The transport calls it when a peer waits for what it
     /// just sent: an ACK, or the packets an ACK let out. A sink that sends at once
@@ -44,6 +59,12 @@ impl<S: FrameSink + ?Sized> FrameSink for Watched<'_, S> {
         ok
     }
 
+    fn transmit_parts(&mut self, head_len: usize, body_len: usize, fill: &mut dyn FnMut(&mut [u8], &mut [u8])) -> bool {
+        let ok = self.inner.transmit_parts(head_len, body_len, fill);
+        self.sent |= ok;
+        ok
+    }
+
     fn flush(&mut self) {
         self.inner.flush();
     }
@@ -55,6 +76,8 @@ pub struct VecSink {
     pub frames: alloc::vec::Vec<alloc::vec::Vec<u8>>,
     /// When set, refuse every frame (a full TX ring).
     pub full: bool,
+    /// How many of `frames` came in two parts.
+    pub gathered: usize,
 }
 
 impl FrameSink for VecSink {
@@ -65,6 +88,18 @@ impl FrameSink for VecSink {
         let mut frame = alloc::vec![0u8; len];
         fill(&mut frame);
         self.frames.push(frame);
+        true
+    }
+
+    fn transmit_parts(&mut self, head_len: usize, body_len: usize, fill: &mut dyn FnMut(&mut [u8], &mut [u8])) -> bool {
+        if self.full {
+            return false;
+        }
+        let (mut head, mut body) = (alloc::vec![0u8; head_len], alloc::vec![0u8; body_len]);
+        fill(&mut head, &mut body);
+        head.append(&mut body);
+        self.frames.push(head);
+        self.gathered += 1;
         true
     }
 }

@@ -184,32 +184,65 @@ pub fn emit<R>(
     payload_len: usize,
     fill_payload: impl FnOnce(&mut [u8]) -> R,
 ) -> Result<(usize, R), EmitError> {
+    let (head_len, body_len) = split_lens(path, roce, payload_len)?;
+    let frame_len = head_len + body_len;
+    let frame = buffer.get_mut(..frame_len).ok_or(EmitError::BufferTooSmall { needed: frame_len })?;
+    let (head, body) = frame.split_at_mut(head_len);
+    emit_parts(head, body, path, ip_id, roce, payload_len, fill_payload)
+}
+
+/// The two pieces of a frame built by [`emit_parts`]: the headers (Ethernet through the
+/// last RoCE extension header), then payload, pad and ICRC. Fails as `emit` would for a
+/// frame that cannot be built.
+pub fn split_lens(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(usize, usize), EmitError> {
+    layout(path, roce, payload_len).map(|(_, head_len, body_len)| (head_len, body_len))
+}
+
+/// [`split_lens`], with the opcode's row.
+fn layout(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(&'static OpcodeInfo, usize, usize), EmitError> {
     // No datagram holds more than 64 KiB; refusing here keeps the sums below small.
     if payload_len > usize::from(u16::MAX) {
         return Err(EmitError::TooLong);
     }
     let info = roce.check(payload_len)?;
-    let pad = roce::pad_len(payload_len);
-    let roce_len = info.header_len() + payload_len + pad + ICRC_LEN;
-    let udp_len = udp::HEADER_LEN + roce_len;
-    let ip_len = path.ip_header_len() + udp_len;
+    let body_len = payload_len + roce::pad_len(payload_len) + ICRC_LEN;
+    let udp_len = udp::HEADER_LEN + info.header_len() + body_len;
     // IPv4 counts its header in the total length, IPv6 does not; UDP has its own limit.
     let ip_length_field = match path.ip {
-        IpPath::V4 { .. } => ip_len,
+        IpPath::V4 { .. } => path.ip_header_len() + udp_len,
         IpPath::V6 { .. } => udp_len,
     };
     if ip_length_field > usize::from(u16::MAX) || udp_len > usize::from(u16::MAX) {
         return Err(EmitError::TooLong);
     }
-    let frame_len = ethernet::HEADER_LEN + ip_len;
-    let frame = buffer.get_mut(..frame_len).ok_or(EmitError::BufferTooSmall { needed: frame_len })?;
+    Ok((info, path.bth_offset() + info.header_len(), body_len))
+}
 
-    let (eth, rest) = frame.split_at_mut(ethernet::HEADER_LEN);
+/// [`emit`] into two buffers, for a NIC that gathers a frame from several (the first
+/// [`split_lens`] bytes into `head`, the rest into `body`): the same frame, byte for
+/// byte, and still one pass over the payload besides the ICRC's.
+pub fn emit_parts<R>(
+    head: &mut [u8],
+    body: &mut [u8],
+    path: &Path,
+    ip_id: u16,
+    roce: &RoceRepr,
+    payload_len: usize,
+    fill_payload: impl FnOnce(&mut [u8]) -> R,
+) -> Result<(usize, R), EmitError> {
+    let (info, head_len, body_len) = layout(path, roce, payload_len)?;
+    let needed = head_len + body_len;
+    let (Some(head), Some(body)) = (head.get_mut(..head_len), body.get_mut(..body_len)) else {
+        return Err(EmitError::BufferTooSmall { needed });
+    };
+    let pad = roce::pad_len(payload_len);
+    let udp_len = udp::HEADER_LEN + info.header_len() + body_len;
+
+    let (eth, rest) = head.split_at_mut(ethernet::HEADER_LEN);
     let (ip_header, rest) = rest.split_at_mut(path.ip_header_len());
-    let (udp_header, rest) = rest.split_at_mut(udp::HEADER_LEN);
-    let (roce_headers, rest) = rest.split_at_mut(info.header_len());
-    let (payload, rest) = rest.split_at_mut(payload_len);
-    let (pad_bytes, _icrc) = rest.split_at_mut(pad);
+    let (udp_header, roce_headers) = rest.split_at_mut(udp::HEADER_LEN);
+    let (covered, icrc_bytes) = body.split_at_mut(body_len - ICRC_LEN);
+    let (payload, pad_bytes) = covered.split_at_mut(payload_len);
 
     let ethertype = match path.ip {
         IpPath::V4 { .. } => EtherType::Ipv4,
@@ -242,7 +275,7 @@ pub fn emit<R>(
         }
         .emit(&mut Ipv6Packet::new_unchecked(ip_header)),
     }
-    UdpRepr { src_port: path.src_port, dst_port: ROCE_V2_UDP_PORT, payload_len: roce_len }
+    UdpRepr { src_port: path.src_port, dst_port: ROCE_V2_UDP_PORT, payload_len: udp_len - udp::HEADER_LEN }
         .emit(&mut UdpPacket::new_unchecked(udp_header));
 
     let mut headers = *roce;
@@ -252,13 +285,12 @@ pub fn emit<R>(
     let filled = fill_payload(payload);
     pad_bytes.fill(0);
 
-    let covered_end = frame_len - ICRC_LEN;
     // The IP, UDP and BTH headers were written above, so the ICRC input is well formed;
     // the error arm cannot be taken.
-    let crc = icrc::compute(&frame[ethernet::HEADER_LEN..covered_end])
-        .map_err(|_| EmitError::BufferTooSmall { needed: frame_len })?;
-    frame[covered_end..].copy_from_slice(&crc.to_le_bytes());
-    Ok((frame_len, filled))
+    let crc = icrc::compute_parts(&head[ethernet::HEADER_LEN..], covered)
+        .map_err(|_| EmitError::BufferTooSmall { needed })?;
+    icrc_bytes.copy_from_slice(&crc.to_le_bytes());
+    Ok((needed, filled))
 }
 
 /// Parses a received frame, from the first byte of its Ethernet header, checking it in
@@ -488,6 +520,31 @@ mod test {
         let rx = parse(&buf[..len]).expect("parses");
         assert_eq!(rx.repr.payload, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
         assert_eq!(rx.repr.roce.bth.pad_count, 2);
+    }
+
+    #[test]
+    fn a_frame_in_two_parts_is_the_same_frame() {
+        let roce = RoceRepr { bth: bth(Opcode::RcSendOnly), ext: ExtHeaders::NONE };
+        for (path, payload_len) in [(path_v4(), 1), (path_v4(), 1024), (path_v6(), 7), (path_v6(), 4096)] {
+            let fill = |p: &mut [u8]| p.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+            let mut whole = vec![0u8; 9000];
+            let (len, ()) = emit(&mut whole, &path, 5, &roce, payload_len, fill).expect("fits");
+            let (head_len, body_len) = split_lens(&path, &roce, payload_len).expect("lengths");
+            assert_eq!((head_len, head_len + body_len), (path.bth_offset() + 12, len));
+            let (mut head, mut body) = (vec![0u8; head_len], vec![0u8; body_len]);
+            let (n, ()) = emit_parts(&mut head, &mut body, &path, 5, &roce, payload_len, fill).expect("fits");
+            assert_eq!(n, len);
+            assert_eq!([head, body].concat(), whole[..len], "{payload_len} B");
+        }
+        let (mut head, mut body) = ([0u8; 54], [0u8; 8]);
+        assert_eq!(
+            emit_parts(&mut head[..53], &mut body, &path_v4(), 0, &roce, 4, |_| ()),
+            Err(EmitError::BufferTooSmall { needed: 62 })
+        );
+        assert_eq!(
+            emit_parts(&mut head, &mut body[..7], &path_v4(), 0, &roce, 4, |_| ()),
+            Err(EmitError::BufferTooSmall { needed: 62 })
+        );
     }
 
     #[test]

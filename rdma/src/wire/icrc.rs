@@ -33,12 +33,24 @@ pub fn compute(packet: &[u8]) -> Result<u32> {
 
 /// [`compute`] on a chosen CRC path, to compare them; fails also if this CPU lacks it.
 pub fn compute_on(path: Path, packet: &[u8]) -> Result<u32> {
+    compute_parts_on(path, packet, &[])
+}
+
+/// The ICRC of a packet held in two pieces, as a scatter-gather frame is: `head` from
+/// the first byte of the IP header, holding at least the IP, UDP and BTH headers, then
+/// `tail` up to the last byte before the ICRC. Equal to [`compute`] of the two joined.
+pub fn compute_parts(head: &[u8], tail: &[u8]) -> Result<u32> {
+    compute_parts_on(Path::best(), head, tail)
+}
+
+fn compute_parts_on(path: Path, head: &[u8], tail: &[u8]) -> Result<u32> {
     let mut masked = [0u8; MAX_MASKED];
-    let masked_len = mask_headers(packet, &mut masked)?;
-    let (prefix, rest) = (&masked[..masked_len], packet.get(masked_len..).ok_or(Error)?);
+    let masked_len = mask_headers(head, &mut masked)?;
+    let (prefix, rest) = (&masked[..masked_len], head.get(masked_len..).ok_or(Error)?);
     let mut hasher = crc::Hasher::with_path(ONES_PREFIX_CRC, path).ok_or(Error)?;
     hasher.update(prefix);
     hasher.update(rest);
+    hasher.update(tail);
     Ok(hasher.finalize())
 }
 
@@ -120,6 +132,16 @@ mod test {
         let p = send_only();
         assert_eq!(compute(&p[..104]), Ok(0x8685_d009));
         assert!(verify(&p));
+    }
+
+    #[test]
+    fn a_packet_in_two_pieces_has_the_same_icrc() {
+        let p = send_only();
+        // Cut anywhere after the BTH (IPv4 20 + UDP 8 + BTH 12 = 40 bytes).
+        for cut in 40..=104 {
+            assert_eq!(compute_parts(&p[..cut], &p[cut..104]), Ok(0x8685_d009), "cut at {cut}");
+        }
+        assert_eq!(compute_parts(&p[..39], &p[39..104]), Err(Error), "the BTH must be in the head");
     }
 
     #[test]
