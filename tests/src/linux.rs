@@ -298,8 +298,17 @@ impl LinuxPeer {
     }
 
     /// Runs a command and returns its exit status (`$?`) with its output.
+    /// Past `timeout` the command is interrupted (Ctrl-C), so the shell
+    /// answers the next one.
     pub fn status(&mut self, line: &str, timeout: Duration) -> Result<(i32, String), Error> {
-        let out = self.cmd_timeout(&format!("{line}; echo \"exit=$?\""), timeout)?;
+        let out = match self.cmd_timeout(&format!("{line}; echo \"exit=$?\""), timeout) {
+            Ok(out) => out,
+            Err(e) => {
+                let _ = self.send(b"\x03");
+                let _ = self.cmd("sleep 0.2");
+                return Err(e);
+            }
+        };
         let status = out
             .lines()
             .rev()

@@ -1082,4 +1082,8 @@ fn the_peers_background_jobs_report_their_status_and_can_be_stopped() {
     assert!(linux.finish_bg("/tmp/bg.log", Duration::from_secs(3)).is_err());
     let out = linux.cmd("echo still-here; pidof sleep || echo no-sleep").unwrap();
     assert!(out.contains("still-here") && out.contains("no-sleep"), "{out}");
+    // A foreground command past its time is interrupted the same way.
+    assert!(linux.status("sleep 600", Duration::from_secs(3)).is_err());
+    let (status, out) = linux.status("echo answered; pidof sleep || echo no-sleep", Duration::from_secs(30)).unwrap();
+    assert!(status == 0 && out.contains("answered") && out.contains("no-sleep"), "{out}");
 }

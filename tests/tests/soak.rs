@@ -521,7 +521,11 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
                 }
                 let (status, theirs) = linux
                     .status(&format!("{prog} {theirs_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| {
+                        // What our side was doing when Linux's stalled.
+                        let ours = tool::finish(server.take(), Duration::from_secs(5)).map(|(_, o)| o);
+                        format!("{e}\n--- our server ---\n{}", ours.unwrap_or_else(|e| e.to_string()))
+                    })?;
                 let (ok, out) = tool::finish(server.take(), RUN).map_err(|e| e.to_string())?;
                 if ok && status == 0 {
                     Ok((out, theirs))
@@ -1064,4 +1068,87 @@ fn soak() {
     let _ = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/soak/summary.txt"), &sum);
     assert!(total_ops > 0, "no operation ran");
     assert!(fail.is_empty(), "soak failed {} check(s):\n{}\n\n{sum}", fail.len(), fail.join("\n---\n"));
+}
+
+/// The exchange that once stalled a soak, on its own: Linux's
+/// `ibv_rc_pingpong -c` client against our `rc_pingpong` server on A,
+/// through the soak's Linux wire (the fault relay), `STRESS_ROUNDS` (60)
+/// rounds of 200 x 4 KiB. A round that does not end in a minute fails with
+/// both sides' output, A's QPs and counters, and A's capture
+/// (target/tmp/stress-al.pcap, kept on failure).
+#[test]
+#[ignore = "boots an appliance and a Linux peer for some minutes"]
+fn linux_pingpong_through_the_lossy_relay() {
+    if !LinuxPeer::available_or_skip("linux_pingpong_through_the_lossy_relay") {
+        return;
+    }
+    let rounds: u32 = std::env::var("STRESS_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(60);
+    let seed = std::env::var("SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(17);
+    let (pa, pl) = (free_udp_port(), free_udp_port());
+    let al = Relay::start(pa, pl, FAULTS_AL, seed).unwrap();
+    let gp = free_tcp_port();
+    let mut lopts = PeerOptions::new(Nic::new("52:54:00:00:01:03", pl, al.port_b), "10.0.1.3/24");
+    lopts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(lopts).unwrap();
+    let ring = Ivshmem::temp("stress-al", REGION);
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tmp"));
+    let _ = std::fs::create_dir_all(&dir);
+    let capture = dir.join("stress-al.pcap");
+    let mut a = Appliance::boot(Options {
+        nic: Some(Nic::new("52:54:00:00:01:01", pa, al.port_a)),
+        append: "ip=10.0.1.1/24".into(),
+        ivshmem: Some(ring.clone()),
+        extra: vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", capture.display())],
+        cmd_timeout: RUN,
+        ..Options::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(a.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    let out = a.cmd("ping 10.0.1.3 -c 5 -i 200").unwrap();
+    assert!(!out.contains(" 0 received"), "{out}");
+    let iters = 200;
+    let (ours_opts, theirs_opts) = ("-d rxe0 -g 1 -c -n 200 -s 4096", "-d rxe0 -g 1 -c -n 200 -s 4096");
+    let (mut passed, mut last_ack) = (0, 0);
+    for round in 0..rounds {
+        let server = tool::spawn("rc_pingpong", &ring.path, &format!("{ours_opts} -p {gp}")).unwrap();
+        let mut server = Guard(Some(server));
+        assert!(tool::wait_listening(gp, Duration::from_secs(60)), "round {round}: our server never listened");
+        let linux_run = linux.status(
+            &format!("ibv_rc_pingpong {theirs_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"),
+            Duration::from_secs(60),
+        );
+        let (ok, ours) = tool::finish(server.take(), Duration::from_secs(5)).unwrap();
+        let done = format!("{iters} iters in");
+        match linux_run {
+            Ok((0, theirs)) if ok && ours.contains(&done) && theirs.contains(&done) => passed += 1,
+            Ok((status, theirs))
+                if last_ack_lost(
+                    &format!(
+                        "client ok={} (Linux):\n{theirs}\n--- server ---\nserver ok={ok} (ours):\n{ours}",
+                        status == 0
+                    ),
+                    iters,
+                )
+                .is_some() =>
+            {
+                last_ack += 1
+            }
+            other => {
+                let state = ["rdma resource show qp", "rdma statistic show link rxe0/1", "perf"]
+                    .map(|c| format!("{c}:\n{}", a.cmd(c).unwrap_or_default()))
+                    .join("\n");
+                let linux_state = linux.cmd("rdma resource show qp; rdma statistic show").unwrap_or_default();
+                panic!(
+                    "round {round} (after {passed} passed, {last_ack} with the last ACK lost): Linux {other:?}\n\
+                     --- our server, ok={ok} ---\n{ours}\n--- A ---\n{state}\n--- Linux ---\n{linux_state}\n\
+                     capture: {}\nrelay: {}",
+                    capture.display(),
+                    al.summary()
+                );
+            }
+        }
+    }
+    eprintln!("{passed} rounds passed, {last_ack} with the last ACK lost, of {rounds}; relay {}", al.summary());
+    let _ = std::fs::remove_file(&capture);
 }
