@@ -1,9 +1,10 @@
 //! The Internet checksum (RFC 1071) and where a frame's checksums sit, for
 //! the drivers' checksum offload: the transmit side finds the IPv4 header
 //! and the TCP/UDP checksum field the NIC is to fill, and seeds that field
-//! with the pseudo-header sum as the Intel devices expect (82574 datasheet
-//! §7.2.5.2, 82576 datasheet §7.2.5: the device sums from the start offset to
-//! the end and stores the complement, the pseudo-header is the driver's).
+//! with the pseudo-header sum as the Intel devices expect (the transmit
+//! chapters, §7.2, of the 82574 and 82576 datasheets: the device sums from
+//! the start offset to the end and stores the complement, the pseudo-header
+//! is the driver's).
 //! Software fallbacks (a NIC without offload) and the fake devices' checks
 //! use the same sums.
 //!

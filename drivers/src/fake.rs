@@ -356,7 +356,7 @@ pub mod e1000e {
         pub msix: bool,
         /// The MSI-X table entries messages were sent to, in order.
         pub messages: Vec<u8>,
-        /// The TCP/IP context the last context descriptor set (§7.2.10.2):
+        /// The TCP/IP context the last context descriptor set (§7.2):
         /// IPCSS, IPCSO, IPCSE, TUCSS, TUCSO, TUCMD.
         pub context: Option<[u32; 6]>,
         /// Context descriptors seen, and frames sent from several buffers.
@@ -451,7 +451,7 @@ pub mod e1000e {
             self.deliver_raw(frame, frame.len() as u16, 0b11 | status, errors)
         }
 
-        /// The checksum status and error bits RXCSUM asks for (§7.1.6):
+        /// The checksum status and error bits RXCSUM asks for (§7.1):
         /// IPCS (and IPE) for an IPv4 frame, TCPCS (UDPCS for UDP, and
         /// TCPE) for TCP or UDP over IPv4 (a UDP checksum of zero counts as
         /// checked and right, as QEMU's model has it).

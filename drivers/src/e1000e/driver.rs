@@ -179,8 +179,9 @@ fn rx_buffer(mtu: usize) -> (usize, u32) {
     }
 }
 
-/// Resets the device (§4.6: interrupts masked first and after, CTRL.RST
-/// polled until it self-clears) and forces the link up.
+/// Resets the device (§4.6.1, interrupts during initialization: masked
+/// first and again after the global reset, CTRL.RST polled until it
+/// self-clears) and forces the link up.
 fn reset_device(r: &mut impl Regs) -> Result<(), Error> {
     r.write(regs::IMC, u32::MAX);
     r.write(regs::RCTL, 0);
@@ -287,7 +288,7 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
 
         // Enable the receiver before giving it buffers (§7.1.8: it fetches
         // descriptors once the tail moves).
-        // Checksum verification on (§7.1.6): the verdict is in every
+        // Checksum verification on (§7.1, receive): the verdict is in every
         // descriptor written back.
         self.regs.write(regs::RXCSUM, regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD);
         self.write_rctl();
@@ -323,7 +324,7 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
         self.irq_mode
     }
 
-    /// Routes the causes as `irq_mode` says and enables them (§7.4.3 for
+    /// Routes the causes as `irq_mode` says and enables them (§7.4.2 for
     /// MSI-X: IVAR, CTRL_EXT.PBA_SUPPORT; no auto-clear, no auto-mask, so
     /// a cause stays in ICR until `ack_interrupt` clears it, as with INTx).
     fn program_interrupts(&mut self) {
@@ -589,7 +590,7 @@ impl<H: Hal, R: Regs> Nic for E1000e<H, R> {
         self.send(&[len], TxChecksum::NONE, |parts| f(parts[0]))
     }
 
-    /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2.5).
+    /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2, transmit).
     fn tx_offload(&self) -> TxOffload {
         TxOffload { ipv4: true, l4_v4: true }
     }
@@ -598,7 +599,7 @@ impl<H: Hal, R: Regs> Nic for E1000e<H, R> {
         self.send(&[len], csum, |parts| f(parts[0]))
     }
 
-    /// One data descriptor per part (§7.2.4: a packet may span several).
+    /// One data descriptor per part (§7.2: a packet may span several).
     fn transmit_parts<T>(&mut self, lens: &[usize], f: impl FnOnce(&mut [&mut [u8]]) -> T) -> Option<T> {
         self.send(lens, TxChecksum::NONE, f)
     }

@@ -3,8 +3,9 @@
 //! kernel ([`super::mmio::Mmio`]), a register file played by a test.
 //!
 //! Offsets and bits are from Intel's *82574 GbE Controller Family
-//! Datasheet* (rev. 3.4), chapter 10 (Device Registers); each block below
-//! names its register group there. Only what the driver touches is listed.
+//! Datasheet* (rev. 3.4), chapter 10, whose §10.2 describes them; each
+//! block below names its register group there. Only what the driver
+//! touches is listed.
 
 /// 32-bit register access at a byte offset into BAR0. Reads take `&self`
 /// although some registers clear on read (ICR, the statistics): the device,
@@ -33,7 +34,7 @@ pub const STATUS: u32 = 0x0008;
 pub const STATUS_LU: u32 = 1 << 1;
 
 /// Extended Device Control. PBA_SUPPORT (bit 31) must be set in MSI-X
-/// mode (§10.2.2.3, §7.4.3): the MSI-X pending bits then follow the
+/// mode (§10.2.2, §7.4.2): the MSI-X pending bits then follow the
 /// causes. IAME (bit 27), auto-masking on ICR reads, stays clear.
 pub const CTRL_EXT: u32 = 0x0018;
 pub const CTRL_EXT_IAME: u32 = 1 << 27;
@@ -70,7 +71,7 @@ pub const INT_RXDMT0: u32 = 1 << 4;
 pub const INT_RXO: u32 = 1 << 6;
 /// Receive timer: a frame was written back.
 pub const INT_RXT0: u32 = 1 << 7;
-/// MSI-X causes (§7.4.3): receive queue 0 written back, transmit queue 0
+/// MSI-X causes (§7.4.2): receive queue 0 written back, transmit queue 0
 /// written back, and "other" (set with any other cause: LSC, RXO, ...).
 /// Only raised in MSI-X mode, where they pick the vector (IVAR).
 pub const INT_RXQ0: u32 = 1 << 20;
@@ -91,7 +92,7 @@ pub const EIAC: u32 = 0x00dc;
 /// Interrupt Acknowledge Auto-Mask (§10.2.4): zero, nothing masked on an
 /// ICR read (IAME is clear anyway).
 pub const IAM: u32 = 0x00e0;
-/// Interrupt Vector Allocation (§10.2.4, IVAR; §7.4.3): a 3-bit MSI-X
+/// Interrupt Vector Allocation (§10.2.4, IVAR; §7.4.2): a 3-bit MSI-X
 /// table entry and a valid bit per cause, in nibbles: receive queue 0
 /// (bits 3:0), receive queue 1 (7:4), transmit queue 0 (11:8), transmit
 /// queue 1 (15:12), other (19:16).
@@ -106,17 +107,18 @@ pub const IVAR_OTHER_SHIFT: u32 = 16;
 /// or not a cause is pending: up to one extra, empty, interrupt per
 /// vector and burst, which the poll loop acknowledges as nothing.)
 pub const EITR0: u32 = 0x00e8;
-/// MSI-X table entries the 82574 has (§7.4.3; its MSI-X capability says
+/// MSI-X table entries the 82574 has (§7.4.2; its MSI-X capability says
 /// so too).
 pub const MSIX_ENTRIES: u8 = 5;
 
 // Receive registers (§10.2.5; the receive path in §7.1).
 
-/// Receive Control. BSIZE with BSEX picks the buffer size (§7.1.2's
-/// table); LPE admits frames over 1522 bytes; SECRC strips the CRC so the
-/// written length is the frame's; MPE accepts every multicast frame (IPv6
-/// neighbour discovery and RoCE multicast groups need them, and a table of
-/// hashes is not worth it for a handful of groups); BAM accepts broadcast.
+/// Receive Control. BSIZE with BSEX picks the buffer size (RCTL's
+/// encoding, §10.2.5); LPE admits frames over 1522 bytes; SECRC strips the
+/// CRC so the written length is the frame's; MPE accepts every multicast
+/// frame (IPv6 neighbour discovery and RoCE multicast groups need them, and
+/// a table of hashes is not worth it for a handful of groups); BAM accepts
+/// broadcast.
 pub const RCTL: u32 = 0x0100;
 pub const RCTL_EN: u32 = 1 << 1;
 pub const RCTL_MPE: u32 = 1 << 4;
@@ -137,7 +139,7 @@ pub const RDT: u32 = 0x2818;
 pub const RDTR: u32 = 0x2820;
 pub const RADV: u32 = 0x282c;
 
-// Receive checksum offload (§10.2.5, RXCSUM; the checks in §7.1.6).
+// Receive checksum offload (§10.2.5, RXCSUM; the checks in §7.1).
 
 /// Receive Checksum Control: IPOFLD has the device check IPv4 header
 /// checksums, TUOFLD TCP and UDP checksums, and say what it found in each
@@ -177,7 +179,7 @@ pub const TDLEN: u32 = 0x3808;
 pub const TDH: u32 = 0x3810;
 pub const TDT: u32 = 0x3818;
 
-// Statistics (§10.2.7): 32-bit counters that clear when read; the 64-bit
+// Statistics (§10.2): 32-bit counters that clear when read; the 64-bit
 // octet counters clear when their high half is read, so low first.
 
 /// CRC errors.
@@ -198,5 +200,5 @@ pub const RNBC: u32 = 0x40a0;
 pub const TPR: u32 = 0x40d0;
 pub const TPT: u32 = 0x40d4;
 
-/// BAR0's size on the 82574 (§10.1, the memory register space).
+/// BAR0's size on the 82574: the memory register space of chapter 10.
 pub const BAR0_LEN: usize = 128 << 10;

@@ -1,19 +1,18 @@
-//! The 82574's descriptor rings: the legacy receive descriptor of §7.1.4,
-//! and on the transmit side the legacy data descriptor (§7.2.10.1) for
-//! frames without offload, the TCP/IP context descriptor (§7.2.10.2) with
-//! the extended data descriptor (§7.2.10.3) for frames whose checksums the
-//! device inserts.
+//! The 82574's descriptor rings: the legacy receive descriptor of §7.1.3,
+//! and on the transmit side (§7.2) the legacy data descriptor for frames
+//! without offload, the TCP/IP context descriptor with the extended (TCP/IP)
+//! data descriptor for frames whose checksums the device inserts.
 //!
 //! Receive stays legacy: the extended descriptor's additions are the RSS
 //! hash and packet split (one queue here), and the legacy one reports the
-//! checksum verdict too (status IPCS/TCPCS/UDPCS, errors IPE/TCPE, §7.1.4
-//! and §7.1.6). The legacy formats keep the buffer address in place when the
-//! device writes back, so a ring is an array of 16-byte slots the device
-//! fills in, and a filled one is recognised by its DD bit.
+//! checksum verdict too (status IPCS/TCPCS/UDPCS, errors IPE/TCPE, §7.1.3;
+//! the checks, §7.1). The legacy formats keep the buffer address in place
+//! when the device writes back, so a ring is an array of 16-byte slots the
+//! device fills in, and a filled one is recognised by its DD bit.
 //!
 //! A transmitted frame is a chain: an optional context descriptor (written
 //! only when the checksum offsets differ from the context the device holds;
-//! the device keeps the last one, §7.2.5), then one data descriptor per
+//! the device keeps the last one, §7.2), then one data descriptor per
 //! buffer, EOP and RS on the last. Only that one gets DD written back, and
 //! the whole chain is reclaimed when it has: a device that marks another
 //! descriptor done reclaims nothing.
@@ -35,7 +34,7 @@ use virtio_drivers::{BufferDirection, Hal, PAGE_SIZE, PhysAddr};
 /// Bytes per descriptor, both directions.
 pub const DESC_LEN: usize = 16;
 
-// Receive descriptor (§7.1.4): buffer address (0..8), length (8..10),
+// Receive descriptor (§7.1.3): buffer address (0..8), length (8..10),
 // packet checksum (10..12), status (12), errors (13), VLAN tag (14..16).
 const RX_ADDR: usize = 0;
 const RX_LEN: usize = 8;
@@ -47,7 +46,7 @@ pub const RX_DD: u8 = 1 << 0;
 pub const RX_EOP: u8 = 1 << 1;
 /// Status: ignore the checksum indications (IXSM), UDP checksum computed
 /// (UDPCS, with TCPCS), TCP/UDP checksum computed (TCPCS), IPv4 header
-/// checksum computed (IPCS) (§7.1.4.1).
+/// checksum computed (IPCS) (§7.1.3, the status field).
 pub const RX_IXSM: u8 = 1 << 2;
 pub const RX_UDPCS: u8 = 1 << 4;
 pub const RX_TCPCS: u8 = 1 << 5;
@@ -57,7 +56,7 @@ pub const RX_IPCS: u8 = 1 << 6;
 /// verdict's ([`verdict`]), not a fault of the frame's reception.
 pub const RX_ERR_FATAL: u8 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 7;
 /// Errors: TCP/UDP checksum wrong (TCPE), IPv4 header checksum wrong (IPE)
-/// (§7.1.4.2); meaningful only with the matching status bit.
+/// (§7.1.3, the errors field); meaningful only with the matching status bit.
 pub const RX_ERR_TCPE: u8 = 1 << 5;
 pub const RX_ERR_IPE: u8 = 1 << 6;
 
@@ -73,7 +72,7 @@ pub fn verdict(status: u8, errors: u8) -> RxVerdict {
     RxVerdict { ipv4: judge(RX_IPCS, RX_ERR_IPE), l4: judge(RX_TCPCS, RX_ERR_TCPE) }
 }
 
-// Transmit data descriptor, legacy (§7.2.10): buffer address (0..8),
+// Transmit data descriptor, legacy (§7.2): buffer address (0..8),
 // length (8..10), checksum offset (10), command (11), status (12),
 // checksum start (13), special (14..16).
 const TX_ADDR: usize = 0;
@@ -87,10 +86,10 @@ pub const TX_CMD_RS: u8 = 1 << 3;
 /// Status: descriptor done.
 pub const TX_DD: u8 = 1 << 0;
 
-// TCP/IP context descriptor (§7.2.10.2): IPCSS (0), IPCSO (1), IPCSE
+// TCP/IP context descriptor (§7.2): IPCSS (0), IPCSO (1), IPCSE
 // (2..4), TUCSS (4), TUCSO (5), TUCSE (6..8), PAYLEN 19:0 / DTYP 23:20 /
 // TUCMD 31:24 (8..12), STA (12), HDRLEN (13), MSS (14..16). Extended data
-// descriptor (§7.2.10.3): address (0..8), DTALEN 19:0 / DTYP 23:20 / DCMD
+// descriptor (§7.2): address (0..8), DTALEN 19:0 / DTYP 23:20 / DCMD
 // 31:24 (8..12), STA (12), POPTS (13), VLAN (14..16).
 const CTX_IP: usize = 0;
 const CTX_TU: usize = 4;
@@ -394,7 +393,7 @@ impl<H: Hal> TxRing<H> {
         true
     }
 
-    /// A context descriptor at the tail (§7.2.10.2): the IPv4 header's
+    /// A context descriptor at the tail (§7.2): the IPv4 header's
     /// start, checksum field and last byte; the L4 header's start and
     /// checksum field, to the end of the frame (TUCSE 0).
     fn write_context(&mut self, c: &TxContext) {

@@ -1,6 +1,7 @@
-//! The device's statistics registers (§10.2.7), accumulated: each read
-//! clears the register, so the driver adds what it read to its own totals
-//! (64-bit; the 32-bit counters would wrap within hours of line rate).
+//! The device's statistics registers (among §10.2's register
+//! descriptions), accumulated: each read clears the register, so the driver
+//! adds what it read to its own totals (64-bit; the 32-bit counters would
+//! wrap within hours of line rate).
 
 use super::regs::{self, Regs};
 

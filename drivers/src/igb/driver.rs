@@ -1,6 +1,6 @@
 //! The 82576 driver behind [`Nic`]: one receive and one transmit queue of
 //! advanced descriptors ([`super::ring`]), reset and bring-up in the order
-//! of the datasheet's software initialization (§4.5: interrupts masked,
+//! of the datasheet's software initialization (chapter 4: interrupts masked,
 //! CTRL.RST, link setup, the queues, interrupts enabled), the MAC from
 //! RAL0/RAH0 (or the NVM through EERD), the link from STATUS.LU with its
 //! change interrupt, jumbo frames up to [`MAX_MTU`], a transmit watchdog
@@ -10,7 +10,7 @@
 //! and comes back once auto-negotiation, restarted through MDIC, completes
 //! (half a second under QEMU), with an LSC interrupt. So an MTU change
 //! that needs new buffer sizes restarts only the receive queue (SRRCTL is
-//! per queue, and a queue may be stopped and started alone, §4.5.9), not
+//! per queue, and a queue may be stopped and started alone, chapter 4), not
 //! the device, and the carrier stays up.
 //!
 //! Doorbells (the tail registers; each write a trap under emulation) are
@@ -194,7 +194,7 @@ fn reset_device(r: &mut impl Regs) -> Result<(), Error> {
     Ok(())
 }
 
-/// Link setup for the internal copper PHY (§4.5.7): the MAC follows the
+/// Link setup for the internal copper PHY (chapter 4): the MAC follows the
 /// PHY's speed and duplex (SLU set, nothing forced, the link out of
 /// reset), and the PHY negotiates again. Whether the PHY took the command.
 fn set_up_link(r: &mut impl Regs) -> bool {
@@ -233,7 +233,8 @@ fn read_mac(r: &mut impl Regs) -> [u8; 6] {
 }
 
 /// Turns a queue's descriptor control on or off and waits for the device
-/// to say so (§8.10: ENABLE reads back once the queue switched).
+/// to say so (RXDCTL, TXDCTL in chapter 8: ENABLE reads back once the
+/// queue switched).
 fn switch_queue(r: &mut impl Regs, xdctl: u32, on: bool) -> Result<(), Error> {
     let enable = if on { regs::XDCTL_ENABLE } else { 0 };
     r.write(xdctl, regs::XDCTL_WTHRESH_1 | enable);
@@ -352,7 +353,7 @@ impl<H: Hal, R: Regs> Igb<H, R> {
         r.write(regs::IMS, ims);
     }
 
-    /// The transmit queue at its ring's start (§4.5.10), enabled.
+    /// The transmit queue at its ring's start (chapter 4), enabled.
     fn start_tx(&mut self) -> Result<(), Error> {
         let r = &mut self.regs;
         let base = self.tx.base();
@@ -368,7 +369,7 @@ impl<H: Hal, R: Regs> Igb<H, R> {
         Ok(())
     }
 
-    /// The receive queue at its ring's start (§4.5.9) with buffers of
+    /// The receive queue at its ring's start (chapter 4) with buffers of
     /// `rx_buf_len`, taken from `spare` first, and the receiver on.
     fn start_rx(&mut self, mut spare: Vec<Box<[u8]>>) -> Result<(), Error> {
         let r = &mut self.regs;
@@ -381,10 +382,10 @@ impl<H: Hal, R: Regs> Igb<H, R> {
         let kib = (self.rx_buf_len / BUF_UNIT) as u32 & regs::SRRCTL_BSIZEPKT_MASK;
         r.write(regs::SRRCTL, kib | regs::SRRCTL_DESCTYPE_ADV_ONEBUF | RDMTS << regs::SRRCTL_RDMTS_SHIFT);
         (self.rx_told, self.rx_discarding) = (0, false);
-        // The queue first, then the receiver (§4.5.9); buffers once both
+        // The queue first, then the receiver (chapter 4); buffers once both
         // are on, since a tail written to a disabled queue is ignored.
         switch_queue(r, regs::RXDCTL, true)?;
-        // Checksum verification on (§7.1.5): the verdict is in every
+        // Checksum verification on (§7.1, receive): the verdict is in every
         // descriptor written back.
         r.write(regs::RXCSUM, regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD);
         self.write_rctl(true);
@@ -673,7 +674,7 @@ impl<H: Hal, R: Regs> Nic for Igb<H, R> {
         self.send(&[len], TxChecksum::NONE, |parts| f(parts[0]))
     }
 
-    /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2.5).
+    /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2, transmit).
     fn tx_offload(&self) -> TxOffload {
         TxOffload { ipv4: true, l4_v4: true }
     }

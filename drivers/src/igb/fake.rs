@@ -87,7 +87,7 @@ pub struct Device {
     pub msix: bool,
     /// The MSI-X table entries messages were sent to, in order.
     pub messages: Vec<u8>,
-    /// Context 0 as the last context descriptor set it (§7.2.2.2):
+    /// Context 0 as the last context descriptor set it (§7.2.2):
     /// MACLEN, IPLEN, TCP (else UDP).
     pub context: Option<(usize, usize, bool)>,
     /// Context descriptors seen, and frames sent from several buffers.
@@ -263,7 +263,7 @@ impl Device {
         true
     }
 
-    /// The checksum status and error bits RXCSUM asks for (§7.1.5): IPCS
+    /// The checksum status and error bits RXCSUM asks for (§7.1): IPCS
     /// (and IPE) for an IPv4 frame, TCPCS (UDPCS for UDP, and L4E) for TCP
     /// or UDP over IPv4 (a UDP checksum of zero counts as checked and
     /// right, as QEMU's model has it).

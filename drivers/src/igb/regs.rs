@@ -4,16 +4,17 @@
 //! byte offsets into a memory BAR, only the map differs.
 //!
 //! Offsets and bits are from Intel's *82576EB Gigabit Ethernet Controller
-//! Datasheet* (rev. 2.63), chapter 8 (Programming Interface); each block names its
-//! register group there. Only what the driver touches is listed. Where the
-//! 82576 keeps an 82574-compatible alias (queue 0's ring registers at
-//! 0x2800/0x3800), the 82576's own offset is used.
+//! Datasheet* (rev. 2.63), chapter 8, its register descriptions; each
+//! block names its register group there where its number could be
+//! confirmed (drivers/DATASHEETS.md). Only what the driver touches is
+//! listed. Where the 82576 keeps an 82574-compatible alias (queue 0's ring
+//! registers at 0x2800/0x3800), the 82576's own offset is used.
 
 pub use crate::e1000e::regs::Regs;
 
-// General registers (§8.2).
+// General registers (chapter 8).
 
-/// Device Control (§8.2.1). RST resets the MAC, the queues and the
+/// Device Control (chapter 8). RST resets the MAC, the queues and the
 /// internal PHY, and self-clears; SLU lets the MAC take the link the PHY
 /// negotiated; LRST (set at power-up) holds the link in reset; the others
 /// cleared at bring-up force speed and duplex or invert loss-of-signal.
@@ -27,21 +28,21 @@ pub const CTRL_RST: u32 = 1 << 26;
 pub const CTRL_VME: u32 = 1 << 30;
 pub const CTRL_PHY_RST: u32 = 1 << 31;
 
-/// Device Status (§8.2.2): LU is the link state the LSC interrupt reports
+/// Device Status (chapter 8): LU is the link state the LSC interrupt reports
 /// changes of.
 pub const STATUS: u32 = 0x0008;
 pub const STATUS_LU: u32 = 1 << 1;
 
-/// EEPROM Read (§8.2): write the word address with START, poll DONE,
+/// EEPROM Read (chapter 8): write the word address with START, poll DONE,
 /// take DATA. START bit 0, DONE bit 1, address bits 15:2, data 31:16, as on
-/// the 82574. Words 0..=2 of the NVM hold the MAC address (chapter 6, the NVM map).
+/// the 82574. Words 0..=2 of the NVM hold the MAC address (the NVM map).
 pub const EERD: u32 = 0x0014;
 pub const EERD_START: u32 = 1 << 0;
 pub const EERD_DONE: u32 = 1 << 1;
 pub const EERD_ADDR_SHIFT: u32 = 2;
 pub const EERD_DATA_SHIFT: u32 = 16;
 
-/// MDI Control (§8.2): one access to a PHY register. Data bits 15:0,
+/// MDI Control (chapter 8): one access to a PHY register. Data bits 15:0,
 /// register 20:16, PHY address 25:21 (the internal PHY answers at 1), the
 /// operation 27:26 (01 write, 10 read), READY (bit 28) when done, ERROR
 /// (bit 30) when the PHY did not answer.
@@ -55,7 +56,7 @@ pub const MDIC_ERROR: u32 = 1 << 30;
 
 /// The PHY's control register (IEEE 802.3 clause 22, register 0): a reset
 /// of the MAC resets the PHY's registers, and negotiation must be started
-/// again for the link to come up (§4.5.7, link setup): auto-negotiation
+/// again for the link to come up (chapter 4, link setup): auto-negotiation
 /// enabled and restarted, 1000 Mb/s full duplex as the fallback.
 pub const PHY_BMCR: u32 = 0;
 pub const BMCR_SPEED1000: u16 = 1 << 6;
@@ -63,7 +64,7 @@ pub const BMCR_FULL_DUPLEX: u16 = 1 << 8;
 pub const BMCR_RESTART_AN: u16 = 1 << 9;
 pub const BMCR_AN_ENABLE: u16 = 1 << 12;
 
-// Interrupt registers (§8.8; causes in §7.3). In legacy (non-MSI-X) mode
+// Interrupt registers (chapter 8; causes in §7.3). In legacy (non-MSI-X) mode
 // one bit layout serves all four: ICR (cause, cleared by reading it or
 // writing 1s), ICS (set), IMS (enable), IMC (disable), at the offsets the
 // 8254x family has always used (Linux's igb uses these too; QEMU's igb
@@ -90,11 +91,11 @@ pub const INT_RXDW: u32 = 1 << 7;
 pub const INT_ENABLED: u32 = INT_LSC | INT_RXDMT0 | INT_RXO | INT_RXDW;
 
 /// Interrupt throttling for vector 0, the one legacy interrupts use
-/// (§8.8): zero, no minimum gap (latency first; the poll loop already
+/// (chapter 8): zero, no minimum gap (latency first; the poll loop already
 /// batches).
 pub const EITR0: u32 = 0x1680;
 
-// MSI-X (§7.3, the registers in §8.8). With GPIE.MSIX_MODE the
+// MSI-X (§7.3, the registers in chapter 8). With GPIE.MSIX_MODE the
 // device sets a bit in EICR per MSI-X vector: queue causes through IVAR0
 // (receive queue 0 in bits 7:0, transmit queue 0 in 15:8, each a vector
 // in 4:0 and a valid bit 7), the legacy ICR causes, link change among
@@ -104,7 +105,7 @@ pub const EITR0: u32 = 0x1680;
 // (GPIE.EIAME, which EIAM only serves), so EICR and ICR hold their causes
 // until the poll loop acknowledges them, as with INTx.
 
-/// General Purpose Interrupt Enable (§8.8): MSIX_MODE as above; PBA
+/// General Purpose Interrupt Enable (chapter 8): MSIX_MODE as above; PBA
 /// support, set with MSI-X (as Linux's igb does); NSICR and EIAME (the
 /// clear-on-read and auto-mask behaviours) stay off.
 pub const GPIE: u32 = 0x1514;
@@ -113,17 +114,17 @@ pub const GPIE_MSIX_MODE: u32 = 1 << 4;
 pub const GPIE_EIAME: u32 = 1 << 30;
 pub const GPIE_PBA: u32 = 1 << 31;
 /// Extended cause set, mask set (enable) and clear, auto-clear, auto-mask
-/// (§8.8): one bit per vector in MSI-X mode.
+/// (chapter 8): one bit per vector in MSI-X mode.
 pub const EICS: u32 = 0x1520;
 pub const EIMS: u32 = 0x1524;
 pub const EIMC: u32 = 0x1528;
 pub const EIAC: u32 = 0x152c;
 pub const EIAM: u32 = 0x1530;
-/// Extended cause (§8.8): cleared by writing 1s (and, under QEMU, by
+/// Extended cause (chapter 8): cleared by writing 1s (and, under QEMU, by
 /// reading it).
 pub const EICR: u32 = 0x1580;
-/// Interrupt Vector Allocation, queues 0 and 1 (§8.8), and the one for the
-/// other causes.
+/// Interrupt Vector Allocation, queues 0 and 1 (chapter 8), and the one for
+/// the other causes.
 pub const IVAR0: u32 = 0x1700;
 pub const IVAR_MISC: u32 = 0x1740;
 pub const IVAR_VALID: u32 = 1 << 7;
@@ -142,7 +143,7 @@ pub const INT_ENABLED_MSIX: u32 = INT_LSC | INT_RXO;
 
 // Receive registers (§8.10; the receive path in §7.1).
 
-/// Receive Control (§8.10.1). The buffer size is per queue here (SRRCTL),
+/// Receive Control (§8.10). The buffer size is per queue here (SRRCTL),
 /// so RCTL.BSIZE stays 0. LPE admits frames over 1522 bytes, up to RLPML;
 /// SECRC strips the CRC so the written length is the frame's; MPE accepts
 /// every multicast frame (IPv6 neighbour discovery and RoCE multicast
@@ -182,7 +183,7 @@ pub const RXDCTL: u32 = 0xc028;
 pub const XDCTL_WTHRESH_1: u32 = 1 << 16;
 pub const XDCTL_ENABLE: u32 = 1 << 25;
 
-// Receive checksum offload (§8.10, RXCSUM; the checks in §7.1.5).
+// Receive checksum offload (§8.10, RXCSUM; the checks in §7.1).
 
 /// Receive Checksum Control: IPOFLD has the device check IPv4 header
 /// checksums, TUOFLD TCP and UDP checksums, each verdict in the advanced
@@ -202,9 +203,9 @@ pub const RAL0: u32 = 0x5400;
 pub const RAH0: u32 = 0x5404;
 pub const RAH_AV: u32 = 1 << 31;
 
-// Transmit registers (§8.12; the transmit path in §7.2).
+// Transmit registers (chapter 8; the transmit path in §7.2).
 
-/// Transmit Control (§8.12.1): EN, PSP (pad short frames to 64 bytes),
+/// Transmit Control (chapter 8): EN, PSP (pad short frames to 64 bytes),
 /// the collision threshold and distance (CT, COLD; meaningless in full
 /// duplex, the datasheet's values), RTLC (retransmit on late collision).
 pub const TCTL: u32 = 0x0400;
@@ -214,7 +215,7 @@ pub const TCTL_CT: u32 = 0x0f << 4;
 pub const TCTL_COLD: u32 = 0x3f << 12;
 pub const TCTL_RTLC: u32 = 1 << 24;
 
-/// Transmit queue 0, laid out as the receive one; TXDCTL (§8.12) with
+/// Transmit queue 0, laid out as the receive one; TXDCTL (chapter 8) with
 /// the same ENABLE and WTHRESH bits as RXDCTL.
 pub const TDBAL: u32 = 0xe000;
 pub const TDBAH: u32 = 0xe004;

@@ -12,7 +12,7 @@
 //! frames, whose checksums the rdma crate writes) is data descriptors
 //! alone.
 //!
-//! Checksum offload and scatter-gather (§7.2.2.2, §7.2.5): a frame whose
+//! Checksum offload and scatter-gather (§7.2.2, §7.2): a frame whose
 //! checksums the device inserts is preceded by an advanced context
 //! descriptor (context index 0; written only when it differs from the one
 //! the device holds), and a frame of several buffers is a chain of data
@@ -60,7 +60,7 @@ pub const RX_EOP: u32 = 1 << 1;
 /// the older frame-error bits Linux's igb also drops on (CE, SE, SEQ,
 /// CXE). The checksum error bits are the verdict's ([`verdict`]).
 pub const RX_ERR_FATAL: u32 = 1 << 24 | 1 << 25 | 1 << 26 | 1 << 28 | 1 << 31;
-/// Status (§7.1.5, the advanced write-back): ignore the checksum
+/// Status (§7.1, the advanced write-back): ignore the checksum
 /// indications (IXSM), UDP checksum computed (UDPCS, with TCPCS), TCP/UDP
 /// checksum computed (TCPCS), IPv4 header checksum computed (IPCS).
 pub const RX_IXSM: u32 = 1 << 2;
@@ -115,7 +115,7 @@ pub const TX_DD: u32 = 1 << 0;
 pub const TX_POPTS_IXSM: u32 = 1 << 8;
 pub const TX_POPTS_TXSM: u32 = 1 << 9;
 
-// Advanced context descriptor (§7.2.2.2): MACLEN/IPLEN/VLAN (0..4),
+// Advanced context descriptor (§7.2.2): MACLEN/IPLEN/VLAN (0..4),
 // reserved (4..8), TUCMD/DTYP/DEXT (8..12), MSS/L4LEN/IDX (12..16).
 const CTX_LENS: usize = 0;
 const CTX_TUCMD: usize = 8;
@@ -414,7 +414,7 @@ impl<H: Hal> TxRing<H> {
         true
     }
 
-    /// A context descriptor at the tail (§7.2.2.2): the MAC header's and
+    /// A context descriptor at the tail (§7.2.2): the MAC header's and
     /// the IPv4 header's lengths, IPv4, the L4 type; index 0.
     fn write_context(&mut self, c: &TxContext) {
         let l = &c.layout;
