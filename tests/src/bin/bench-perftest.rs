@@ -162,43 +162,123 @@ struct Figures {
     lat_p99: f64,
 }
 
-/// The pairs `main` measures; each is [`STEPS`] perftest runs per round.
+/// Every run's figures of one pair and kind of host program, in run order, in
+/// [`Figures`]' order: WRITE Gb/s per size, 64 B Mmsg/s, SEND 2 B median, p99.
+#[derive(Clone, Debug, Default)]
+struct Samples(Vec<Vec<f64>>);
+
+impl Samples {
+    fn push(&mut self, cell: usize, x: f64) {
+        if self.0.len() <= cell {
+            self.0.resize(cell + 1, Vec::new());
+        }
+        self.0[cell].push(x);
+    }
+
+    fn figures(&self) -> Figures {
+        let med = |cell: usize| median(&mut self.0.get(cell).cloned().unwrap_or_default());
+        Figures {
+            gbps: (0..BW.len()).map(med).collect(),
+            mpps: med(BW.len()),
+            lat_median: med(BW.len() + 1),
+            lat_p99: med(BW.len() + 2),
+        }
+    }
+
+    /// Per cell, the median of the runs' own ratios `other / self` (run k of
+    /// one against run k of the other), with the lowest and highest of them.
+    fn paired_ratios(&self, other: &Samples) -> Vec<(f64, f64, f64)> {
+        self.0
+            .iter()
+            .zip(&other.0)
+            .map(|(mine, theirs)| {
+                let mut r: Vec<f64> = mine.iter().zip(theirs).map(|(m, t)| t / m).collect();
+                let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (median(&mut r), lo, hi)
+            })
+            .collect()
+    }
+}
+
+/// The pairs `main` measures, counting each kind of host program on a pair
+/// once; each is [`STEPS`] perftest runs per round.
 const PAIRS: usize = 7;
 /// perftest runs per pair and round: each WRITE size, then SEND latency.
 const STEPS: usize = BW.len() + 1;
 
-fn measure(label: &str, server: &mut End, client: &mut End, runs: usize, progress: &mut Progress) -> Res<Figures> {
-    let mut f = Figures::default();
-    for (size, iters) in BW {
-        let (mut gbps, mut mpps) = (vec![], vec![]);
-        for k in 1..=runs {
-            progress.step(&format!("{label}: WRITE {size} B, run {k}/{runs}"));
-            let out = perftest(server, client, "write_bw", &format!("-x 1 -s {size} -n {iters}"))?;
-            let row = perftest_row(&out, size, iters).ok_or(format!("no result row:\n{out}"))?;
-            // peak MB/s, average MB/s (MB = 2^20), Mpps
-            gbps.push(row[1] * MIB * 8.0 / 1e9);
-            mpps.push(row[2]);
+/// Measures one pair `runs` times with each kind of host program in `hosts`
+/// (set on whichever end is an appliance), interleaved: every run takes each
+/// kind once, the order alternating from run to run, so the machine's drift
+/// over the minutes a pair takes falls on every kind alike and a ratio of
+/// run k to run k compares like with like. Returns each kind's samples.
+fn measure(
+    label: &str,
+    server: &mut End,
+    client: &mut End,
+    hosts: &[Host],
+    runs: usize,
+    progress: &mut Progress,
+) -> Res<Vec<Samples>> {
+    let mut samples = vec![Samples::default(); hosts.len()];
+    let order = |k: usize| -> Vec<usize> {
+        let mut o: Vec<usize> = (0..hosts.len()).collect();
+        if k % 2 == 1 {
+            o.reverse();
         }
-        let g = median(&mut gbps);
-        println!("{label:<34} WRITE {size:>6} B: {g:>8.4} Gb/s");
-        f.gbps.push(g);
-        if size == 64 {
-            f.mpps = median(&mut mpps);
+        o
+    };
+    for (i, (size, iters)) in BW.into_iter().enumerate() {
+        for k in 0..runs {
+            for h in order(k) {
+                set_host(server, hosts[h]);
+                set_host(client, hosts[h]);
+                let name = host_label(label, hosts[h]);
+                progress.step(&format!("{name}: WRITE {size} B, run {}/{runs}", k + 1));
+                let out = perftest(server, client, "write_bw", &format!("-x 1 -s {size} -n {iters}"))?;
+                let row = perftest_row(&out, size, iters).ok_or(format!("no result row:\n{out}"))?;
+                // peak MB/s, average MB/s (MB = 2^20), Mpps
+                samples[h].push(i, row[1] * MIB * 8.0 / 1e9);
+                if size == 64 {
+                    samples[h].push(BW.len(), row[2]);
+                }
+            }
+        }
+        for (h, s) in samples.iter().enumerate() {
+            let g = median(&mut s.0[i].clone());
+            println!("{:<34} WRITE {size:>6} B: {g:>8.4} Gb/s", host_label(label, hosts[h]));
         }
     }
-    let (mut med, mut p99) = (vec![], vec![]);
-    for k in 1..=runs {
-        progress.step(&format!("{label}: SEND 2 B latency, run {k}/{runs}"));
-        let out = perftest(server, client, "send_lat", &format!("-x 1 -s 2 -n {LAT_ITERS}"))?;
-        let row = perftest_row(&out, 2, LAT_ITERS).ok_or(format!("no result row:\n{out}"))?;
-        // min, max, typical, average, stdev, 99%, 99.9%
-        med.push(row[2]);
-        p99.push(row[5]);
+    for k in 0..runs {
+        for h in order(k) {
+            set_host(server, hosts[h]);
+            set_host(client, hosts[h]);
+            progress.step(&format!("{}: SEND 2 B latency, run {}/{runs}", host_label(label, hosts[h]), k + 1));
+            let out = perftest(server, client, "send_lat", &format!("-x 1 -s 2 -n {LAT_ITERS}"))?;
+            let row = perftest_row(&out, 2, LAT_ITERS).ok_or(format!("no result row:\n{out}"))?;
+            // min, max, typical, average, stdev, 99%, 99.9%
+            samples[h].push(BW.len() + 1, row[2]);
+            samples[h].push(BW.len() + 2, row[5]);
+        }
     }
-    f.lat_median = median(&mut med);
-    f.lat_p99 = median(&mut p99);
-    println!("{label:<34} SEND 2 B latency: median {:.1} us, p99 {:.1} us", f.lat_median, f.lat_p99);
-    Ok(f)
+    for (h, s) in samples.iter().enumerate() {
+        let f = s.figures();
+        println!(
+            "{:<34} SEND 2 B latency: median {:.1} us, p99 {:.1} us",
+            host_label(label, hosts[h]),
+            f.lat_median,
+            f.lat_p99
+        );
+    }
+    Ok(samples)
+}
+
+/// A row's label: the pair's, marked when Debian's programs drive the appliance.
+fn host_label(pair: &str, host: Host) -> String {
+    match host {
+        Host::Rust => pair.to_string(),
+        Host::CAbi => format!("C ABI: {pair}"),
+    }
 }
 
 fn set_host(end: &mut End, to: Host) {
@@ -208,31 +288,34 @@ fn set_host(end: &mut End, to: Host) {
 }
 
 /// The C ABI's cost: each appliance pair's figures with Debian's programs
-/// over our libibverbs, over the same pair's with our Rust tools.
-fn cabi_table<'a>(md: &mut String, csv: &mut String, figures: &impl Fn(&str) -> Option<&'a Figures>) -> Res<()> {
-    md.push_str(
-        "\nDebian's unmodified ib_write_bw/ib_send_lat over our libibverbs, over our Rust tools on the same pair ",
-    );
-    md.push_str("(bandwidth and rate: above 0.90 is within 10%; latency: below 1.10 is):\n\n| pair |");
+/// over our libibverbs, over the same pair's with our Rust tools, as the
+/// median of the runs' paired ratios (run k of one over run k of the other,
+/// measured back to back), with the lowest and highest such ratio.
+fn cabi_table(md: &mut String, csv: &mut String, pairs: &[(&str, Samples, Samples)], runs: usize) -> Res<()> {
+    writeln!(
+        md,
+        "\nDebian's unmodified ib_write_bw/ib_send_lat over our libibverbs, over our Rust tools on the same pair: \
+         the median of {runs} paired runs' ratios (each run measures both back to back, in alternating order), \
+         [lowest, highest]. Bandwidth and rate: above 0.90 is within 10%; latency: below 1.10 is.\n"
+    )?;
+    md.push_str("| pair |");
     for (size, _) in BW {
         write!(md, " WRITE {size} B |")?;
     }
     md.push_str(" 64 B Mmsg/s | SEND 2 B median | p99 |\n|---|");
     md.push_str(&"---:|".repeat(BW.len() + 3));
     md.push('\n');
-    csv.push_str("\nC ABI over Rust tools");
+    csv.push_str("\nC ABI over Rust tools (median of paired ratios)");
     for (size, _) in BW {
-        write!(csv, ",write_{size}_gbps")?;
+        write!(csv, ",write_{size}_gbps,lowest,highest")?;
     }
-    csv.push_str(",write_64_mpps,send_lat_median_us,send_lat_p99_us\n");
-    for rust in ["appliance client, Linux server", "Linux client, appliance server", "appliance <-> appliance"] {
-        let (Some(r), Some(c)) = (figures(rust), figures(&format!("C ABI: {rust}"))) else { continue };
-        write!(md, "| {rust} |")?;
-        write!(csv, "{rust}")?;
-        let ratios = c.gbps.iter().zip(&r.gbps).map(|(c, r)| c / r);
-        for x in ratios.chain([c.mpps / r.mpps, c.lat_median / r.lat_median, c.lat_p99 / r.lat_p99]) {
-            write!(md, " {x:.2} |")?;
-            write!(csv, ",{x:.4}")?;
+    csv.push_str(",write_64_mpps,lowest,highest,send_lat_median_us,lowest,highest,send_lat_p99_us,lowest,highest\n");
+    for (pair, rust, cabi) in pairs {
+        write!(md, "| {pair} |")?;
+        write!(csv, "{pair}")?;
+        for (x, lo, hi) in rust.paired_ratios(cabi) {
+            write!(md, " {x:.2} [{lo:.2}, {hi:.2}] |")?;
+            write!(csv, ",{x:.4},{lo:.4},{hi:.4}")?;
         }
         md.push('\n');
         csv.push('\n');
@@ -299,9 +382,20 @@ fn main() -> Res<()> {
     println!(
         "perftest on a {MTU}-byte wire (RoCE MTU 4096), medians of {runs} runs; appliances on {accel}, Linux on tcg"
     );
-    let mut rows: Vec<(&str, Figures)> = Vec::new();
+    let mut rows: Vec<(String, Figures)> = Vec::new();
+    // Each appliance pair with the Rust tools and with the C ABI, for the cost table.
+    let mut cabi: Vec<(&str, Samples, Samples)> = Vec::new();
     let mut progress = Progress::new("bench-perftest", PAIRS * STEPS * runs);
     let p = &mut progress;
+    let both = [Host::Rust, Host::CAbi];
+    let mut record = |rows: &mut Vec<(String, Figures)>, label: &'static str, samples: Vec<Samples>| {
+        for (h, s) in both.iter().zip(&samples) {
+            rows.push((host_label(label, *h), s.figures()));
+        }
+        if let [rust, c] = &samples[..] {
+            cabi.push((label, rust.clone(), c.clone()));
+        }
+    };
     {
         let (p1, p2) = (free_udp_port(), free_udp_port());
         let mut a = linux(wire("52:54:00:00:01:03", p1, p2), "10.0.0.3/24", None)?;
@@ -309,7 +403,8 @@ fn main() -> Res<()> {
         a.wait_ready()?;
         b.wait_ready()?;
         let label = "Linux <-> Linux";
-        rows.push((label, measure(label, &mut End::Linux(a), &mut End::Linux(b), runs, p)?));
+        let s = measure(label, &mut End::Linux(a), &mut End::Linux(b), &[Host::Rust], runs, p)?;
+        rows.push((label.to_string(), s[0].figures()));
     }
     {
         let (p1, p2) = (free_udp_port(), free_udp_port());
@@ -319,14 +414,9 @@ fn main() -> Res<()> {
         l.wait_ready()?;
         let mut l = End::Linux(l);
         let label = "appliance client, Linux server";
-        rows.push((label, measure(label, &mut l, &mut a, runs, p)?));
+        record(&mut rows, label, measure(label, &mut l, &mut a, &both, runs, p)?);
         let label = "Linux client, appliance server";
-        rows.push((label, measure(label, &mut a, &mut l, runs, p)?));
-        set_host(&mut a, Host::CAbi);
-        let label = "C ABI: appliance client, Linux server";
-        rows.push((label, measure(label, &mut l, &mut a, runs, p)?));
-        let label = "C ABI: Linux client, appliance server";
-        rows.push((label, measure(label, &mut a, &mut l, runs, p)?));
+        record(&mut rows, label, measure(label, &mut a, &mut l, &both, runs, p)?);
     }
     let raw;
     {
@@ -334,15 +424,13 @@ fn main() -> Res<()> {
         let mut a = appliance(wire("52:54:00:00:00:01", p1, p2), "10.0.0.1", "bench-a")?;
         let mut b = appliance(wire("52:54:00:00:00:02", p2, p1), "10.0.0.2", "bench-b")?;
         let label = "appliance <-> appliance";
-        rows.push((label, measure(label, &mut a, &mut b, runs, p)?));
-        set_host(&mut a, Host::CAbi);
-        set_host(&mut b, Host::CAbi);
-        let label = "C ABI: appliance <-> appliance";
-        rows.push((label, measure(label, &mut a, &mut b, runs, p)?));
+        record(&mut rows, label, measure(label, &mut a, &mut b, &both, runs, p)?);
         let (End::Appliance { app: tx, .. }, End::Appliance { app: rx, .. }) = (&mut a, &mut b) else { unreachable!() };
         raw = raw_limit(tx, rx, "10.0.0.2", ROCE_FRAME, runs)?;
         println!("raw frame limit at {ROCE_FRAME} B: {:.0} frames/s, {:.3} Gb/s", raw.0, raw.1);
     }
+    // The table lists the Rust tools' rows first, then the C ABI's, as before.
+    rows.sort_by_key(|(label, _)| label.starts_with("C ABI"));
 
     let base = rows[0].1.clone();
     let mut md = String::from("| pair |");
@@ -383,7 +471,7 @@ fn main() -> Res<()> {
     csv.push_str(&",,".repeat(3));
     md.push('\n');
     csv.push('\n');
-    let figures = |label: &str| rows.iter().find(|(l, _)| *l == label).map(|(_, f)| f);
+    let figures = |label: &str| rows.iter().find(|(l, _)| l == label).map(|(_, f)| f);
     let app_64k = figures("appliance <-> appliance").map_or(f64::NAN, |f| f.gbps[BW.len() - 1]);
     writeln!(
         md,
@@ -393,7 +481,7 @@ fn main() -> Res<()> {
         raw.0,
         100.0 * app_64k / raw.1
     )?;
-    cabi_table(&mut md, &mut csv, &figures)?;
+    cabi_table(&mut md, &mut csv, &cabi, runs)?;
     let repeated = REPEATED.load(std::sync::atomic::Ordering::Relaxed);
     if repeated > 0 {
         writeln!(md, "\n{repeated} perftest run(s) failed and were run again (the log shows each failure).")?;
@@ -401,7 +489,7 @@ fn main() -> Res<()> {
     println!("\n{md}");
     write_tables("perftest", &md, &csv, &load)?;
     let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
-    let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (*l, f.gbps.clone())).collect();
+    let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (l.as_str(), f.gbps.clone())).collect();
     write_chart(
         "perftest",
         "RDMA WRITE bandwidth (ib_write_bw / write_bw, Gb/s, higher is faster)",
