@@ -333,7 +333,7 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn query_port(&mut self, dev: u32, port: u32) -> Result<cmd::PortAttr, Status> {
-        self.access.with(|core, _| core.query_port(dev, port).map(port_attr).map_err(|e| status(&e)))
+        self.access.with(|core, _| core.query_port(dev, port).map(|a| port_attr(&a)).map_err(|e| status(&e)))
     }
 
     fn query_gid(&mut self, dev: u32, port: u32, index: u32) -> Result<GidEntry, Status> {
