@@ -18,7 +18,7 @@ use rdma::core::{
     rxe_params,
 };
 use rdma::rxe::RxeDriver;
-use rdma::rxe::ah::AhAttr;
+use rdma::rxe::ah::{AhAttr, AhError};
 use rdma::rxe::device::Config;
 use rdma::rxe::mcast;
 use rdma::rxe::memory::FlatMemory;
@@ -31,7 +31,7 @@ use rdma::rxe::sink::FrameSink;
 use rdma::rxe::time::Instant;
 use rdma::rxe::transport::{self, RxeTransport, VerbsError};
 use rdma::rxe::wc::{WcStatus, WorkCompletion};
-use rdma::rxe::wr::{MemOp, SendWr, Sge, WrOpcode};
+use rdma::rxe::wr::{MemOp, RecvWr, SendWr, Sge, UdDest, WrOpcode};
 use rdma::wire::{
     AethRepr, BthRepr, DethRepr, Ecn, ExtHeaders, FrameRepr, IpPath, Ipv4Address, Opcode, Path, Psn, RoceRepr,
     Syndrome, feth, frame,
@@ -402,6 +402,43 @@ fn port_change_accepted() -> bool {
         && node.query_qp(qp).is_ok_and(|q| q.port_num == 1)
 }
 
+/// UD_AV_PORT_ENFORCE: an address handle naming a port the device does not
+/// have (0 or 2) is refused, so no UD work request can name one; port 1's is
+/// taken and a UD SEND through it arrives. A connected QP's address vector
+/// naming port 2 is refused alike.
+fn av_port_enforced() -> bool {
+    let refused = |r: Result<(), VerbsError>| matches!(r, Err(VerbsError::Address(AhError::BadPort)));
+    let av = |port_num| AhAttr {
+        dgid: sim::node_gid(1),
+        hop_limit: 64,
+        dmac: sim::node_mac(1),
+        port_num,
+        ..AhAttr::default()
+    };
+    let (mut sim, [a, b]) = setup(QpType::Ud);
+    let bad_ports = [0, 2].into_iter().all(|p| refused(sim.nodes[0].create_ah(a.pd, &av(p)).map(|_| ())));
+    let Ok(ah) = sim.nodes[0].create_ah(a.pd, &av(1)) else { return false };
+    let into = [Sge { addr: MEM_BASE, length: 256, lkey: b.mr.raw() }];
+    if sim.nodes[1].post_recv(b.qp, &RecvWr { wr_id: 9, sg_list: &into }).is_err() {
+        return false;
+    }
+    let sge = [Sge { addr: MEM_BASE, length: 64, lkey: a.mr.raw() }];
+    let ud = UdDest { ah, remote_qpn: b.qpn, remote_qkey: Link::default().qkey };
+    let sent = ok(run(&mut sim, 0, &a, &SendWr::new(1, WrOpcode::Send, &sge).with_ud(ud)));
+    let mut got = Vec::new();
+    sim.run_until(LIMIT, |s| {
+        got.extend(sim::drain_cq(&mut s.nodes[1], b.cq));
+        !got.is_empty()
+    });
+    let arrived = got.first().is_some_and(|w| w.wr_id == 9 && w.status == WcStatus::Success);
+    let (mut sim, [a, _]) = setup(QpType::Rc);
+    let sqd = QpAttr { qp_state: QpState::Sqd, ..QpAttr::default() };
+    let rc_av = QpAttr { ah_attr: av(2), ..QpAttr::default() };
+    let rc = sim.nodes[0].modify_qp(a.qp, &sqd, AttrMask::STATE).is_ok()
+        && refused(sim.nodes[0].modify_qp(a.qp, &rc_av, AttrMask::AV));
+    bad_ports && sent && arrived && rc
+}
+
 /// A sink for frames nobody receives.
 struct Discard;
 
@@ -414,7 +451,7 @@ impl FrameSink for Discard {
 /// Bits rxe advertised before issue 19 whose behaviour is outside it; each is
 /// Linux 6.1 rxe's, kept so `ibv_devinfo` matches the seed. Anything else
 /// advertised must have a probe above.
-const INHERITED: [&str; 3] = ["AUTO_PATH_MIG", "UD_AV_PORT_ENFORCE", "SRQ_RESIZE"];
+const INHERITED: [&str; 2] = ["AUTO_PATH_MIG", "SRQ_RESIZE"];
 
 #[test]
 fn every_advertised_capability_is_accepted_and_nothing_accepted_is_hidden() {
@@ -432,6 +469,7 @@ fn every_advertised_capability_is_accepted_and_nothing_accepted_is_hidden() {
     assert_eq!(has("PORT_ACTIVE_EVENT"), port_active_raised(), "PORT_ACTIVE raised");
     assert_eq!(has("RC_RNR_NAK_GEN"), rnr_nak_generated(), "an RNR NAK with min_rnr_timer");
     assert_eq!(has("CHANGE_PHY_PORT"), port_change_accepted(), "the port changed where IBA allows");
+    assert_eq!(has("UD_AV_PORT_ENFORCE"), av_port_enforced(), "address vectors name the device's port");
     for n in &names {
         let probed = [
             "MEM_MGT_EXTENSIONS",
@@ -443,6 +481,7 @@ fn every_advertised_capability_is_accepted_and_nothing_accepted_is_hidden() {
             "PORT_ACTIVE_EVENT",
             "RC_RNR_NAK_GEN",
             "CHANGE_PHY_PORT",
+            "UD_AV_PORT_ENFORCE",
         ]
         .contains(&n.as_str());
         assert!(probed || INHERITED.contains(&n.as_str()), "{n} is advertised and nothing checks it");

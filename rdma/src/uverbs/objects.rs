@@ -19,7 +19,7 @@ use verbs_ring::shm::SharedMem;
 
 use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
-use crate::rxe::ah::{AhAttr, AhError};
+use crate::rxe::ah::{self, AhAttr, AhError};
 use crate::rxe::memory::Memory;
 use crate::rxe::mr::AccessFlags;
 use crate::rxe::qp::{QpAttr, QpCap};
@@ -330,8 +330,11 @@ pub(super) fn ah_attr<A: TransportAccess>(
     a: &cmd::AhAttr,
     now: Instant,
 ) -> Result<AhAttr, Status> {
-    // RoCE addresses by GID: without a GRH there is no destination.
-    if a.is_global == 0 || a.port_num > 1 {
+    // RoCE addresses by GID: without a GRH there is no destination. The
+    // port (which the transport checks too) is refused before the neighbour
+    // is looked up, as Linux's core refuses it (`rdma_check_ah_attr`) before
+    // resolving the MAC: a vector naming no port asks nothing of the network.
+    if a.is_global == 0 || a.port_num != ah::PORT {
         return Err(Status::EINVAL);
     }
     let dgid = Gid(a.dgid);
@@ -343,6 +346,7 @@ pub(super) fn ah_attr<A: TransportAccess>(
         traffic_class: a.traffic_class,
         flow_label: a.flow_label & 0xF_FFFF,
         dmac,
+        port_num: a.port_num,
     })
 }
 

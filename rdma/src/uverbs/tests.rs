@@ -610,6 +610,12 @@ fn refusals() {
     assert_eq!(modify(&a, &mut x, m, rtr).unwrap_err(), HostError::Status(Status::EHOSTUNREACH));
     let no_grh = QpAttr { ah_attr: AhAttr { is_global: 0, ..rtr.ah_attr }, ..rtr };
     assert_eq!(modify(&a, &mut x, m, no_grh).unwrap_err(), HostError::Status(Status::EINVAL));
+    // A port the device does not have is refused before any neighbour is
+    // looked up (not EHOSTUNREACH): rxe's only port is 1.
+    for port_num in [0, 2] {
+        let other_port = QpAttr { ah_attr: AhAttr { port_num, ..rtr.ah_attr }, ..rtr };
+        assert_eq!(modify(&a, &mut x, m, other_port).unwrap_err(), HostError::Status(Status::EINVAL), "{port_num}");
+    }
     // A link-local GID needs no ARP: its MAC is in it.
     let mut ll = [0u8; 16];
     ll[..2].copy_from_slice(&[0xfe, 0x80]);
