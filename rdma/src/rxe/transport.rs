@@ -480,6 +480,26 @@ impl<M: Memory> RxeTransport<M> {
         Ok(())
     }
 
+    /// `ibv_modify_srq` with `IBV_SRQ_MAX_WR` (IBA 11.2.3.3; the device
+    /// advertises SRQ_RESIZE): the SRQ holds `max_wr` WQEs from now on, the
+    /// posted ones kept in order. Refused, changing nothing, beyond the
+    /// device's most, below the WQEs posted (they would be lost) and below
+    /// an armed limit (`rxe_srq_chk_attr`).
+    pub fn resize_srq(&mut self, srq: SrqHandle, max_wr: u32) -> Result<()> {
+        let s = self.dev.srqs.get_mut(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
+        if max_wr == 0 || max_wr > MAX_WR {
+            return Err(VerbsError::InvalidArgument("SRQ size"));
+        }
+        if s.limit != 0 && max_wr < s.limit {
+            return Err(VerbsError::InvalidArgument("SRQ size below its armed limit"));
+        }
+        s.queue.resize(max_wr as usize).map_err(|_| VerbsError::InvalidArgument("SRQ size below its posted WQEs"))
+    }
+
+    pub fn srq(&self, srq: SrqHandle) -> Option<&Srq> {
+        self.dev.srqs.get(srq.0)
+    }
+
     pub fn post_srq_recv(&mut self, srq: SrqHandle, wr: &RecvWr<'_>) -> Result<()> {
         let s = self.dev.srqs.get_mut(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
         Ok(s.queue.post(wr)?)
