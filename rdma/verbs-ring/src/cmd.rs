@@ -185,6 +185,12 @@ pub mod nr {
     /// One object of a kind on a device, or the next one: `rdma resource
     /// show qp|cq|mr|pd|cm_id|ctx|srq` (NLDEV RES_*_GET, a dump by paging) (ABI 1.4; contexts and SRQs 1.5).
     pub const RES_ENTRY: u16 = 0x89;
+    /// `ibv_modify_srq` with `IBV_SRQ_MAX_WR`: the SRQ takes a new size and
+    /// its receive ring a new placement of that many entries, the entries
+    /// the firmware had not taken moved into it (uverbs' MODIFY_SRQ, whose
+    /// rxe driver data likewise hands back the resized queue's mmap info)
+    /// (ABI 1.6).
+    pub const RESIZE_SRQ: u16 = 0x8a;
     /// `rdma link add NAME type TYPE netdev NETDEV` (NLDEV NEWLINK).
     pub const LINK_ADD: u16 = 0x90;
     /// `rdma link delete` (NLDEV DELLINK).
@@ -764,6 +770,27 @@ wire_struct! {
         pub attr_mask: u32,
         pub max_wr: u32,
         pub srq_limit: u32,
+    }
+}
+
+wire_struct! {
+    /// RESIZE_SRQ request.
+    pub struct ResizeSrqReq, size 8 {
+        pub srq_handle: u32,
+        /// The size asked for (`ibv_srq_attr::max_wr`); the ring gets the
+        /// next power of two, as at creation.
+        pub max_wr: u32,
+    }
+}
+
+wire_struct! {
+    /// RESIZE_SRQ response: the new size and ring. The ring holds the old
+    /// one's unconsumed entries first, already published: the host's
+    /// producer goes on from `moved`.
+    pub struct ResizeSrqResp, size 24 {
+        pub max_wr: u32,
+        pub moved: u32,
+        pub ring: RingPlacement,
     }
 }
 

@@ -287,6 +287,14 @@ pub trait VerbsProvider {
     fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, max_wr: u32, srq_limit: u32) -> Result<(), Status> {
         Err(Status::EOPNOTSUPP)
     }
+    /// RESIZE_SRQ: the SRQ holds `max_wr` WQEs from now on and receives
+    /// through `ring` (placed, reset, of the old ring's entry size); the
+    /// provider moves the old ring's unconsumed entries into it, published,
+    /// and answers how many. Refused, changing nothing, below the WQEs
+    /// posted.
+    fn resize_srq(&mut self, srq: ObjId, max_wr: u32, ring: RingPlacement) -> Result<u32, Status> {
+        Err(Status::EOPNOTSUPP)
+    }
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
         Err(Status::EOPNOTSUPP)
     }
@@ -471,6 +479,8 @@ struct Obj {
 struct ObjInfo {
     /// QP: its QPN; CQ: its `cqe`.
     num: u32,
+    /// SRQ: its ring's entry size (a resize places a new ring of them).
+    entry_size: u32,
     qp_type: u8,
     lkey: u32,
     rkey: u32,
@@ -607,6 +617,13 @@ impl Dispatcher {
             *slot = None;
         }
         report
+    }
+
+    /// Bytes of context `ctx`'s queue area no ring holds: tests check that
+    /// every ring placed is given back.
+    #[cfg(test)]
+    pub(crate) fn queue_free(&self, ctx: u32) -> Option<u64> {
+        self.ctxs.get(ctx as usize)?.as_ref().map(|c| c.queues.free_bytes())
     }
 
     /// Objects of `kind` owned by `ctx` (or by every context), for
@@ -976,6 +993,10 @@ impl Dispatcher {
             nr::RES_ENTRY => {
                 let r: ResEntryReq = decode(req)?;
                 reply(out, self.res_entry(mem, p, r.dev_index, r.kind, r.cursor)?)
+            }
+            nr::RESIZE_SRQ => {
+                let r: ResizeSrqReq = decode(req)?;
+                reply(out, self.resize_srq(mem, p, ctx, &r)?)
             }
             nr::LINK_ADD => {
                 let r: LinkAddReq = decode(req)?;
@@ -1626,10 +1647,46 @@ impl Dispatcher {
             }
         };
         let h = self.insert(ctx, ObjKind::Srq, created.id, dev, r.user_handle, [r.pd_handle, 0, 0, 0], rings)?;
+        self.set_info(h, ObjInfo { entry_size: size, ..Default::default() });
         CreateSrqResp { srq_handle: h, srq_num: created.num, max_wr: entries, max_sge, ring }
             .encode(out)
             .ok_or(Status::EMSGSIZE)?;
         Ok(CreateSrqResp::SIZE)
+    }
+
+    /// RESIZE_SRQ: a ring of the new size is placed and the provider moves
+    /// the SRQ onto it; then the old ring's range goes back (on a refusal,
+    /// the new one's does and nothing changed).
+    fn resize_srq<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        r: &ResizeSrqReq,
+    ) -> Result<ResizeSrqResp, Status> {
+        let (srq, _) = self.lookup(ctx, r.srq_handle, ObjKind::Srq)?;
+        let (old, size) =
+            self.objs.get(&r.srq_handle).map(|o| (o.rings[0], o.info.entry_size)).ok_or(Status::ENOENT)?;
+        // As at creation (and rxe_srq_chk_attr): an SRQ of no WQEs is no SRQ.
+        if r.max_wr == 0 {
+            return Err(Status::EINVAL);
+        }
+        let entries = ring_entries(r.max_wr)?;
+        let ring = self.place(mem, ctx, entries, size)?;
+        let new = (ring.off, RingPlacement::bytes(entries, size).unwrap_or(0));
+        match p.resize_srq(srq, entries, ring) {
+            Ok(moved) => {
+                self.free_rings(ctx, [old, (0, 0)]);
+                if let Some(o) = self.objs.get_mut(&r.srq_handle) {
+                    o.rings[0] = new;
+                }
+                Ok(ResizeSrqResp { max_wr: entries, moved, ring })
+            }
+            Err(s) => {
+                self.free_rings(ctx, [new, (0, 0)]);
+                Err(s)
+            }
+        }
     }
 }
 

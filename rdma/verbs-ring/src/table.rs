@@ -167,7 +167,7 @@ const fn row(nr: u16, name: &'static str, req_size: usize, resp_size: usize, cap
 }
 
 /// Every command, sorted by number.
-pub const TABLE: [CmdSpec; 47] = [
+pub const TABLE: [CmdSpec; 48] = [
     row(nr::QUERY_DEVICE, "QUERY_DEVICE", DevReq::SIZE, DeviceAttr::SIZE, Some(Cap::QueryDevice)),
     row(nr::QUERY_PORT, "QUERY_PORT", PortReq::SIZE, PortAttr::SIZE, Some(Cap::QueryPort)),
     row(nr::ALLOC_PD, "ALLOC_PD", DevReq::SIZE, HandleResp::SIZE, Some(Cap::AllocPd)),
@@ -199,6 +199,7 @@ pub const TABLE: [CmdSpec; 47] = [
     row(nr::ALLOC_MR, "ALLOC_MR", AllocMrReq::SIZE, RegMrResp::SIZE, Some(Cap::AllocMr)),
     row(nr::MAP_MR_SG, "MAP_MR_SG", MapMrSgReq::SIZE, Empty::SIZE, Some(Cap::AllocMr)),
     row(nr::RES_ENTRY, "RES_ENTRY", ResEntryReq::SIZE, ResEntry::SIZE, None),
+    row(nr::RESIZE_SRQ, "RESIZE_SRQ", ResizeSrqReq::SIZE, ResizeSrqResp::SIZE, Some(Cap::ModifySrq)),
     row(nr::LINK_ADD, "LINK_ADD", LinkAddReq::SIZE, HandleResp::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_DEL, "LINK_DEL", DevReq::SIZE, Empty::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_SHOW, "LINK_SHOW", LinkShowReq::SIZE, LinkInfo::SIZE, Some(Cap::LinkOps)),

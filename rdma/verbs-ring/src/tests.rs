@@ -288,6 +288,40 @@ fn objects_in_use_cannot_be_destroyed() {
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::OK);
 }
 
+/// ABI 1.6: RESIZE_SRQ places a ring of the new size (the next power of
+/// two, entries of the old size) for the provider to move the SRQ onto and
+/// gives the old ring's range back; a refusal gives the new one back and
+/// leaves the SRQ on its ring.
+#[test]
+fn resize_srq_moves_the_ring_and_gives_the_old_one_back() {
+    let mut h = Harness::new();
+    let pd = h.pd(0, 0);
+    let before = h.d.queue_free(0).unwrap();
+    let req = CreateSrqReq { pd_handle: pd, max_wr: 8, max_sge: 2, ..Default::default() };
+    let srq: CreateSrqResp = h.cmd(0, nr::CREATE_SRQ, req).unwrap();
+    let created = h.d.queue_free(0).unwrap();
+    let resize = |max_wr| ResizeSrqReq { srq_handle: srq.srq_handle, max_wr };
+    let r: ResizeSrqResp = h.cmd(0, nr::RESIZE_SRQ, resize(20)).unwrap();
+    assert_eq!((r.max_wr, r.ring.entries, r.ring.entry_size), (32, 32, srq.ring.entry_size));
+    assert_ne!(r.ring.off, srq.ring.off);
+    let (qo, ql) = h.d.layout().queue_area(0).unwrap();
+    assert!(range_within(r.ring.off, RingPlacement::bytes(32, r.ring.entry_size).unwrap(), qo, ql));
+    let grown = h.d.queue_free(0).unwrap();
+    assert!(grown < created, "the bigger ring took more than the old one gave back");
+    let id = h.p.live.keys().find(|(k, _)| *k == ObjKind::Srq).map(|(_, id)| *id).unwrap();
+    assert_eq!(h.p.log.last(), Some(&alloc::format!("resize_srq {id} 32")));
+    // Refusals: the provider's, and a size of no WQEs; neither keeps a ring.
+    h.p.fail = Some(("resize_srq", Status::EINVAL));
+    assert_eq!(h.cmd::<_, ResizeSrqResp>(0, nr::RESIZE_SRQ, resize(64)).unwrap_err(), Status::EINVAL);
+    h.p.fail = None;
+    assert_eq!(h.cmd::<_, ResizeSrqResp>(0, nr::RESIZE_SRQ, resize(0)).unwrap_err(), Status::EINVAL);
+    assert_eq!(h.d.queue_free(0), Some(grown));
+    // Another context cannot resize it; destroying it gives the new ring back.
+    assert_eq!(h.cmd::<_, ResizeSrqResp>(1, nr::RESIZE_SRQ, resize(8)).unwrap_err(), Status::ENOENT);
+    assert_eq!(h.destroy(0, nr::DESTROY_SRQ, srq.srq_handle), Status::OK);
+    assert_eq!(h.d.queue_free(0), Some(before));
+}
+
 /// A context with one of everything, some objects used by several others.
 fn populate(h: &mut Harness, ctx: u32) -> usize {
     let pd = h.pd(ctx, 0);

@@ -8,7 +8,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::abi::{ContextSlot, Layout};
+use crate::abi::{ContextSlot, Layout, RingPlacement};
 use crate::cm::*;
 use crate::cmd::*;
 use crate::dispatch::Dispatcher;
@@ -214,6 +214,11 @@ impl VerbsProvider for FakeProvider {
     }
     fn modify_srq(&mut self, _srq: ObjId, _mask: u32, _max_wr: u32, _limit: u32) -> Result<(), Status> {
         Ok(())
+    }
+    fn resize_srq(&mut self, srq: ObjId, max_wr: u32, _ring: RingPlacement) -> Result<u32, Status> {
+        self.check("resize_srq")?;
+        self.log.push(format!("resize_srq {srq} {max_wr}"));
+        Ok(0)
     }
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
         self.destroy("destroy_srq", ObjKind::Srq, srq)

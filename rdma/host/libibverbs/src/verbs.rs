@@ -1134,9 +1134,28 @@ pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_at
             }
             // SAFETY: the program's SRQ and attributes (C API).
             let (s, a) = unsafe { (ffi::srq(srq)?, &*attr) };
+            use cmd::srq_attr_mask::{LIMIT, MAX_WR};
+            let mask = mask as u32;
+            if mask & MAX_WR != 0 {
+                // rxe checks both before changing anything: a limit above
+                // the new size would leave the SRQ resized and refused.
+                if mask & LIMIT != 0 && a.srq_limit > a.max_wr {
+                    return Err(libc::EINVAL);
+                }
+                // Held through the resize: no post may land in the old ring
+                // after the firmware has moved its entries to the new one.
+                let mut rq = lock(&s.rq);
+                let req = cmd::ResizeSrqReq { srq_handle: s.fw, max_wr: a.max_wr };
+                let r: cmd::ResizeSrqResp = fw(&s.sh, nr::RESIZE_SRQ, &req)?;
+                let g = s.sh.ring_geometry(r.ring, RecvWqe::SIZE)?;
+                rq.ring = Producer::taking_over(g, r.moved);
+            }
+            if mask & !MAX_WR == 0 {
+                return Ok(());
+            }
             let req = cmd::ModifySrqReq {
                 srq_handle: s.fw,
-                attr_mask: mask as u32,
+                attr_mask: mask & !MAX_WR,
                 max_wr: a.max_wr,
                 srq_limit: a.srq_limit,
             };

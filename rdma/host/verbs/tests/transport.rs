@@ -865,10 +865,10 @@ fn srq_pingpong_between_two_appliances() {
 /// SRQ limit events end to end (IBA 10.2.9.4, as rxe): a limit armed at
 /// creation fires `IBV_EVENT_SRQ_LIMIT_REACHED` once when a receive takes
 /// the SRQ's WQE count below it, and then stays quiet; `modify_srq` re-arms
-/// it; a limit above the SRQ's size is refused, as is resizing (the ring
-/// was placed at its size).
+/// it; a limit above the SRQ's size is refused. Resizing (SRQ_RESIZE)
+/// keeps the posted receives and makes room for more.
 #[test]
-fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
+fn srq_limit_event_fires_once_and_modify_srq_rearms_it_and_resizes() {
     use verbs::Srq;
     use verbs_ring::cmd::event_type::SRQ_LIMIT_REACHED;
     let pair = Pair::start();
@@ -949,11 +949,28 @@ fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
     exchange();
     assert_eq!(events(&cb), [(SRQ_LIMIT_REACHED, srq.handle())]);
     assert_eq!(events(&ca), [], "the sender's context hears nothing");
-    // rxe's refusals: a limit above the SRQ's size; resizing.
+    // rxe's refusal: a limit above the SRQ's size.
     let e = srq.set_limit(17).unwrap_err();
     assert_eq!(e.errno().0, "EINVAL", "{e}");
-    let e = srq.modify(verbs_ring::cmd::srq_attr_mask::MAX_WR, 32, 0).unwrap_err();
-    assert_eq!(e.errno().0, "EOPNOTSUPP", "{e}");
+    // SRQ_RESIZE: 20 receives at once do not fit the 16-entry ring; once
+    // the SRQ grew to 32 they do, and the one left from before is consumed
+    // first, then the 20 in order.
+    use verbs_ring::cmd::srq_attr_mask::MAX_WR;
+    let more: Vec<(u64, Vec<verbs::Sge>)> =
+        (8..28).map(|i| (i, vec![mb.sge((i % 16) as usize * 4096, 4096).unwrap()])).collect();
+    let batch: Vec<(u64, &[verbs::Sge])> = more.iter().map(|(i, s)| (*i, &s[..])).collect();
+    assert_eq!(srq.post_recv(&batch).unwrap_err().errno().0, "ENOMEM");
+    srq.modify(MAX_WR, 20, 0).unwrap();
+    assert_eq!(srq.max_wr(), 32);
+    srq.post_recv(&batch).unwrap();
+    for _ in 0..21 {
+        exchange();
+    }
+    // Shrinking below the receives posted is refused; the SRQ keeps its size.
+    srq.post_recv(&batch[..5]).unwrap();
+    let e = srq.modify(MAX_WR, 4, 0).unwrap_err();
+    assert_eq!(e.errno().0, "EINVAL", "{e}");
+    assert_eq!(srq.max_wr(), 32);
 }
 
 /// UD multicast to an IPv6 group (ff0e::1:2) from the link-local GID: the
