@@ -22,7 +22,7 @@ use crate::core::port::IbMtu;
 use crate::rxe::ah::{self, AhAttr, AhError};
 use crate::rxe::memory::Memory;
 use crate::rxe::mr::AccessFlags;
-use crate::rxe::qp::{QpAttr, QpCap};
+use crate::rxe::qp::{MigState, QpAttr, QpCap};
 use crate::rxe::qp_state::{AttrMask, QpState, QpType};
 use crate::rxe::queue::PostError;
 use crate::rxe::sink::FrameSink;
@@ -384,6 +384,9 @@ pub(super) fn qp_attr<A: TransportAccess>(
     if m.has(AttrMask::AV) {
         attr.ah_attr = ah_attr(access, dev, &a.ah_attr, now)?;
     }
+    if m.has(AttrMask::PATH_MIG_STATE) {
+        attr.path_mig_state = MigState::from_raw(a.path_mig_state).ok_or(Status::EINVAL)?;
+    }
     attr.qkey = a.qkey;
     attr.rq_psn = a.rq_psn;
     attr.sq_psn = a.sq_psn;
@@ -421,7 +424,7 @@ pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
             qp_state: state_num(attr.qp_state),
             cur_qp_state: state_num(attr.cur_qp_state),
             path_mtu: u32::from(attr.path_mtu.code()),
-            path_mig_state: 0,
+            path_mig_state: attr.path_mig_state.raw(),
             qkey: attr.qkey,
             rq_psn: attr.rq_psn,
             sq_psn: attr.sq_psn,
