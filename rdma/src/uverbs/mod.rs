@@ -590,9 +590,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         Ok(Created { id, num: qpn })
     }
 
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr) -> Result<(), Status> {
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr, alt: &cmd::AltPath) -> Result<(), Status> {
         let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
-        let (attr, mask) = objects::qp_attr(self.access, dev, attr_mask, attr, self.u.now)?;
+        let (attr, mask) = objects::qp_attr(self.access, dev, attr_mask, attr, alt, self.u.now)?;
         self.access.with_transport(dev, |t, _, _| {
             t.modify_qp(QpHandle::from_raw(objects::raw(qp)), &attr, mask.0).map_err(|e| verbs_status(&e))
         })

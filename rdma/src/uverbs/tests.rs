@@ -231,7 +231,11 @@ fn setup(a: &Appliance, pid: u32, mr_access: u32) -> Side {
 }
 
 fn modify(a: &Appliance, s: &mut Side, mask: u32, attr: QpAttr) -> Result<Empty, HostError> {
-    a.call(&mut s.host, nr::MODIFY_QP, &ModifyQpReq { qp_handle: s.qp.qp_handle, attr_mask: mask, attr })
+    a.call(
+        &mut s.host,
+        nr::MODIFY_QP,
+        &ModifyQpReq { qp_handle: s.qp.qp_handle, attr_mask: mask, attr, ..Default::default() },
+    )
 }
 
 fn ipv4_gid(n: u8) -> [u8; 16] {
@@ -612,6 +616,7 @@ fn refusals() {
             qp_handle: x.qp.qp_handle,
             attr_mask: qp_attr_mask::STATE,
             attr: QpAttr { qp_state: qp_state::ERR, ..Default::default() },
+            ..Default::default()
         },
     );
     assert_eq!(r.unwrap_err(), HostError::Status(Status::ENOENT));

@@ -271,8 +271,9 @@ pub trait VerbsProvider {
     fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
         Err(Status::EOPNOTSUPP)
     }
-    /// `attr_mask` holds only known bits; `ah_attr` is as the host sent it.
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr) -> Result<(), Status> {
+    /// `attr_mask` holds only known bits; `ah_attr` and `alt` are as the
+    /// host sent them (`alt` zero from a host older than ABI 1.6).
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr, alt: &AltPath) -> Result<(), Status> {
         Err(Status::EOPNOTSUPP)
     }
     fn query_qp(&mut self, qp: ObjId, attr_mask: u32) -> Result<QueryQpResp, Status> {
@@ -921,6 +922,19 @@ impl Dispatcher {
             Err(Status::EINVAL)
         } else {
             match table::check(hdr.cmd, payload, body.len(), p.caps()) {
+                Ok(spec) if payload.len() < spec.req_size => {
+                    // An older host's shorter request: the fields it does
+                    // not know read as zeros (the table keeps req_size
+                    // within the buffer for such rows).
+                    let mut padded = [0u8; table::GROWN_REQ_MAX];
+                    match padded.get_mut(..payload.len()) {
+                        Some(head) => {
+                            head.copy_from_slice(payload);
+                            self.run(mem, p, ctx, spec.nr, &padded[..spec.req_size.min(table::GROWN_REQ_MAX)], body)
+                        }
+                        None => Err(Status::EMSGSIZE),
+                    }
+                }
                 Ok(spec) => self.run(mem, p, ctx, spec.nr, payload, body),
                 Err(s) => Err(s),
             }
@@ -1062,7 +1076,7 @@ impl Dispatcher {
                     return Err(Status::EINVAL);
                 }
                 let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
-                p.modify_qp(qp, r.attr_mask, &r.attr)?;
+                p.modify_qp(qp, r.attr_mask, &r.attr, &r.alt)?;
                 Ok(0)
             }
             nr::QUERY_QP => {

@@ -197,9 +197,9 @@ impl VerbsProvider for FakeProvider {
         let id = self.create("create_qp", ObjKind::Qp, uses)?;
         Ok(Created { id, num: id + 0x10 })
     }
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, _attr: &QpAttr) -> Result<(), Status> {
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, _attr: &QpAttr, alt: &AltPath) -> Result<(), Status> {
         self.check("modify_qp")?;
-        self.log.push(format!("modify_qp {qp} {attr_mask:#x}"));
+        self.log.push(format!("modify_qp {qp} {attr_mask:#x} alt_port {}", alt.alt_port_num));
         Ok(())
     }
     fn query_qp(&mut self, _qp: ObjId, _attr_mask: u32) -> Result<QueryQpResp, Status> {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use verbs_ring::SharedMem;
 use verbs_ring::abi::{CQE_SIZE, Cqe, RecvWqe, RingPlacement, SendWqe, Sge, range_within, send_flags, wr_opcode};
-use verbs_ring::cmd::{self, QpAttr, QpCap, nr, qp_attr_mask, qp_state};
+use verbs_ring::cmd::{self, AltPath, QpAttr, QpCap, nr, qp_attr_mask, qp_state};
 use verbs_ring::ring::{Consumer, Producer, RingError, RingGeometry};
 use verbs_ring::wire::Wire;
 use verbs_ring::wqe;
@@ -515,7 +515,17 @@ impl<'a> Qp<'a> {
     /// `ibv_modify_qp`. With an address vector the appliance may first
     /// have to resolve the destination's MAC; the call waits for that.
     pub fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
-        let req = cmd::ModifyQpReq { qp_handle: self.handle, attr_mask: mask, attr: *attr };
+        self.modify_with_alt(attr, &AltPath::default(), mask)
+    }
+
+    /// `ibv_modify_qp` with the alternate path too, which `mask` names with
+    /// [`qp_attr_mask::ALT_PATH`] (`alt` is sent only then, so firmware
+    /// older than ABI 1.6 still takes the other requests); an armed
+    /// connected QP migrates to it when its primary path fails, raising
+    /// `PATH_MIG` (see `Context::async_event`).
+    pub fn modify_with_alt(&self, attr: &QpAttr, alt: &AltPath, mask: u32) -> Result<()> {
+        let alt = if mask & qp_attr_mask::ALT_PATH != 0 { *alt } else { AltPath::default() };
+        let req = cmd::ModifyQpReq { qp_handle: self.handle, attr_mask: mask, attr: *attr, alt };
         self.pd.dev.ctx.inner.call_resolving::<_, cmd::Empty>(nr::MODIFY_QP, &req)?;
         Ok(())
     }
