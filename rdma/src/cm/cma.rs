@@ -857,6 +857,7 @@ impl RdmaCm {
                     traffic_class: mad.traffic_class,
                     flow_label: mad.flow_label,
                     dmac: mad.src_mac,
+                    ..crate::rxe::ah::AhAttr::default()
                 },
                 dest_qpn: mad.src_qpn,
                 mad: reply.to_vec(),
@@ -904,6 +905,7 @@ impl RdmaCm {
                             traffic_class: to.traffic_class,
                             flow_label: to.flow_label,
                             dmac,
+                            ..crate::rxe::ah::AhAttr::default()
                         },
                         dest_qpn: to.qpn,
                         mad: mad.to_vec(),

@@ -80,7 +80,7 @@ pub fn view(core: &RdmaCore, dev: &Device) -> Result<DeviceView, Error> {
         .iter()
         .map(|p| PortView {
             num: p.num(),
-            attr: uverbs::port_attr(p.attr()),
+            attr: uverbs::port_attr(&dev.query_port(p.num()).unwrap_or(*p.attr())),
             gids: p.gid_table().iter().map(|(i, g)| uverbs::gid_entry(i as u32, Some(g))).collect(),
         })
         .collect();

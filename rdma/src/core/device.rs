@@ -341,8 +341,9 @@ pub trait Driver {
     /// `query_device`: asked once, at registration.
     fn query_device(&self) -> Result<DeviceAttr, Error>;
 
-    /// `query_port`: the port's static attributes. The core owns the live
-    /// state (state, physical state, active MTU) and overrides those fields.
+    /// `query_port`: the port's attributes. The core owns the live state
+    /// (state, physical state, active MTU) and overrides those fields; it
+    /// asks again for the violation counters on every query.
     fn query_port(&self, port: u32) -> Result<PortAttr, Error>;
 
     /// `get_port_immutable`: asked once per port, at registration.
@@ -463,6 +464,21 @@ impl Device {
 
     pub fn ports(&self) -> &[Port] {
         &self.ports
+    }
+
+    /// `ib_query_port`: port `num` as the core keeps it (state, physical
+    /// state, active MTU, tables' lengths), with the violation counters the
+    /// driver keeps (`bad_pkey_cntr`, `qkey_viol_cntr`: rxe counts the
+    /// packets it drops for a bad P_Key or Q_Key in its port attributes),
+    /// as [`Device::counters`] lays the core's `link_downed` over the
+    /// driver's counters.
+    pub fn query_port(&self, num: u32) -> Option<PortAttr> {
+        let mut attr = *self.port(num)?.attr();
+        if let Ok(d) = self.driver.query_port(num) {
+            attr.bad_pkey_cntr = d.bad_pkey_cntr;
+            attr.qkey_viol_cntr = d.qkey_viol_cntr;
+        }
+        Some(attr)
     }
 
     /// The netdev the device's ports are bound to, as last seen.

@@ -249,9 +249,11 @@ impl RdmaCore {
         Ok(self.device_or_err(index)?.attr())
     }
 
-    /// `ib_query_port`, live state included.
-    pub fn query_port(&self, index: u32, port: u32) -> Result<&PortAttr, Error> {
-        Ok(self.port_or_err(index, port)?.attr())
+    /// `ib_query_port`, live state and the driver's counters included
+    /// ([`Device::query_port`]).
+    pub fn query_port(&self, index: u32, port: u32) -> Result<PortAttr, Error> {
+        let dev = self.device_or_err(index)?;
+        dev.query_port(port).ok_or_else(|| Error::NoSuchPort { device: String::from(dev.name()), port })
     }
 
     fn port_or_err(&self, index: u32, port: u32) -> Result<&Port, Error> {

@@ -19,8 +19,12 @@ handle_type! {
     AhHandle
 }
 
+/// The one port of an rxe device (`rxe_params::NUM_PORTS`): the only port an
+/// address vector may leave from.
+pub const PORT: u8 = 1;
+
 /// An address vector (`struct ibv_ah_attr` with its `ibv_global_route`, RoCE v2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AhAttr {
     /// The destination GID: an IPv4-mapped address for IPv4 paths.
     pub dgid: Gid,
@@ -34,11 +38,31 @@ pub struct AhAttr {
     pub flow_label: u32,
     /// The next hop's MAC, resolved by the caller's neighbour table.
     pub dmac: MacAddr,
+    /// The local port the path leaves from: [`PORT`], or the vector is
+    /// refused (UD_AV_PORT_ENFORCE: a UD work request's address handle, and
+    /// so the work request, never names a port the device does not have).
+    pub port_num: u8,
+}
+
+impl Default for AhAttr {
+    fn default() -> Self {
+        AhAttr {
+            dgid: Gid::default(),
+            sgid_index: 0,
+            hop_limit: 0,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: MacAddr::default(),
+            port_num: PORT,
+        }
+    }
 }
 
 /// Why an address vector cannot be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AhError {
+    /// A port the device does not have (rxe has port 1 only).
+    BadPort,
     /// No source GID at that index.
     BadSgidIndex,
     /// One GID is IPv4-mapped and the other is not.
@@ -63,6 +87,9 @@ impl AhAttr {
     /// A multicast destination GID goes to its IP multicast MAC, whatever
     /// `dmac` says: there is no neighbour to resolve.
     pub fn path(&self, local: &LocalPort, src_port: u16) -> Result<Path, AhError> {
+        if self.port_num != PORT {
+            return Err(AhError::BadPort);
+        }
         let sgid = local.gids.get(usize::from(self.sgid_index)).ok_or(AhError::BadSgidIndex)?;
         let dmac = super::mcast::mac_of(&self.dgid).unwrap_or(self.dmac);
         if dmac == MacAddr::default() {
@@ -119,6 +146,7 @@ mod tests {
             traffic_class: (26 << 2) | 1,
             flow_label: 0x12345,
             dmac: MacAddr([0x52, 0x54, 0, 0, 0, 2]),
+            port_num: PORT,
         };
         let p = av.path(&port(), 0xc123).unwrap();
         let IpPath::V6 { src, dst, flow_label } = p.ip else { panic!("not IPv6: {p:?}") };
@@ -127,5 +155,9 @@ mod tests {
         // One family per path; an unresolved MAC is refused.
         assert_eq!(AhAttr { sgid_index: 1, ..av }.path(&port(), 0).unwrap_err(), AhError::MixedFamilies);
         assert_eq!(AhAttr { dmac: MacAddr::default(), ..av }.path(&port(), 0).unwrap_err(), AhError::Unresolved);
+        // Only the device's one port.
+        for bad in [0, 2] {
+            assert_eq!(AhAttr { port_num: bad, ..av }.path(&port(), 0).unwrap_err(), AhError::BadPort);
+        }
     }
 }

@@ -18,7 +18,8 @@
 //!   to the oldest unacknowledged PSN.
 //! - `retry_cnt` counts retries, as the spec says (9.7.6.1.3, C9-141): 7 allows seven
 //!   retries, then RETRY_EXC_ERR. (Linux rxe treats 7 as "forever"; we do not, on
-//!   purpose.) Any forward progress restores the count, as rxe does.
+//!   purpose.) Any forward progress restores the count, as rxe does. An armed QP
+//!   whose count runs out migrates to its alternate path instead ([`apm`]).
 //! - Pacing: the window of PSNs in flight grows by one per ACK that moves it, up to
 //!   `Qp::window_cap` (`max_window` packets, `max_inflight_bytes` bytes), and halves
 //!   (once per loss episode, at most once per retransmit timeout) on a timeout, a
@@ -29,6 +30,7 @@ use crate::wire::aeth::rnr_timer_micros;
 use crate::wire::frame::RxFrame;
 use crate::wire::{NakCode, Operation, Psn, Syndrome};
 
+use super::apm;
 use super::device::Device;
 use super::event::AsyncEvent;
 use super::memory::Memory;
@@ -267,12 +269,17 @@ fn retry<M>(qp: &mut Qp, dev: &mut Device<M>, now: Instant, psn: Psn, why: Retry
         dev.stats.drop(DropReason::DuplicateResponse);
         return;
     }
-    if qp.req.retry_left == 0 {
+    if qp.req.retry_left > 0 {
+        qp.req.retry_left -= 1;
+    } else if apm::migrate(qp, dev) {
+        // An armed QP lost its primary path, not its peer: the resend below
+        // is its first try on the alternate path, the count starts over.
+        qp.req.retry_left = qp.attr.retry_cnt;
+    } else {
         dev.stats.inc(RxeCounter::RetryExceededErr);
         fail_head(qp, dev, WcStatus::RetryExcErr);
         return;
     }
-    qp.req.retry_left -= 1;
     dev.stats.inc(RxeCounter::CompleterRetryErr);
     dev.stats.rewinds += 1;
     if why == Retry::ImpliedNak {

@@ -20,6 +20,7 @@ use crate::core::link::RxeDriverFactory;
 use crate::core::netdev::{MacAddr, NetdevInfo};
 use crate::core::port::{PortAttr, PortImmutable};
 use crate::core::{Counters, Error, rxe_params};
+use vocab::DropReason;
 
 /// One rxe device, bound to a netdev, with its transport.
 pub struct RxeDriver<M> {
@@ -88,7 +89,17 @@ impl<M: Memory + 'static> Driver for RxeDriver<M> {
 
     fn query_port(&self, port: u32) -> Result<PortAttr, Error> {
         check_port(port)?;
-        Ok(self.port)
+        // rxe counts in its port attributes every packet it drops for a
+        // P_Key or a Q_Key that is not the QP's (`set_bad_pkey_cntr`,
+        // `set_qkey_viol_cntr`), stopping at 0xffff as the 16-bit
+        // P_KeyViolations and Q_KeyViolations of PortInfo do.
+        let stats = self.transport.stats();
+        let saturated = |n: u64| u32::try_from(n.min(0xffff)).unwrap_or(0xffff);
+        Ok(PortAttr {
+            bad_pkey_cntr: saturated(stats.dropped(DropReason::BadPkey)),
+            qkey_viol_cntr: saturated(stats.dropped(DropReason::BadQkey)),
+            ..self.port
+        })
     }
 
     fn get_port_immutable(&self, port: u32) -> Result<PortImmutable, Error> {

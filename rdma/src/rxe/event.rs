@@ -1,6 +1,6 @@
 //! Asynchronous events the transport raises for the consumer (IBA vol. 1 11.6.3
 //! Asynchronous Events; `enum ibv_event_type`): CQ overflow, the SRQ limit, QPs that
-//! went to the error state on their own.
+//! went to the error state on their own or migrated to their alternate path.
 
 use super::cq::CqHandle;
 use super::srq::SrqHandle;
@@ -27,4 +27,6 @@ pub enum AsyncEvent {
     QpLastWqeReached { qpn: u32 },
     /// The first packet arrived on a QP in RTR (`IBV_EVENT_COMM_EST`).
     CommEst { qpn: u32 },
+    /// The QP moved to its alternate path (`IBV_EVENT_PATH_MIG`).
+    PathMig { qpn: u32 },
 }

@@ -140,7 +140,7 @@ mod tests {
     }
 
     fn ah_to(i: usize) -> AhAttr {
-        AhAttr { dgid: node_gid(i), sgid_index: 0, hop_limit: 64, traffic_class: 0, flow_label: 0, dmac: node_mac(i) }
+        AhAttr { dgid: node_gid(i), sgid_index: 0, hop_limit: 64, dmac: node_mac(i), ..AhAttr::default() }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! - objects: [`pool`] (unforgeable handles), [`pd`], [`mr`], [`mw`], [`cq`], [`srq`], [`ah`],
 //!   [`qp`], with memory behind [`memory::Memory`];
-//! - the QP state machine and modify-QP table: [`qp_state`];
+//! - the QP state machine and modify-QP table: [`qp_state`]; path migration: [`apm`];
 //! - the engines: [`requester`], [`responder`], [`completer`], sharing [`device`] and
 //!   sending through [`tx`] into the caller's [`sink::FrameSink`];
 //! - work requests and completions: [`wr`], [`queue`], [`sgl`], [`wc`], [`event`];
@@ -14,6 +14,7 @@
 mod driver;
 
 pub mod ah;
+pub mod apm;
 pub mod completer;
 pub mod cq;
 pub mod device;

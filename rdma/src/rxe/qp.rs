@@ -68,6 +68,43 @@ pub struct QpInitAttr {
     pub sq_sig_all: bool,
 }
 
+/// `enum ibv_mig_state`: where automatic path migration stands (IBA vol. 1
+/// 17.2.8). Linux rxe stores what the consumer sets and never moves it;
+/// here an ARMED connected QP also migrates (see [`super::apm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigState {
+    /// No alternate path in use: where a QP starts, and where it is after
+    /// migrating.
+    #[default]
+    Migrated,
+    /// The consumer loaded an alternate path and asked to arm it.
+    Rearm,
+    /// The alternate path is armed: the QP moves to it when its primary
+    /// path fails.
+    Armed,
+}
+
+impl MigState {
+    /// From `enum ibv_mig_state`'s value; `None` for one it does not have.
+    pub fn from_raw(v: u32) -> Option<MigState> {
+        match v {
+            0 => Some(MigState::Migrated),
+            1 => Some(MigState::Rearm),
+            2 => Some(MigState::Armed),
+            _ => None,
+        }
+    }
+
+    /// `enum ibv_mig_state`'s value.
+    pub fn raw(self) -> u32 {
+        match self {
+            MigState::Migrated => 0,
+            MigState::Rearm => 1,
+            MigState::Armed => 2,
+        }
+    }
+}
+
 /// `struct ibv_qp_attr`: the attributes modify-QP sets and query-QP reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpAttr {
@@ -93,6 +130,13 @@ pub struct QpAttr {
     pub retry_cnt: u8,
     /// RNR retries: 0..=6, 7 meaning forever.
     pub rnr_retry: u8,
+    pub path_mig_state: MigState,
+    /// The alternate path (`IBV_QP_ALT_PATH`): address vector, P_Key index,
+    /// port and local ACK timeout the QP takes when it migrates.
+    pub alt_ah_attr: AhAttr,
+    pub alt_pkey_index: u16,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
 }
 
 impl Default for QpAttr {
@@ -116,6 +160,13 @@ impl Default for QpAttr {
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
+            path_mig_state: MigState::Migrated,
+            // No alternate path loaded: zeros, as Linux answers a QP that
+            // never got one.
+            alt_ah_attr: AhAttr { port_num: 0, ..AhAttr::default() },
+            alt_pkey_index: 0,
+            alt_port_num: 0,
+            alt_timeout: 0,
         }
     }
 }
@@ -460,6 +511,8 @@ pub struct Qp {
     pub attr: QpAttr,
     /// The connected QP's path, from its address vector at RTR.
     pub path: Option<Path>,
+    /// The path its alternate address vector names, once one was loaded.
+    pub alt_path: Option<Path>,
     pub sq: SendQueue,
     pub rq: RecvQueue,
     pub req: ReqState,

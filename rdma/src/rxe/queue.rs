@@ -168,6 +168,24 @@ impl RecvQueue {
     pub fn pop(&mut self) {
         self.ring.pop();
     }
+
+    /// Makes the queue hold `max_wr` WQEs, keeping the posted ones in order
+    /// with their SGEs (`rxe_queue_resize`). Refused, changing nothing, when
+    /// more than `max_wr` are posted.
+    pub fn resize(&mut self, max_wr: usize) -> Result<(), PostError> {
+        if max_wr < self.len() {
+            return Err(PostError::Full);
+        }
+        let mut bigger = RecvQueue::new(max_wr, self.max_sge);
+        while let Some((wqe, sges)) = self.front() {
+            let pos = bigger.ring.push(wqe)?;
+            let base = bigger.ring.slot_of(pos) * self.max_sge;
+            bigger.sges[base..base + sges.len()].copy_from_slice(sges);
+            self.pop();
+        }
+        *self = bigger;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +203,29 @@ mod test {
         assert_eq!(r.get(0), None);
         assert_eq!(r.get(2), Some(&3));
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn resizing_keeps_the_posted_wqes_in_order() {
+        let mut q = RecvQueue::new(2, 2);
+        let sges = |n: u32| [Sge { addr: u64::from(n), length: n, lkey: 5 }, Sge { addr: 0, length: 1, lkey: 6 }];
+        // Wrapped: the head is in the second slot.
+        q.post(&RecvWr { wr_id: 1, sg_list: &sges(1)[..1] }).expect("room");
+        q.pop();
+        q.post(&RecvWr { wr_id: 2, sg_list: &sges(2) }).expect("room");
+        q.post(&RecvWr { wr_id: 3, sg_list: &sges(3)[..1] }).expect("room");
+        assert_eq!(q.resize(1), Err(PostError::Full), "two are posted");
+        assert_eq!(q.capacity(), 2, "a refused resize changes nothing");
+        q.resize(4).expect("grows");
+        assert_eq!(q.capacity(), 4);
+        q.post(&RecvWr { wr_id: 4, sg_list: &[] }).expect("room");
+        q.post(&RecvWr { wr_id: 5, sg_list: &[] }).expect("room");
+        let mut got = Vec::new();
+        while let Some((w, list)) = q.front() {
+            got.push((w.wr_id, list.to_vec()));
+            q.pop();
+        }
+        assert_eq!(got, [(2, sges(2).to_vec()), (3, sges(3)[..1].to_vec()), (4, Vec::new()), (5, Vec::new())]);
     }
 
     #[test]

@@ -29,6 +29,7 @@ use super::pd::PdHandle;
 use super::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
 use super::qp_state::{AttrMask, QpState, QpType};
 use super::sink::FrameSink;
+use super::srq::SrqHandle;
 use super::time::{Duration, Instant};
 use super::transport::{RxeTransport, VerbsError};
 use super::wc::WorkCompletion;
@@ -491,6 +492,8 @@ pub struct End {
     pub qpn: u32,
     /// One MR over the node's whole memory, with every right.
     pub mr: MrHandle,
+    /// The SRQ the QP receives through, when [`Link::srq_wr`] asked for one.
+    pub srq: Option<SrqHandle>,
 }
 
 /// Settings for [`connect`].
@@ -507,6 +510,9 @@ pub struct Link {
     pub max_rd_atomic: u8,
     pub sq_psn: [u32; 2],
     pub qkey: u32,
+    /// 0: each QP has its own receive queue (`cap.max_recv_wr`); otherwise
+    /// each receives through an SRQ of this many WQEs, made with it.
+    pub srq_wr: u32,
 }
 
 impl Default for Link {
@@ -524,6 +530,7 @@ impl Default for Link {
             max_rd_atomic: 16,
             sq_psn: [0x10, 0x8000],
             qkey: 0x1111_1111,
+            srq_wr: 0,
         }
     }
 }
@@ -537,17 +544,21 @@ pub fn connect(sim: &mut Sim, link: &Link) -> Result<[End; 2], VerbsError> {
         let cq = node.create_cq(link.cq_depth)?;
         let len = node.memory().len() as u64;
         let mr = node.reg_mr(pd, MEM_BASE, MEM_BASE, len, AccessFlags::ALL)?;
+        let srq = match link.srq_wr {
+            0 => None,
+            wr => Some(node.create_srq(pd, wr, link.cap.max_recv_sge.max(1))?),
+        };
         let qp = node.create_qp(&QpInitAttr {
             qp_type: link.qp_type,
             pd,
             send_cq: cq,
             recv_cq: cq,
-            srq: None,
+            srq,
             cap: link.cap,
             sq_sig_all: false,
         })?;
         let qpn = node.qpn(qp).ok_or(VerbsError::BadHandle("QP"))?;
-        ends[i] = Some(End { pd, cq, qp, qpn, mr });
+        ends[i] = Some(End { pd, cq, qp, qpn, mr, srq });
     }
     let [Some(a), Some(b)] = ends else { return Err(VerbsError::BadHandle("QP")) };
     let ends = [a, b];

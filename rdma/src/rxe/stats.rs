@@ -27,6 +27,8 @@ pub struct Stats {
     pub implied_naks: u64,
     /// Times pacing shrank a QP's window after a loss.
     pub window_cuts: u64,
+    /// QPs moved to their alternate path ([`super::apm`]).
+    pub path_migrations: u64,
 }
 
 impl Stats {

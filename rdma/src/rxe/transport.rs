@@ -22,6 +22,7 @@ use crate::wire::opcode_table::{Direction, QpTypes};
 use crate::wire::{Ecn, Opcode, Psn, sport};
 
 use super::ah::{Ah, AhAttr, AhError, AhHandle, LocalPort};
+use super::apm;
 use super::completer;
 use super::cq::{Cq, CqHandle};
 use super::device::{Config, Device};
@@ -480,6 +481,26 @@ impl<M: Memory> RxeTransport<M> {
         Ok(())
     }
 
+    /// `ibv_modify_srq` with `IBV_SRQ_MAX_WR` (IBA 11.2.3.3; the device
+    /// advertises SRQ_RESIZE): the SRQ holds `max_wr` WQEs from now on, the
+    /// posted ones kept in order. Refused, changing nothing, beyond the
+    /// device's most, below the WQEs posted (they would be lost) and below
+    /// an armed limit (`rxe_srq_chk_attr`).
+    pub fn resize_srq(&mut self, srq: SrqHandle, max_wr: u32) -> Result<()> {
+        let s = self.dev.srqs.get_mut(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
+        if max_wr == 0 || max_wr > MAX_WR {
+            return Err(VerbsError::InvalidArgument("SRQ size"));
+        }
+        if s.limit != 0 && max_wr < s.limit {
+            return Err(VerbsError::InvalidArgument("SRQ size below its armed limit"));
+        }
+        s.queue.resize(max_wr as usize).map_err(|_| VerbsError::InvalidArgument("SRQ size below its posted WQEs"))
+    }
+
+    pub fn srq(&self, srq: SrqHandle) -> Option<&Srq> {
+        self.dev.srqs.get(srq.0)
+    }
+
     pub fn post_srq_recv(&mut self, srq: SrqHandle, wr: &RecvWr<'_>) -> Result<()> {
         let s = self.dev.srqs.get_mut(srq.0).ok_or(VerbsError::BadHandle("SRQ"))?;
         Ok(s.queue.post(wr)?)
@@ -545,6 +566,7 @@ impl<M: Memory> RxeTransport<M> {
                         QpAttr::default()
                     },
                     path: None,
+                    alt_path: None,
                     sq: SendQueue::new(&cap),
                     rq: RecvQueue::new(
                         if init.srq.is_some() { 0 } else { cap.max_recv_wr as usize },
@@ -653,17 +675,20 @@ impl<M: Memory> RxeTransport<M> {
         check_transition(q.qp_type, from, to, mask, Some(attr.cur_qp_state))?;
         check_values(attr, mask)?;
 
-        // Work out the path before changing anything, so a bad AV changes nothing.
+        // Work out the paths before changing anything, so a bad AV changes nothing.
         let mut new = q.attr;
         apply(&mut new, attr, mask);
-        let path = if q.qp_type.is_connected() && mask.has(AttrMask::AV) {
-            let port = sport::src_port_for_connection(new.ah_attr.flow_label, q.qpn, new.dest_qp_num);
-            Some(new.ah_attr.path(&dev.port, port).map_err(VerbsError::Address)?)
-        } else {
-            q.path
+        let path_of = |av: &AhAttr| {
+            let port = sport::src_port_for_connection(av.flow_label, q.qpn, new.dest_qp_num);
+            av.path(&dev.port, port).map_err(VerbsError::Address)
         };
+        let connected = q.qp_type.is_connected();
+        let path = if connected && mask.has(AttrMask::AV) { Some(path_of(&new.ah_attr)?) } else { q.path };
+        let alt_path =
+            if connected && mask.has(AttrMask::ALT_PATH) { Some(path_of(&new.alt_ah_attr)?) } else { q.alt_path };
         q.attr = new;
         q.path = path;
+        q.alt_path = alt_path;
         q.attr.qp_state = to;
 
         match to {
@@ -1024,6 +1049,19 @@ fn check_values(attr: &QpAttr, mask: AttrMask) -> core::result::Result<(), Modif
     if mask.has(AttrMask::SQ_PSN) && attr.sq_psn > Psn::MASK {
         return Err(bad("sq_psn (24 bits)"));
     }
+    // As rxe_qp_chk_attr and the core check them; the vector itself is
+    // checked when its path is worked out.
+    if mask.has(AttrMask::ALT_PATH) {
+        if attr.alt_port_num != super::ah::PORT {
+            return Err(bad("alt_port_num (rxe has port 1 only)"));
+        }
+        if attr.alt_pkey_index != 0 {
+            return Err(bad("alt_pkey_index (one P_Key)"));
+        }
+        if attr.alt_timeout > 31 {
+            return Err(bad("alt_timeout (0..=31)"));
+        }
+    }
     Ok(())
 }
 
@@ -1078,6 +1116,15 @@ fn apply(cur: &mut QpAttr, attr: &QpAttr, mask: AttrMask) {
     if m(AttrMask::EN_SQD_ASYNC_NOTIFY) {
         cur.en_sqd_async_notify = attr.en_sqd_async_notify;
     }
+    if m(AttrMask::ALT_PATH) {
+        cur.alt_ah_attr = attr.alt_ah_attr;
+        cur.alt_pkey_index = attr.alt_pkey_index;
+        cur.alt_port_num = attr.alt_port_num;
+        cur.alt_timeout = attr.alt_timeout;
+    }
+    if m(AttrMask::PATH_MIG_STATE) {
+        cur.path_mig_state = attr.path_mig_state;
+    }
 }
 
 /// A frame for `qp` that passed the device's checks: to the responder or the
@@ -1104,13 +1151,10 @@ fn deliver<M: Memory, S: FrameSink + ?Sized>(
         dev.stats.drop(DropReason::WrongQpType);
         return;
     }
-    if qp.qp_type.is_connected() {
-        let from_peer = match (qp.path.map(|p| p.ip), rx.repr.path.ip) {
-            (Some(IpPath::V4 { dst, .. }), IpPath::V4 { src, .. }) => dst == src,
-            (Some(IpPath::V6 { dst, .. }), IpPath::V6 { src, .. }) => dst == src,
-            _ => false,
-        };
-        if !from_peer {
+    if qp.qp_type.is_connected() && !apm::from_far_end(qp.path, &rx.repr.path.ip) {
+        // An armed QP's peer that migrated now sends over the alternate path:
+        // the QP follows it there (IBA 17.2.8).
+        if !(apm::from_far_end(qp.alt_path, &rx.repr.path.ip) && apm::migrate(qp, dev)) {
             dev.stats.drop(DropReason::BadAddress);
             return;
         }
@@ -1187,5 +1231,6 @@ fn reset(q: &mut Qp, window: u32) {
     q.req.next = next;
     q.resp = RespState::new();
     q.path = None;
+    q.alt_path = None;
     q.attr = QpAttr::default();
 }

@@ -562,6 +562,7 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
                     (ObjKind::Qp, by_qpn(self.objs, qpn), event_type::QP_LAST_WQE_REACHED)
                 }
                 AsyncEvent::CommEst { qpn } => (ObjKind::Qp, by_qpn(self.objs, qpn), event_type::COMM_EST),
+                AsyncEvent::PathMig { qpn } => (ObjKind::Qp, by_qpn(self.objs, qpn), event_type::PATH_MIG),
             };
             // The dispatcher drops an event about an id it does not know.
             if let Some(id) = id {

@@ -47,6 +47,7 @@ use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
 use objects::{CqObj, Objects, QpObj, SrqObj};
 use verbs_ring::SharedMem;
+use verbs_ring::abi::RingPlacement;
 use verbs_ring::cmd::{
     self, CountersResp, DEV_NAME_LEN, GidEntry, IFNAME_LEN, LinkInfo, MAX_COUNTERS, NO_MORE, Status,
 };
@@ -333,7 +334,7 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
     }
 
     fn query_port(&mut self, dev: u32, port: u32) -> Result<cmd::PortAttr, Status> {
-        self.access.with(|core, _| core.query_port(dev, port).map(port_attr).map_err(|e| status(&e)))
+        self.access.with(|core, _| core.query_port(dev, port).map(|a| port_attr(&a)).map_err(|e| status(&e)))
     }
 
     fn query_gid(&mut self, dev: u32, port: u32, index: u32) -> Result<GidEntry, Status> {
@@ -589,9 +590,9 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         Ok(Created { id, num: qpn })
     }
 
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr) -> Result<(), Status> {
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &cmd::QpAttr, alt: &cmd::AltPath) -> Result<(), Status> {
         let dev = self.u.objs.qps.get(&qp).map(|q| q.dev).ok_or(Status::ENOENT)?;
-        let (attr, mask) = objects::qp_attr(self.access, dev, attr_mask, attr, self.u.now)?;
+        let (attr, mask) = objects::qp_attr(self.access, dev, attr_mask, attr, alt, self.u.now)?;
         self.access.with_transport(dev, |t, _, _| {
             t.modify_qp(QpHandle::from_raw(objects::raw(qp)), &attr, mask.0).map_err(|e| verbs_status(&e))
         })
@@ -642,8 +643,8 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
 
     fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, _max_wr: u32, srq_limit: u32) -> Result<(), Status> {
         let dev = self.u.objs.srqs.get(&srq).map(|s| s.dev).ok_or(Status::ENOENT)?;
-        // The ring was placed at its size; resizing would move it under the
-        // host.
+        // Resizing moves the ring, which the host must hear of: that is
+        // RESIZE_SRQ, whose answer names the new ring.
         if attr_mask & cmd::srq_attr_mask::MAX_WR != 0 {
             return Err(Status::EOPNOTSUPP);
         }
@@ -652,6 +653,46 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
         }
         self.access.with_transport(dev, |t, _, _| {
             t.modify_srq_limit(SrqHandle::from_raw(objects::raw(srq)), srq_limit).map_err(|e| verbs_status(&e))
+        })
+    }
+
+    fn resize_srq(&mut self, srq: ObjId, max_wr: u32, ring: RingPlacement) -> Result<u32, Status> {
+        let CoreVerbs { access, u } = self;
+        let s = u.objs.srqs.get_mut(&srq).ok_or(Status::ENOENT)?;
+        // rxe refuses to modify an SRQ in error; ours is one whose ring broke.
+        if s.failed {
+            return Err(Status::EINVAL);
+        }
+        access.with_transport(s.dev, |t, _, shm| {
+            let geo = objects::ring_geometry(ring, shm.len())?;
+            let h = SrqHandle::from_raw(objects::raw(srq));
+            // What the host posted and the pump has not taken yet is posted
+            // too: the new size must hold both.
+            let unread = s.ring.available(shm).map_err(|_| Status::EIO)?;
+            let taken = t.srq(h).map_or(0, |q| q.queue.len());
+            if taken.saturating_add(unread as usize) > max_wr as usize {
+                return Err(Status::EINVAL);
+            }
+            t.resize_srq(h, max_wr).map_err(|e| verbs_status(&e))?;
+            // The unread entries move, in order and as written, to the head
+            // of the new ring (rxe_queue_resize copies its queue the same
+            // way): the pump validates them there as it would have here.
+            let mut into = Producer::new(geo);
+            let mut entry = alloc::vec![0u8; geo.entry_size()];
+            let moved = loop {
+                match s.ring.pop(shm, &mut entry) {
+                    Ok(true) if into.push(shm, &entry).is_ok() => {}
+                    Ok(false) => break Ok(into.index()),
+                    // The host broke its old ring's indices while we read
+                    // it: what was left of it is lost, the SRQ is done.
+                    _ => break Err(Status::EIO),
+                }
+            };
+            match moved {
+                Ok(_) => s.ring = Consumer::new(geo),
+                Err(_) => s.failed = true,
+            }
+            moved
         })
     }
 

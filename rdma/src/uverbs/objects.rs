@@ -19,10 +19,10 @@ use verbs_ring::shm::SharedMem;
 
 use crate::core::gid::Gid;
 use crate::core::port::IbMtu;
-use crate::rxe::ah::{AhAttr, AhError};
+use crate::rxe::ah::{self, AhAttr, AhError};
 use crate::rxe::memory::Memory;
 use crate::rxe::mr::AccessFlags;
-use crate::rxe::qp::{QpAttr, QpCap};
+use crate::rxe::qp::{MigState, QpAttr, QpCap};
 use crate::rxe::qp_state::{AttrMask, QpState, QpType};
 use crate::rxe::queue::PostError;
 use crate::rxe::sink::FrameSink;
@@ -330,8 +330,11 @@ pub(super) fn ah_attr<A: TransportAccess>(
     a: &cmd::AhAttr,
     now: Instant,
 ) -> Result<AhAttr, Status> {
-    // RoCE addresses by GID: without a GRH there is no destination.
-    if a.is_global == 0 || a.port_num > 1 {
+    // RoCE addresses by GID: without a GRH there is no destination. The
+    // port (which the transport checks too) is refused before the neighbour
+    // is looked up, as Linux's core refuses it (`rdma_check_ah_attr`) before
+    // resolving the MAC: a vector naming no port asks nothing of the network.
+    if a.is_global == 0 || a.port_num != ah::PORT {
         return Err(Status::EINVAL);
     }
     let dgid = Gid(a.dgid);
@@ -343,6 +346,7 @@ pub(super) fn ah_attr<A: TransportAccess>(
         traffic_class: a.traffic_class,
         flow_label: a.flow_label & 0xF_FFFF,
         dmac,
+        port_num: a.port_num,
     })
 }
 
@@ -354,10 +358,11 @@ pub(super) fn qp_attr<A: TransportAccess>(
     dev: u32,
     mask: u32,
     a: &cmd::QpAttr,
+    alt: &cmd::AltPath,
     now: Instant,
 ) -> Result<(QpAttr, AttrMask), Status> {
-    // Bits the transport does not know (ALT_PATH, CAP, RATE_LIMIT, ...) are
-    // passed on so its modify-QP table refuses them by name.
+    // Bits the transport does not know (CAP, RATE_LIMIT, ...) are passed on
+    // so its modify-QP table refuses them by name.
     let m = AttrMask(mask);
     let mut attr = QpAttr::default();
     if m.has(AttrMask::STATE) {
@@ -380,6 +385,21 @@ pub(super) fn qp_attr<A: TransportAccess>(
     if m.has(AttrMask::AV) {
         attr.ah_attr = ah_attr(access, dev, &a.ah_attr, now)?;
     }
+    if m.has(AttrMask::ALT_PATH) {
+        // uverbs refuses an alternate path whose two port numbers differ
+        // before the driver sees it; the vector's own port is checked in
+        // ah_attr, the QP's alternate port by the transport (rxe_qp_chk_attr).
+        if alt.alt_port_num != alt.alt_ah_attr.port_num {
+            return Err(Status::EINVAL);
+        }
+        attr.alt_ah_attr = ah_attr(access, dev, &alt.alt_ah_attr, now)?;
+        attr.alt_pkey_index = alt.alt_pkey_index;
+        attr.alt_port_num = alt.alt_port_num;
+        attr.alt_timeout = alt.alt_timeout;
+    }
+    if m.has(AttrMask::PATH_MIG_STATE) {
+        attr.path_mig_state = MigState::from_raw(a.path_mig_state).ok_or(Status::EINVAL)?;
+    }
     attr.qkey = a.qkey;
     attr.rq_psn = a.rq_psn;
     attr.sq_psn = a.sq_psn;
@@ -395,10 +415,9 @@ pub(super) fn qp_attr<A: TransportAccess>(
     Ok((attr, m))
 }
 
-/// A QUERY_QP answer from the transport's attributes.
-pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
-    let a = &attr.ah_attr;
-    let ah_attr = cmd::AhAttr {
+/// An address vector as the ring answers it, naming port `port_num`.
+fn ah_out(a: &AhAttr, port_num: u8) -> cmd::AhAttr {
+    cmd::AhAttr {
         dgid: a.dgid.0,
         flow_label: a.flow_label,
         sgid_index: a.sgid_index,
@@ -409,15 +428,21 @@ pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
         sl: 0,
         src_path_bits: 0,
         static_rate: 0,
-        port_num: attr.port_num,
+        port_num,
         reserved: [0; 2],
-    };
+    }
+}
+
+/// A QUERY_QP answer from the transport's attributes: the alternate path
+/// as loaded (zeros when none was), as rxe answers what it stored.
+pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
+    let ah_attr = ah_out(&attr.ah_attr, attr.port_num);
     cmd::QueryQpResp {
         attr: cmd::QpAttr {
             qp_state: state_num(attr.qp_state),
             cur_qp_state: state_num(attr.cur_qp_state),
             path_mtu: u32::from(attr.path_mtu.code()),
-            path_mig_state: 0,
+            path_mig_state: attr.path_mig_state.raw(),
             qkey: attr.qkey,
             rq_psn: attr.rq_psn,
             sq_psn: attr.sq_psn,
@@ -442,6 +467,13 @@ pub(super) fn query_resp(attr: &QpAttr, q: &QpObj) -> cmd::QueryQpResp {
         qp_type: q.qp_type,
         sq_sig_all: u8::from(q.sq_sig_all),
         reserved: [0; 2],
+        alt: cmd::AltPath {
+            alt_ah_attr: ah_out(&attr.alt_ah_attr, attr.alt_ah_attr.port_num),
+            alt_pkey_index: attr.alt_pkey_index,
+            alt_port_num: attr.alt_port_num,
+            alt_timeout: attr.alt_timeout,
+            reserved: [0; 4],
+        },
     }
 }
 

@@ -19,9 +19,9 @@ use core::cell::RefCell;
 use core::net::{IpAddr, Ipv4Addr};
 use verbs_ring::abi::{Cqe, Sge, send_flags, wc_opcode, wc_status, wr_opcode};
 use verbs_ring::cmd::{
-    AhAttr, CreateAhReq, CreateCqReq, CreateCqResp, CreateQpReq, CreateQpResp, DevReq, Empty, GidReq, HandleReq,
-    HandleResp, LinkAddReq, LinkShowReq, ModifyQpReq, PortReq, QpAttr, QpCap, RegMrReq, RegMrResp, access, nr,
-    qp_attr_mask, qp_state, qp_type,
+    AhAttr, CreateAhReq, CreateCqReq, CreateCqResp, CreateQpReq, CreateQpResp, CreateSrqReq, CreateSrqResp, DevReq,
+    Empty, GidReq, HandleReq, HandleResp, LinkAddReq, LinkShowReq, ModifyQpReq, PortReq, QpAttr, QpCap, RegMrReq,
+    RegMrResp, ResizeSrqReq, ResizeSrqResp, access, nr, qp_attr_mask, qp_state, qp_type,
 };
 use verbs_ring::dispatch::Limits;
 use verbs_ring::host::HostError;
@@ -231,7 +231,11 @@ fn setup(a: &Appliance, pid: u32, mr_access: u32) -> Side {
 }
 
 fn modify(a: &Appliance, s: &mut Side, mask: u32, attr: QpAttr) -> Result<Empty, HostError> {
-    a.call(&mut s.host, nr::MODIFY_QP, &ModifyQpReq { qp_handle: s.qp.qp_handle, attr_mask: mask, attr })
+    a.call(
+        &mut s.host,
+        nr::MODIFY_QP,
+        &ModifyQpReq { qp_handle: s.qp.qp_handle, attr_mask: mask, attr, ..Default::default() },
+    )
 }
 
 fn ipv4_gid(n: u8) -> [u8; 16] {
@@ -538,6 +542,57 @@ fn receives_pumped_before_the_frames_are_there_for_them() {
     }
 }
 
+/// SRQ_RESIZE over the ring: RESIZE_SRQ moves the receives the pump had
+/// not yet taken to the head of the new ring (the host goes on after them),
+/// the new size counts them with the ones the transport holds, and SENDs
+/// consume every receive in the order posted.
+#[test]
+fn resize_srq_keeps_the_receives_the_pump_had_not_taken() {
+    let (a, b) = pair();
+    let all = access::LOCAL_WRITE | access::REMOTE_WRITE;
+    let (mut x, mut y) = (setup(&a, 10, all), setup(&b, 20, all));
+    let req = CreateSrqReq { pd_handle: y.pd, max_wr: 2, max_sge: 1, ..Default::default() };
+    let srq: CreateSrqResp = b.call(&mut y.host, nr::CREATE_SRQ, &req).unwrap();
+    let req = CreateQpReq {
+        user_handle: 11,
+        pd_handle: y.pd,
+        send_cq_handle: y.cq,
+        recv_cq_handle: y.cq,
+        srq_handle: srq.srq_handle,
+        cap: QpCap { max_send_wr: 8, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 0, max_inline_data: 0 },
+        qp_type: qp_type::RC,
+        sq_sig_all: 0,
+        reserved: [0; 2],
+    };
+    y.qp = b.call(&mut y.host, nr::CREATE_QP, &req).unwrap();
+    let (xq, yq) = (x.qp.qp_num, y.qp.qp_num);
+    connect(&a, &mut x, yq, 2);
+    connect(&b, &mut y, xq, 1);
+    let into = |i: u64| [Sge { addr: y.buf + i * 64, length: 64, lkey: y.mr.lkey }];
+    let mut ring = Producer::new(geo(&b, srq.ring));
+    post_recv(&b, &mut ring, 1, &into(1));
+    post_recv(&b, &mut ring, 2, &into(2));
+    // The command runs in the next tick, before its pump: both are unread.
+    let resize = |max_wr| ResizeSrqReq { srq_handle: srq.srq_handle, max_wr };
+    let r: ResizeSrqResp = b.call(&mut y.host, nr::RESIZE_SRQ, &resize(3)).unwrap();
+    assert_eq!((r.max_wr, r.moved, r.ring.entries), (4, 2, 4));
+    let mut ring = Producer::taking_over(geo(&b, r.ring), r.moved);
+    post_recv(&b, &mut ring, 3, &into(3));
+    post_recv(&b, &mut ring, 4, &into(4));
+    let refused = b.call::<_, ResizeSrqResp>(&mut y.host, nr::RESIZE_SRQ, &resize(2));
+    assert_eq!(refused.unwrap_err(), HostError::Status(Status::EINVAL), "four are posted");
+    for i in 0..4 {
+        let send = verbs_ring::abi::SendWqe { wr_id: 0x50 + i, opcode: wr_opcode::SEND, ..Default::default() };
+        post_send(&a, &mut x.sq, send, &[Sge { addr: x.buf, length: 16, lkey: x.mr.lkey }]);
+    }
+    let bm = b.node.shm.clone();
+    let got: Vec<(u64, u32)> = (0..4).map(|_| wait_cqe(&a, &b, &mut y, &bm)).map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        got,
+        [(1, wc_status::SUCCESS), (2, wc_status::SUCCESS), (3, wc_status::SUCCESS), (4, wc_status::SUCCESS)]
+    );
+}
+
 #[test]
 fn refusals() {
     let (a, _b) = pair();
@@ -561,6 +616,7 @@ fn refusals() {
             qp_handle: x.qp.qp_handle,
             attr_mask: qp_attr_mask::STATE,
             attr: QpAttr { qp_state: qp_state::ERR, ..Default::default() },
+            ..Default::default()
         },
     );
     assert_eq!(r.unwrap_err(), HostError::Status(Status::ENOENT));
@@ -610,6 +666,12 @@ fn refusals() {
     assert_eq!(modify(&a, &mut x, m, rtr).unwrap_err(), HostError::Status(Status::EHOSTUNREACH));
     let no_grh = QpAttr { ah_attr: AhAttr { is_global: 0, ..rtr.ah_attr }, ..rtr };
     assert_eq!(modify(&a, &mut x, m, no_grh).unwrap_err(), HostError::Status(Status::EINVAL));
+    // A port the device does not have is refused before any neighbour is
+    // looked up (not EHOSTUNREACH): rxe's only port is 1.
+    for port_num in [0, 2] {
+        let other_port = QpAttr { ah_attr: AhAttr { port_num, ..rtr.ah_attr }, ..rtr };
+        assert_eq!(modify(&a, &mut x, m, other_port).unwrap_err(), HostError::Status(Status::EINVAL), "{port_num}");
+    }
     // A link-local GID needs no ARP: its MAC is in it.
     let mut ll = [0u8; 16];
     ll[..2].copy_from_slice(&[0xfe, 0x80]);

@@ -25,9 +25,14 @@ pub const ABI_MAJOR: u32 = 1;
 /// (1: QUERY_RESOURCES; 2: the RDMA CM commands, REG_MR's iova; 3: memory
 /// windows, fast-register MRs, multicast; 4: the slot's `host_comm`,
 /// RES_ENTRY; 5: RES_ENTRY's contexts and SRQs, the entry grown to carry an
-/// SRQ's QPs at its end). An older host leaves `host_comm` zero: its
-/// objects list with a pid and no name.
-pub const ABI_MINOR: u32 = 5;
+/// SRQ's QPs at its end; 6: RESIZE_SRQ, and the alternate path (`AltPath`)
+/// after MODIFY_QP's request and QUERY_QP's answer). An older host leaves
+/// `host_comm` zero: its objects list with a pid and no name. A 1.5 host's
+/// MODIFY_QP is taken (its alternate path reads as zeros), but its
+/// QUERY_QP gets the longer 1.6 answer, which that host refuses, as a 1.4
+/// host refused 1.5's longer RES_ENTRY: host and firmware are built from
+/// one tree.
+pub const ABI_MINOR: u32 = 6;
 /// The `abi_version` field: major in the high 16 bits, minor in the low 16.
 pub const ABI_VERSION: u32 = (ABI_MAJOR << 16) | ABI_MINOR;
 

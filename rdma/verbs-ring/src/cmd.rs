@@ -185,6 +185,12 @@ pub mod nr {
     /// One object of a kind on a device, or the next one: `rdma resource
     /// show qp|cq|mr|pd|cm_id|ctx|srq` (NLDEV RES_*_GET, a dump by paging) (ABI 1.4; contexts and SRQs 1.5).
     pub const RES_ENTRY: u16 = 0x89;
+    /// `ibv_modify_srq` with `IBV_SRQ_MAX_WR`: the SRQ takes a new size and
+    /// its receive ring a new placement of that many entries, the entries
+    /// the firmware had not taken moved into it (uverbs' MODIFY_SRQ, whose
+    /// rxe driver data likewise hands back the resized queue's mmap info)
+    /// (ABI 1.6).
+    pub const RESIZE_SRQ: u16 = 0x8a;
     /// `rdma link add NAME type TYPE netdev NETDEV` (NLDEV NEWLINK).
     pub const LINK_ADD: u16 = 0x90;
     /// `rdma link delete` (NLDEV DELLINK).
@@ -625,6 +631,13 @@ pub mod qp_state {
     pub const ERR: u32 = 6;
 }
 
+/// `enum ibv_mig_state` (`QpAttr::path_mig_state`).
+pub mod mig_state {
+    pub const MIGRATED: u32 = 0;
+    pub const REARM: u32 = 1;
+    pub const ARMED: u32 = 2;
+}
+
 /// `enum ibv_qp_attr_mask`.
 pub mod qp_attr_mask {
     pub const STATE: u32 = 1 << 0;
@@ -654,9 +667,10 @@ pub mod qp_attr_mask {
 }
 
 wire_struct! {
-    /// `struct ibv_qp_attr` (MODIFY_QP, QUERY_QP). The alternate path
-    /// (`alt_ah_attr`, `alt_pkey_index`, ...) is left out: RoCE rxe has no
-    /// automatic path migration.
+    /// `struct ibv_qp_attr` (MODIFY_QP, QUERY_QP) but for the alternate
+    /// path, which travels after it as an [`AltPath`] (ABI 1.6), so that
+    /// this structure, and the requests and answers that embed it, keep
+    /// their 1.5 layout.
     pub struct QpAttr, size 112 {
         /// One of [`qp_state`].
         pub qp_state: u32,
@@ -688,13 +702,35 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// The alternate path of `struct ibv_qp_attr` (`IBV_QP_ALT_PATH`; ABI
+    /// 1.6): the address vector, P_Key index, port and local ACK timeout
+    /// an armed connected QP migrates to (IBA vol. 1 17.2.8).
+    pub struct AltPath, size 40 {
+        pub alt_ah_attr: AhAttr,
+        pub alt_pkey_index: u16,
+        pub alt_port_num: u8,
+        pub alt_timeout: u8,
+        pub reserved: [u8; 4],
+    }
+}
+
+/// MODIFY_QP's request size before ABI 1.6 (no [`AltPath`]): the firmware
+/// still takes it, reading the alternate path as zeros, as uverbs
+/// zero-extends an older program's shorter command.
+pub const MODIFY_QP_REQ_1_5: usize = core::mem::size_of::<ModifyQpReq>() - core::mem::size_of::<AltPath>();
+
+wire_struct! {
     /// MODIFY_QP request; QUERY_QP request uses the same header fields with
-    /// a zero `attr`.
-    pub struct ModifyQpReq, size 120 {
+    /// a zero `attr`. `alt` is read only with [`qp_attr_mask::ALT_PATH`];
+    /// a host leaves it zero otherwise, so firmware older than 1.6 (which
+    /// accepts the longer request when the extra bytes are zero) still
+    /// takes it.
+    pub struct ModifyQpReq, size 160 {
         pub qp_handle: u32,
         /// Bits of [`qp_attr_mask`].
         pub attr_mask: u32,
         pub attr: QpAttr,
+        pub alt: AltPath,
     }
 }
 
@@ -708,13 +744,15 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// QUERY_QP response: the attributes and the init attributes' caps.
-    pub struct QueryQpResp, size 136 {
+    /// QUERY_QP response: the attributes and the init attributes' caps,
+    /// then (ABI 1.6) the alternate path.
+    pub struct QueryQpResp, size 176 {
         pub attr: QpAttr,
         pub init_cap: QpCap,
         pub qp_type: u8,
         pub sq_sig_all: u8,
         pub reserved: [u8; 2],
+        pub alt: AltPath,
     }
 }
 
@@ -764,6 +802,27 @@ wire_struct! {
         pub attr_mask: u32,
         pub max_wr: u32,
         pub srq_limit: u32,
+    }
+}
+
+wire_struct! {
+    /// RESIZE_SRQ request.
+    pub struct ResizeSrqReq, size 8 {
+        pub srq_handle: u32,
+        /// The size asked for (`ibv_srq_attr::max_wr`); the ring gets the
+        /// next power of two, as at creation.
+        pub max_wr: u32,
+    }
+}
+
+wire_struct! {
+    /// RESIZE_SRQ response: the new size and ring. The ring holds the old
+    /// one's unconsumed entries first, already published: the host's
+    /// producer goes on from `moved`.
+    pub struct ResizeSrqResp, size 24 {
+        pub max_wr: u32,
+        pub moved: u32,
+        pub ring: RingPlacement,
     }
 }
 

@@ -271,8 +271,9 @@ pub trait VerbsProvider {
     fn create_qp(&mut self, qp: &QpSpec) -> Result<Created, Status> {
         Err(Status::EOPNOTSUPP)
     }
-    /// `attr_mask` holds only known bits; `ah_attr` is as the host sent it.
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr) -> Result<(), Status> {
+    /// `attr_mask` holds only known bits; `ah_attr` and `alt` are as the
+    /// host sent them (`alt` zero from a host older than ABI 1.6).
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr, alt: &AltPath) -> Result<(), Status> {
         Err(Status::EOPNOTSUPP)
     }
     fn query_qp(&mut self, qp: ObjId, attr_mask: u32) -> Result<QueryQpResp, Status> {
@@ -285,6 +286,14 @@ pub trait VerbsProvider {
         Err(Status::EOPNOTSUPP)
     }
     fn modify_srq(&mut self, srq: ObjId, attr_mask: u32, max_wr: u32, srq_limit: u32) -> Result<(), Status> {
+        Err(Status::EOPNOTSUPP)
+    }
+    /// RESIZE_SRQ: the SRQ holds `max_wr` WQEs from now on and receives
+    /// through `ring` (placed, reset, of the old ring's entry size); the
+    /// provider moves the old ring's unconsumed entries into it, published,
+    /// and answers how many. Refused, changing nothing, below the WQEs
+    /// posted.
+    fn resize_srq(&mut self, srq: ObjId, max_wr: u32, ring: RingPlacement) -> Result<u32, Status> {
         Err(Status::EOPNOTSUPP)
     }
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
@@ -471,6 +480,8 @@ struct Obj {
 struct ObjInfo {
     /// QP: its QPN; CQ: its `cqe`.
     num: u32,
+    /// SRQ: its ring's entry size (a resize places a new ring of them).
+    entry_size: u32,
     qp_type: u8,
     lkey: u32,
     rkey: u32,
@@ -607,6 +618,13 @@ impl Dispatcher {
             *slot = None;
         }
         report
+    }
+
+    /// Bytes of context `ctx`'s queue area no ring holds: tests check that
+    /// every ring placed is given back.
+    #[cfg(test)]
+    pub(crate) fn queue_free(&self, ctx: u32) -> Option<u64> {
+        self.ctxs.get(ctx as usize)?.as_ref().map(|c| c.queues.free_bytes())
     }
 
     /// Objects of `kind` owned by `ctx` (or by every context), for
@@ -904,6 +922,19 @@ impl Dispatcher {
             Err(Status::EINVAL)
         } else {
             match table::check(hdr.cmd, payload, body.len(), p.caps()) {
+                Ok(spec) if payload.len() < spec.req_size => {
+                    // An older host's shorter request: the fields it does
+                    // not know read as zeros (the table keeps req_size
+                    // within the buffer for such rows).
+                    let mut padded = [0u8; table::GROWN_REQ_MAX];
+                    match padded.get_mut(..payload.len()) {
+                        Some(head) => {
+                            head.copy_from_slice(payload);
+                            self.run(mem, p, ctx, spec.nr, &padded[..spec.req_size.min(table::GROWN_REQ_MAX)], body)
+                        }
+                        None => Err(Status::EMSGSIZE),
+                    }
+                }
                 Ok(spec) => self.run(mem, p, ctx, spec.nr, payload, body),
                 Err(s) => Err(s),
             }
@@ -977,6 +1008,10 @@ impl Dispatcher {
                 let r: ResEntryReq = decode(req)?;
                 reply(out, self.res_entry(mem, p, r.dev_index, r.kind, r.cursor)?)
             }
+            nr::RESIZE_SRQ => {
+                let r: ResizeSrqReq = decode(req)?;
+                reply(out, self.resize_srq(mem, p, ctx, &r)?)
+            }
             nr::LINK_ADD => {
                 let r: LinkAddReq = decode(req)?;
                 let (Some(name), Some(ty), Some(nd)) =
@@ -1041,7 +1076,7 @@ impl Dispatcher {
                     return Err(Status::EINVAL);
                 }
                 let (qp, _) = self.lookup(ctx, r.qp_handle, ObjKind::Qp)?;
-                p.modify_qp(qp, r.attr_mask, &r.attr)?;
+                p.modify_qp(qp, r.attr_mask, &r.attr, &r.alt)?;
                 Ok(0)
             }
             nr::QUERY_QP => {
@@ -1626,10 +1661,46 @@ impl Dispatcher {
             }
         };
         let h = self.insert(ctx, ObjKind::Srq, created.id, dev, r.user_handle, [r.pd_handle, 0, 0, 0], rings)?;
+        self.set_info(h, ObjInfo { entry_size: size, ..Default::default() });
         CreateSrqResp { srq_handle: h, srq_num: created.num, max_wr: entries, max_sge, ring }
             .encode(out)
             .ok_or(Status::EMSGSIZE)?;
         Ok(CreateSrqResp::SIZE)
+    }
+
+    /// RESIZE_SRQ: a ring of the new size is placed and the provider moves
+    /// the SRQ onto it; then the old ring's range goes back (on a refusal,
+    /// the new one's does and nothing changed).
+    fn resize_srq<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        r: &ResizeSrqReq,
+    ) -> Result<ResizeSrqResp, Status> {
+        let (srq, _) = self.lookup(ctx, r.srq_handle, ObjKind::Srq)?;
+        let (old, size) =
+            self.objs.get(&r.srq_handle).map(|o| (o.rings[0], o.info.entry_size)).ok_or(Status::ENOENT)?;
+        // As at creation (and rxe_srq_chk_attr): an SRQ of no WQEs is no SRQ.
+        if r.max_wr == 0 {
+            return Err(Status::EINVAL);
+        }
+        let entries = ring_entries(r.max_wr)?;
+        let ring = self.place(mem, ctx, entries, size)?;
+        let new = (ring.off, RingPlacement::bytes(entries, size).unwrap_or(0));
+        match p.resize_srq(srq, entries, ring) {
+            Ok(moved) => {
+                self.free_rings(ctx, [old, (0, 0)]);
+                if let Some(o) = self.objs.get_mut(&r.srq_handle) {
+                    o.rings[0] = new;
+                }
+                Ok(ResizeSrqResp { max_wr: entries, moved, ring })
+            }
+            Err(s) => {
+                self.free_rings(ctx, [new, (0, 0)]);
+                Err(s)
+            }
+        }
     }
 }
 

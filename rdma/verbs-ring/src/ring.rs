@@ -155,6 +155,14 @@ impl Producer {
         Producer { geo, prod: 0, staged: 0, cons_seen: 0, poisoned: None }
     }
 
+    /// A producer for a fresh ring whose first `published` entries the
+    /// layout's owner wrote and published before handing it over (a
+    /// resized SRQ's ring, the old ring's entries moved in): it goes on
+    /// from there.
+    pub fn taking_over(geo: RingGeometry, published: u32) -> Self {
+        Producer { prod: published, ..Producer::new(geo) }
+    }
+
     pub fn geometry(&self) -> &RingGeometry {
         &self.geo
     }

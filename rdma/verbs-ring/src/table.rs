@@ -4,7 +4,9 @@
 //! The dispatcher looks a command up here and checks, before any handler
 //! runs: the number is known (else `ENOSYS`), the request length is the
 //! request size (longer is accepted only when the extra bytes are zero, the
-//! way uverbs accepts a newer, larger struct, else `EMSGSIZE`), the response
+//! way uverbs accepts a newer, larger struct; shorter only for a request
+//! that grew in a later ABI minor, down to its older size, the handler
+//! reading the missing tail as zeros; else `EMSGSIZE`), the response
 //! fits the response slot (`EMSGSIZE`), and the provider has the capability
 //! (`EOPNOTSUPP`).
 
@@ -156,6 +158,9 @@ pub struct CmdSpec {
     pub name: &'static str,
     /// Size of the request structure.
     pub req_size: usize,
+    /// The shortest request taken: `req_size`, or the size an older ABI
+    /// minor had for a request that grew since.
+    pub req_min: usize,
     /// Size of the response structure (on success).
     pub resp_size: usize,
     /// The capability the provider must have, if any.
@@ -163,11 +168,27 @@ pub struct CmdSpec {
 }
 
 const fn row(nr: u16, name: &'static str, req_size: usize, resp_size: usize, cap: Option<Cap>) -> CmdSpec {
-    CmdSpec { nr, name, req_size, resp_size, cap }
+    CmdSpec { nr, name, req_size, req_min: req_size, resp_size, cap }
 }
 
+/// A row whose request grew from `req_min` bytes in a later ABI minor.
+const fn grown(nr: u16, name: &'static str, req_min: usize, req_size: usize, resp_size: usize, cap: Cap) -> CmdSpec {
+    CmdSpec { nr, name, req_size, req_min, resp_size, cap: Some(cap) }
+}
+
+/// The largest request that grew: the dispatcher zero-extends a shorter
+/// one into a buffer of this size.
+pub const GROWN_REQ_MAX: usize = ModifyQpReq::SIZE;
+const _: () = {
+    let mut i = 0;
+    while i < TABLE.len() {
+        assert!(TABLE[i].req_min == TABLE[i].req_size || TABLE[i].req_size <= GROWN_REQ_MAX);
+        i += 1;
+    }
+};
+
 /// Every command, sorted by number.
-pub const TABLE: [CmdSpec; 47] = [
+pub const TABLE: [CmdSpec; 48] = [
     row(nr::QUERY_DEVICE, "QUERY_DEVICE", DevReq::SIZE, DeviceAttr::SIZE, Some(Cap::QueryDevice)),
     row(nr::QUERY_PORT, "QUERY_PORT", PortReq::SIZE, PortAttr::SIZE, Some(Cap::QueryPort)),
     row(nr::ALLOC_PD, "ALLOC_PD", DevReq::SIZE, HandleResp::SIZE, Some(Cap::AllocPd)),
@@ -184,7 +205,7 @@ pub const TABLE: [CmdSpec; 47] = [
     row(nr::DETACH_MCAST, "DETACH_MCAST", McastReq::SIZE, Empty::SIZE, Some(Cap::Mcast)),
     row(nr::CREATE_QP, "CREATE_QP", CreateQpReq::SIZE, CreateQpResp::SIZE, Some(Cap::CreateQp)),
     row(nr::QUERY_QP, "QUERY_QP", QueryQpReq::SIZE, QueryQpResp::SIZE, Some(Cap::QueryQp)),
-    row(nr::MODIFY_QP, "MODIFY_QP", ModifyQpReq::SIZE, Empty::SIZE, Some(Cap::ModifyQp)),
+    grown(nr::MODIFY_QP, "MODIFY_QP", MODIFY_QP_REQ_1_5, ModifyQpReq::SIZE, Empty::SIZE, Cap::ModifyQp),
     row(nr::DESTROY_QP, "DESTROY_QP", HandleReq::SIZE, DestroyResp::SIZE, Some(Cap::DestroyQp)),
     row(nr::CREATE_SRQ, "CREATE_SRQ", CreateSrqReq::SIZE, CreateSrqResp::SIZE, Some(Cap::CreateSrq)),
     row(nr::MODIFY_SRQ, "MODIFY_SRQ", ModifySrqReq::SIZE, Empty::SIZE, Some(Cap::ModifySrq)),
@@ -199,6 +220,7 @@ pub const TABLE: [CmdSpec; 47] = [
     row(nr::ALLOC_MR, "ALLOC_MR", AllocMrReq::SIZE, RegMrResp::SIZE, Some(Cap::AllocMr)),
     row(nr::MAP_MR_SG, "MAP_MR_SG", MapMrSgReq::SIZE, Empty::SIZE, Some(Cap::AllocMr)),
     row(nr::RES_ENTRY, "RES_ENTRY", ResEntryReq::SIZE, ResEntry::SIZE, None),
+    row(nr::RESIZE_SRQ, "RESIZE_SRQ", ResizeSrqReq::SIZE, ResizeSrqResp::SIZE, Some(Cap::ModifySrq)),
     row(nr::LINK_ADD, "LINK_ADD", LinkAddReq::SIZE, HandleResp::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_DEL, "LINK_DEL", DevReq::SIZE, Empty::SIZE, Some(Cap::LinkOps)),
     row(nr::LINK_SHOW, "LINK_SHOW", LinkShowReq::SIZE, LinkInfo::SIZE, Some(Cap::LinkOps)),
@@ -227,7 +249,7 @@ pub fn lookup(nr: u16) -> Option<&'static CmdSpec> {
 /// available for the response payload.
 pub fn check(nr: u16, req: &[u8], resp_room: usize, caps: CapSet) -> Result<&'static CmdSpec, Status> {
     let spec = lookup(nr).ok_or(Status::ENOSYS)?;
-    if req.len() < spec.req_size || req.get(spec.req_size..).is_some_and(|extra| extra.iter().any(|&b| b != 0)) {
+    if req.len() < spec.req_min || req.get(spec.req_size..).is_some_and(|extra| extra.iter().any(|&b| b != 0)) {
         return Err(Status::EMSGSIZE);
     }
     if spec.resp_size > resp_room {
@@ -264,6 +286,10 @@ mod tests {
         assert_eq!(check(nr::ALLOC_PD, &[0, 0, 0, 0, 0, 0, 0, 0, 1], 240, all), Err(Status::EMSGSIZE));
         assert_eq!(check(nr::QUERY_DEVICE, &[0; 8], 100, all), Err(Status::EMSGSIZE));
         assert_eq!(check(nr::CREATE_SRQ, &[0; 24], 240, all.without(Cap::CreateSrq)), Err(Status::EOPNOTSUPP));
+        // MODIFY_QP grew in 1.6: its 1.5 size is taken, nothing shorter.
+        assert!(check(nr::MODIFY_QP, &[0; MODIFY_QP_REQ_1_5], 240, all).is_ok());
+        assert_eq!(check(nr::MODIFY_QP, &[0; MODIFY_QP_REQ_1_5 - 1], 240, all), Err(Status::EMSGSIZE));
+        assert!(check(nr::MODIFY_QP, &[0; ModifyQpReq::SIZE], 240, all).is_ok());
         assert!(check(nr::NOP, &[], 0, CapSet::EMPTY).is_ok());
     }
 }

@@ -288,6 +288,73 @@ fn objects_in_use_cannot_be_destroyed() {
     assert_eq!(h.destroy(0, nr::DEALLOC_PD, pd), Status::OK);
 }
 
+/// ABI 1.6: RESIZE_SRQ places a ring of the new size (the next power of
+/// two, entries of the old size) for the provider to move the SRQ onto and
+/// gives the old ring's range back; a refusal gives the new one back and
+/// leaves the SRQ on its ring.
+#[test]
+fn resize_srq_moves_the_ring_and_gives_the_old_one_back() {
+    let mut h = Harness::new();
+    let pd = h.pd(0, 0);
+    let before = h.d.queue_free(0).unwrap();
+    let req = CreateSrqReq { pd_handle: pd, max_wr: 8, max_sge: 2, ..Default::default() };
+    let srq: CreateSrqResp = h.cmd(0, nr::CREATE_SRQ, req).unwrap();
+    let created = h.d.queue_free(0).unwrap();
+    let resize = |max_wr| ResizeSrqReq { srq_handle: srq.srq_handle, max_wr };
+    let r: ResizeSrqResp = h.cmd(0, nr::RESIZE_SRQ, resize(20)).unwrap();
+    assert_eq!((r.max_wr, r.ring.entries, r.ring.entry_size), (32, 32, srq.ring.entry_size));
+    assert_ne!(r.ring.off, srq.ring.off);
+    let (qo, ql) = h.d.layout().queue_area(0).unwrap();
+    assert!(range_within(r.ring.off, RingPlacement::bytes(32, r.ring.entry_size).unwrap(), qo, ql));
+    let grown = h.d.queue_free(0).unwrap();
+    assert!(grown < created, "the bigger ring took more than the old one gave back");
+    let id = h.p.live.keys().find(|(k, _)| *k == ObjKind::Srq).map(|(_, id)| *id).unwrap();
+    assert_eq!(h.p.log.last(), Some(&alloc::format!("resize_srq {id} 32")));
+    // Refusals: the provider's, and a size of no WQEs; neither keeps a ring.
+    h.p.fail = Some(("resize_srq", Status::EINVAL));
+    assert_eq!(h.cmd::<_, ResizeSrqResp>(0, nr::RESIZE_SRQ, resize(64)).unwrap_err(), Status::EINVAL);
+    h.p.fail = None;
+    assert_eq!(h.cmd::<_, ResizeSrqResp>(0, nr::RESIZE_SRQ, resize(0)).unwrap_err(), Status::EINVAL);
+    assert_eq!(h.d.queue_free(0), Some(grown));
+    // Another context cannot resize it; destroying it gives the new ring back.
+    assert_eq!(h.cmd::<_, ResizeSrqResp>(1, nr::RESIZE_SRQ, resize(8)).unwrap_err(), Status::ENOENT);
+    assert_eq!(h.destroy(0, nr::DESTROY_SRQ, srq.srq_handle), Status::OK);
+    assert_eq!(h.d.queue_free(0), Some(before));
+}
+
+/// ABI 1.6: MODIFY_QP carries the alternate path after the attributes. A
+/// 1.5 host's shorter request is still taken, its alternate path read as
+/// zeros; a 1.6 request's reaches the provider; one shorter than 1.5's, or
+/// longer with bytes set past 1.6's, is refused.
+#[test]
+fn modify_qp_takes_the_alternate_path_and_a_1_5_request() {
+    let mut h = Harness::new();
+    let pd = h.pd(0, 0);
+    let cq = h.cq(0, 0, 8).unwrap().cq_handle;
+    let qp = h.qp(0, pd, cq, cq, 0).unwrap().qp_handle;
+    let id = h.p.live.keys().find(|(k, _)| *k == ObjKind::Qp).map(|(_, id)| *id).unwrap();
+    let alt = AltPath { alt_port_num: 1, alt_timeout: 14, ..Default::default() };
+    let req = ModifyQpReq { qp_handle: qp, attr_mask: qp_attr_mask::ALT_PATH, attr: QpAttr::default(), alt };
+    assert_eq!(h.cmd::<_, Empty>(0, nr::MODIFY_QP, req), Ok(Empty {}));
+    assert_eq!(h.p.log.last(), Some(&alloc::format!("modify_qp {id} {:#x} alt_port 1", qp_attr_mask::ALT_PATH)));
+    let mut bytes = vec![0u8; ModifyQpReq::SIZE];
+    req.encode(&mut bytes).unwrap();
+    let send = |h: &mut Harness, payload: &[u8]| {
+        let mut b = vec![0u8; HEADER_SIZE + payload.len()];
+        CmdHeader { cmd: nr::MODIFY_QP, len: payload.len() as u16, ctx: 0, seq: 9, ..Default::default() }
+            .encode(&mut b)
+            .unwrap();
+        b[HEADER_SIZE..].copy_from_slice(payload);
+        Status(h.raw(0, &b).0.status)
+    };
+    assert_eq!(send(&mut h, &bytes[..MODIFY_QP_REQ_1_5]), Status::OK);
+    assert_eq!(h.p.log.last(), Some(&alloc::format!("modify_qp {id} {:#x} alt_port 0", qp_attr_mask::ALT_PATH)));
+    assert_eq!(send(&mut h, &bytes[..MODIFY_QP_REQ_1_5 - 4]), Status::EMSGSIZE);
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(&[0, 0, 0, 1]);
+    assert_eq!(send(&mut h, &longer), Status::EMSGSIZE);
+}
+
 /// A context with one of everything, some objects used by several others.
 fn populate(h: &mut Harness, ctx: u32) -> usize {
     let pd = h.pd(ctx, 0);

@@ -8,7 +8,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::abi::{ContextSlot, Layout};
+use crate::abi::{ContextSlot, Layout, RingPlacement};
 use crate::cm::*;
 use crate::cmd::*;
 use crate::dispatch::Dispatcher;
@@ -197,9 +197,9 @@ impl VerbsProvider for FakeProvider {
         let id = self.create("create_qp", ObjKind::Qp, uses)?;
         Ok(Created { id, num: id + 0x10 })
     }
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, _attr: &QpAttr) -> Result<(), Status> {
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, _attr: &QpAttr, alt: &AltPath) -> Result<(), Status> {
         self.check("modify_qp")?;
-        self.log.push(format!("modify_qp {qp} {attr_mask:#x}"));
+        self.log.push(format!("modify_qp {qp} {attr_mask:#x} alt_port {}", alt.alt_port_num));
         Ok(())
     }
     fn query_qp(&mut self, _qp: ObjId, _attr_mask: u32) -> Result<QueryQpResp, Status> {
@@ -214,6 +214,11 @@ impl VerbsProvider for FakeProvider {
     }
     fn modify_srq(&mut self, _srq: ObjId, _mask: u32, _max_wr: u32, _limit: u32) -> Result<(), Status> {
         Ok(())
+    }
+    fn resize_srq(&mut self, srq: ObjId, max_wr: u32, _ring: RingPlacement) -> Result<u32, Status> {
+        self.check("resize_srq")?;
+        self.log.push(format!("resize_srq {srq} {max_wr}"));
+        Ok(0)
     }
     fn destroy_srq(&mut self, srq: ObjId) -> Result<(), Status> {
         self.destroy("destroy_srq", ObjKind::Srq, srq)

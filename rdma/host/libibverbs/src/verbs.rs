@@ -992,7 +992,20 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                 en_sqd_async_notify: a.en_sqd_async_notify,
                 ..Default::default()
             };
-            let req = cmd::ModifyQpReq { qp_handle: q.fw, attr_mask: mask, attr: r };
+            // The alternate path goes only with its mask bit, so firmware
+            // older than ABI 1.6 still takes every other request.
+            let alt = if mask & cmd::qp_attr_mask::ALT_PATH != 0 {
+                cmd::AltPath {
+                    alt_ah_attr: ah_in(&a.alt_ah_attr),
+                    alt_pkey_index: a.alt_pkey_index,
+                    alt_port_num: a.alt_port_num,
+                    alt_timeout: a.alt_timeout,
+                    reserved: [0; 4],
+                }
+            } else {
+                cmd::AltPath::default()
+            };
+            let req = cmd::ModifyQpReq { qp_handle: q.fw, attr_mask: mask, attr: r, alt };
             q.sh.ctx.command_resolving::<_, cmd::Empty>(nr::MODIFY_QP, &req).map_err(|e| errno_of(&e))?;
             if mask & cmd::qp_attr_mask::STATE != 0 {
                 // SAFETY: the program's QP; `state` is informational.
@@ -1032,6 +1045,11 @@ pub unsafe extern "C" fn ibv_query_qp(
             (o.max_dest_rd_atomic, o.min_rnr_timer, o.port_num) = (a.max_dest_rd_atomic, a.min_rnr_timer, a.port_num);
             (o.timeout, o.retry_cnt, o.rnr_retry) = (a.timeout, a.retry_cnt, a.rnr_retry);
             o.en_sqd_async_notify = a.en_sqd_async_notify;
+            // The alternate path as loaded (zeros when none was), as rxe
+            // answers it.
+            o.alt_ah_attr = ibv_ah_attr::from(&r.alt.alt_ah_attr);
+            (o.alt_pkey_index, o.alt_port_num, o.alt_timeout) =
+                (r.alt.alt_pkey_index, r.alt.alt_port_num, r.alt.alt_timeout);
             if !attr.is_null() {
                 // SAFETY: the program's out struct.
                 unsafe { attr.write(o) };
@@ -1134,9 +1152,28 @@ pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_at
             }
             // SAFETY: the program's SRQ and attributes (C API).
             let (s, a) = unsafe { (ffi::srq(srq)?, &*attr) };
+            use cmd::srq_attr_mask::{LIMIT, MAX_WR};
+            let mask = mask as u32;
+            if mask & MAX_WR != 0 {
+                // rxe checks both before changing anything: a limit above
+                // the new size would leave the SRQ resized and refused.
+                if mask & LIMIT != 0 && a.srq_limit > a.max_wr {
+                    return Err(libc::EINVAL);
+                }
+                // Held through the resize: no post may land in the old ring
+                // after the firmware has moved its entries to the new one.
+                let mut rq = lock(&s.rq);
+                let req = cmd::ResizeSrqReq { srq_handle: s.fw, max_wr: a.max_wr };
+                let r: cmd::ResizeSrqResp = fw(&s.sh, nr::RESIZE_SRQ, &req)?;
+                let g = s.sh.ring_geometry(r.ring, RecvWqe::SIZE)?;
+                rq.ring = Producer::taking_over(g, r.moved);
+            }
+            if mask & !MAX_WR == 0 {
+                return Ok(());
+            }
             let req = cmd::ModifySrqReq {
                 srq_handle: s.fw,
-                attr_mask: mask as u32,
+                attr_mask: mask & !MAX_WR,
                 max_wr: a.max_wr,
                 srq_limit: a.srq_limit,
             };

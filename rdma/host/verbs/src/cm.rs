@@ -392,7 +392,9 @@ impl CmIdRef<'_> {
     }
 
     fn modify(&self, qp: QpRef, attr: &QpAttr, mask: u32) -> Result<()> {
-        let req = cmd::ModifyQpReq { qp_handle: qp.handle, attr_mask: mask, attr: *attr };
+        // The CM's attributes never name an alternate path (RoCE's CM
+        // has none to offer).
+        let req = cmd::ModifyQpReq { qp_handle: qp.handle, attr_mask: mask, attr: *attr, alt: cmd::AltPath::default() };
         self.0.chan.ctx.inner.call_resolving::<_, cmd::Empty>(nr::MODIFY_QP, &req)?;
         Ok(())
     }

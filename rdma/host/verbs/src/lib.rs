@@ -71,4 +71,4 @@ pub use mw::{MemoryWindow, MwType};
 pub use pd::{AccessFlags, Ah, MemoryRegion, Pd};
 pub use queue::{Cq, Qp, QpInitAttr, RtrAttr, SendFlags, SendWr, Srq, UdDest, WcStatus, WorkCompletion, WrOp};
 pub use verbs_ring::abi::{Sge, wc_opcode};
-pub use verbs_ring::cmd::{AhAttr, QpAttr, QpCap, qp_attr_mask, qp_state, qp_type};
+pub use verbs_ring::cmd::{AhAttr, AltPath, QpAttr, QpCap, qp_attr_mask, qp_state, qp_type};

@@ -10,11 +10,12 @@
 //! misbehaving firmware index ([`verbs_ring::ring`]).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use verbs_ring::SharedMem;
 use verbs_ring::abi::{CQE_SIZE, Cqe, RecvWqe, RingPlacement, SendWqe, Sge, range_within, send_flags, wr_opcode};
-use verbs_ring::cmd::{self, QpAttr, QpCap, nr, qp_attr_mask, qp_state};
+use verbs_ring::cmd::{self, AltPath, QpAttr, QpCap, nr, qp_attr_mask, qp_state};
 use verbs_ring::ring::{Consumer, Producer, RingError, RingGeometry};
 use verbs_ring::wire::Wire;
 use verbs_ring::wqe;
@@ -384,6 +385,12 @@ impl RecvQueue {
         RecvQueue { batch: Vec::new(), ring: Producer::new(geo), max_sge }
     }
 
+    /// The queue of a resized SRQ: its new ring already holds the `moved`
+    /// entries the firmware had not taken from the old one.
+    fn resized(geo: RingGeometry, max_sge: u32, moved: u32) -> RecvQueue {
+        RecvQueue { batch: Vec::new(), ring: Producer::taking_over(geo, moved), max_sge }
+    }
+
     /// All or nothing, as [`Qp::post_send`].
     fn post(&mut self, mem: &impl SharedMem, wrs: &[(u64, &[Sge])]) -> Result<()> {
         let size = self.ring.geometry().entry_size();
@@ -508,7 +515,17 @@ impl<'a> Qp<'a> {
     /// `ibv_modify_qp`. With an address vector the appliance may first
     /// have to resolve the destination's MAC; the call waits for that.
     pub fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
-        let req = cmd::ModifyQpReq { qp_handle: self.handle, attr_mask: mask, attr: *attr };
+        self.modify_with_alt(attr, &AltPath::default(), mask)
+    }
+
+    /// `ibv_modify_qp` with the alternate path too, which `mask` names with
+    /// [`qp_attr_mask::ALT_PATH`] (`alt` is sent only then, so firmware
+    /// older than ABI 1.6 still takes the other requests); an armed
+    /// connected QP migrates to it when its primary path fails, raising
+    /// `PATH_MIG` (see `Context::async_event`).
+    pub fn modify_with_alt(&self, attr: &QpAttr, alt: &AltPath, mask: u32) -> Result<()> {
+        let alt = if mask & qp_attr_mask::ALT_PATH != 0 { *alt } else { AltPath::default() };
+        let req = cmd::ModifyQpReq { qp_handle: self.handle, attr_mask: mask, attr: *attr, alt };
         self.pd.dev.ctx.inner.call_resolving::<_, cmd::Empty>(nr::MODIFY_QP, &req)?;
         Ok(())
     }
@@ -675,7 +692,8 @@ pub struct Srq<'a> {
     pd: &'a Pd<'a>,
     handle: u32,
     srq_num: u32,
-    max_wr: u32,
+    /// Its size, which a resize changes (under the `rq` lock).
+    max_wr: AtomicU32,
     rq: Mutex<RecvQueue>,
 }
 
@@ -689,7 +707,7 @@ impl<'a> Srq<'a> {
             pd,
             handle: r.srq_handle,
             srq_num: r.srq_num,
-            max_wr: r.max_wr,
+            max_wr: AtomicU32::new(r.max_wr),
             rq: Mutex::new(RecvQueue::new(placeholder(), 0)),
         };
         let geo = ring_geometry(inner, r.ring, RecvWqe::SIZE, "shared receive")?;
@@ -702,21 +720,40 @@ impl<'a> Srq<'a> {
     }
 
     pub fn max_wr(&self) -> u32 {
-        self.max_wr
+        self.max_wr.load(Ordering::Relaxed)
     }
 
     pub fn handle(&self) -> u32 {
         self.handle
     }
 
-    /// `ibv_modify_srq`: `attr_mask` of [`cmd::srq_attr_mask`]. The appliance
-    /// re-arms the limit (`LIMIT`: the SRQ then raises
+    /// `ibv_modify_srq`: `attr_mask` of [`cmd::srq_attr_mask`]. `MAX_WR`
+    /// resizes the SRQ (to the next power of two, as at creation), the WQEs
+    /// posted kept; refused below the WQEs posted or an armed limit (EINVAL).
+    /// `LIMIT` re-arms the limit (the SRQ then raises
     /// `IBV_EVENT_SRQ_LIMIT_REACHED` once, when a receive leaves fewer WQEs
-    /// than `srq_limit`); it refuses resizing (`MAX_WR`, EOPNOTSUPP), as
-    /// the ring was placed at its size.
+    /// than `srq_limit`). With both, the resize goes first, as rxe's, and a
+    /// limit above the new size is refused before anything changes.
     pub fn modify(&self, attr_mask: u32, max_wr: u32, srq_limit: u32) -> Result<()> {
-        let req = cmd::ModifySrqReq { srq_handle: self.handle, attr_mask, max_wr, srq_limit };
-        self.pd.dev.ctx.inner.call::<_, cmd::Empty>(nr::MODIFY_SRQ, &req)?;
+        use cmd::srq_attr_mask::{LIMIT, MAX_WR};
+        let inner = &self.pd.dev.ctx.inner;
+        if attr_mask & MAX_WR != 0 {
+            if attr_mask & LIMIT != 0 && srq_limit > max_wr {
+                return Err(Error::InvalidArgument("an SRQ limit above its new size"));
+            }
+            // Held through the resize: no post may land in the old ring
+            // after the firmware has moved its entries.
+            let mut rq = lock(&self.rq);
+            let req = cmd::ResizeSrqReq { srq_handle: self.handle, max_wr };
+            let r: cmd::ResizeSrqResp = inner.call(nr::RESIZE_SRQ, &req)?;
+            let geo = ring_geometry(inner, r.ring, RecvWqe::SIZE, "shared receive")?;
+            *rq = RecvQueue::resized(geo, rq.max_sge, r.moved);
+            self.max_wr.store(r.max_wr, Ordering::Relaxed);
+        }
+        if attr_mask & !MAX_WR != 0 {
+            let req = cmd::ModifySrqReq { srq_handle: self.handle, attr_mask: attr_mask & !MAX_WR, max_wr, srq_limit };
+            inner.call::<_, cmd::Empty>(nr::MODIFY_SRQ, &req)?;
+        }
         Ok(())
     }
 

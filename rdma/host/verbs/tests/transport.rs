@@ -101,11 +101,19 @@ fn mac(n: u8) -> [u8; 6] {
     [0x52, 0x54, 0, 0, 0, n]
 }
 
-/// Node `n` (10.0.0.n) with rxe0 on eth0 and its transport, as the kernel
-/// sets it up after `rdma link add`.
-fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
+/// What a node's second address adds to its first: node `n` has
+/// 10.0.0.(n + ALT) as well when it has one.
+const ALT: u8 = 10;
+
+/// Node `n` (10.0.0.n, and 10.0.0.(n + ALT) with `second_address`) with
+/// rxe0 on eth0 and its transport, as the kernel sets it up after `rdma
+/// link add`.
+fn node(n: u8, shm: Arc<ShmFile>, peer: u8, second_address: bool) -> Rc<Node> {
     let mut eth0 = NetdevInfo::new(2, "eth0", MacAddr(mac(n)));
     eth0.ipv4.push(vocab::Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, n), 24));
+    if second_address {
+        eth0.ipv4.push(vocab::Ipv4Cidr::new(Ipv4Addr::new(10, 0, 0, n + ALT), 24));
+    }
     let net = vec![eth0];
     let mem = shm.clone();
     let mut core = RdmaCore::with_rxe(RxeDriver::factory(move || ShmMemory(mem.clone()), Config::default()));
@@ -114,6 +122,9 @@ fn node(n: u8, shm: Arc<ShmFile>, peer: u8) -> Rc<Node> {
     let mut arp = BTreeMap::new();
     // One "pending" answer first, so hosts go through their EAGAIN retry.
     arp.insert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, peer)), (1, MacAddr(mac(peer))));
+    if second_address {
+        arp.insert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, peer + ALT)), (0, MacAddr(mac(peer))));
+    }
     Rc::new(Node { core: RefCell::new(core), net, shm, sent: RefCell::default(), arp: RefCell::new(arp) })
 }
 
@@ -135,21 +146,36 @@ struct Pair {
     _dir: tempfile::TempDir,
     rings: [PathBuf; 2],
     stop: Arc<AtomicBool>,
+    /// Set: the wire loses every frame to a node's first address.
+    cut: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Whether `frame` is IPv4 to 10.0.0.1 or 10.0.0.2 (the nodes' first
+/// addresses).
+fn to_first_address(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&[8, 0]) && matches!(frame.get(30..34), Some([10, 0, 0, 1 | 2]))
 }
 
 impl Pair {
     fn start() -> Pair {
+        Pair::start_with(false)
+    }
+
+    /// `second_address`: each node has a second address too, which the
+    /// wire keeps carrying after [`Pair::cut`].
+    fn start_with(second_address: bool) -> Pair {
         let dir = tempfile::tempdir().unwrap();
         let rings = [dir.path().join("ring-a"), dir.path().join("ring-b")];
         let shms: Vec<Arc<ShmFile>> = rings.iter().map(|p| Arc::new(ShmFile::create(p, REGION).unwrap())).collect();
         let stop = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = {
-            let stop = stop.clone();
+            let (stop, cut) = (stop.clone(), cut.clone());
             std::thread::spawn(move || {
                 // Everything single-threaded lives in this thread.
-                let nodes = [node(1, shms[0].clone(), 2), node(2, shms[1].clone(), 1)];
+                let nodes = [node(1, shms[0].clone(), 2, second_address), node(2, shms[1].clone(), 1, second_address)];
                 let mut fws: Vec<(Firmware, Uverbs, Access)> = nodes
                     .iter()
                     .map(|n| {
@@ -174,6 +200,9 @@ impl Pair {
                         let frames = std::mem::take(&mut nodes[from].sent.borrow_mut().frames);
                         moved |= !frames.is_empty();
                         for f in frames {
+                            if cut.load(Ordering::Acquire) && to_first_address(&f) {
+                                continue;
+                            }
                             let n = &nodes[to];
                             n.with_transport(|t| t.receive(&f, now, &mut *n.sent.borrow_mut()));
                         }
@@ -185,7 +214,12 @@ impl Pair {
             })
         };
         ready_rx.recv().unwrap();
-        Pair { _dir: dir, rings, stop, thread: Some(thread) }
+        Pair { _dir: dir, rings, stop, cut, thread: Some(thread) }
+    }
+
+    /// From now on the wire loses every frame to a node's first address.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
     }
 }
 
@@ -865,10 +899,10 @@ fn srq_pingpong_between_two_appliances() {
 /// SRQ limit events end to end (IBA 10.2.9.4, as rxe): a limit armed at
 /// creation fires `IBV_EVENT_SRQ_LIMIT_REACHED` once when a receive takes
 /// the SRQ's WQE count below it, and then stays quiet; `modify_srq` re-arms
-/// it; a limit above the SRQ's size is refused, as is resizing (the ring
-/// was placed at its size).
+/// it; a limit above the SRQ's size is refused. Resizing (SRQ_RESIZE)
+/// keeps the posted receives and makes room for more.
 #[test]
-fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
+fn srq_limit_event_fires_once_and_modify_srq_rearms_it_and_resizes() {
     use verbs::Srq;
     use verbs_ring::cmd::event_type::SRQ_LIMIT_REACHED;
     let pair = Pair::start();
@@ -949,11 +983,28 @@ fn srq_limit_event_fires_once_and_modify_srq_rearms_it() {
     exchange();
     assert_eq!(events(&cb), [(SRQ_LIMIT_REACHED, srq.handle())]);
     assert_eq!(events(&ca), [], "the sender's context hears nothing");
-    // rxe's refusals: a limit above the SRQ's size; resizing.
+    // rxe's refusal: a limit above the SRQ's size.
     let e = srq.set_limit(17).unwrap_err();
     assert_eq!(e.errno().0, "EINVAL", "{e}");
-    let e = srq.modify(verbs_ring::cmd::srq_attr_mask::MAX_WR, 32, 0).unwrap_err();
-    assert_eq!(e.errno().0, "EOPNOTSUPP", "{e}");
+    // SRQ_RESIZE: 20 receives at once do not fit the 16-entry ring; once
+    // the SRQ grew to 32 they do, and the one left from before is consumed
+    // first, then the 20 in order.
+    use verbs_ring::cmd::srq_attr_mask::MAX_WR;
+    let more: Vec<(u64, Vec<verbs::Sge>)> =
+        (8..28).map(|i| (i, vec![mb.sge((i % 16) as usize * 4096, 4096).unwrap()])).collect();
+    let batch: Vec<(u64, &[verbs::Sge])> = more.iter().map(|(i, s)| (*i, &s[..])).collect();
+    assert_eq!(srq.post_recv(&batch).unwrap_err().errno().0, "ENOMEM");
+    srq.modify(MAX_WR, 20, 0).unwrap();
+    assert_eq!(srq.max_wr(), 32);
+    srq.post_recv(&batch).unwrap();
+    for _ in 0..21 {
+        exchange();
+    }
+    // Shrinking below the receives posted is refused; the SRQ keeps its size.
+    srq.post_recv(&batch[..5]).unwrap();
+    let e = srq.modify(MAX_WR, 4, 0).unwrap_err();
+    assert_eq!(e.errno().0, "EINVAL", "{e}");
+    assert_eq!(srq.max_wr(), 32);
 }
 
 /// UD multicast to an IPv6 group (ff0e::1:2) from the link-local GID: the
@@ -1014,4 +1065,151 @@ fn ud_multicast_to_an_ipv6_group_through_the_library() {
     assert_eq!((grh[0] >> 4, grh[7]), (6, 1), "IPv6, the AH's hop limit");
     assert_eq!((&grh[8..24], &grh[24..40]), (&sgid[..], &group[..]));
     assert_eq!(mb.to_vec(40, 16).unwrap(), b"to an IPv6 group");
+}
+
+/// Automatic path migration through the ring (IBA vol. 1 17.2.8; the device
+/// advertises AUTO_PATH_MIG): each host loads an alternate path between the
+/// nodes' second addresses with `IBV_QP_ALT_PATH` (a in RTR->RTS, b in
+/// RTS->RTS) and arms it. query_qp answers the alternate path as loaded and
+/// `rdma res show qp` says ARMED. Once the wire loses everything to the
+/// first addresses, a's WRITE runs out of retries there, a moves to the
+/// alternate path and resends, b follows when a's packets arrive over it,
+/// and the WRITE completes; each host gets IBV_EVENT_PATH_MIG for its QP,
+/// query_qp shows MIGRATED with the alternate vector and timeout as the
+/// QP's own, `rdma res show qp` says MIGRATED, and the QPs go on working.
+#[test]
+fn an_armed_qp_migrates_to_its_alternate_path_when_the_primary_dies() {
+    use verbs::{AhAttr, AltPath, QpAttr, qp_attr_mask, qp_state};
+    use verbs_ring::cmd::{event_type::PATH_MIG, mig_state, res_kind};
+    let pair = Pair::start_with(true);
+    let (ca, cb) = (Context::open(&pair.rings[0]).unwrap(), Context::open(&pair.rings[1]).unwrap());
+    let (da, db) = (ca.device(Some("rxe0")).unwrap(), cb.device(Some("rxe0")).unwrap());
+    // GID 2 is each node's second address.
+    for (d, n) in [(&da, 1), (&db, 2)] {
+        let g = d.query_gid(1, 2).unwrap();
+        assert_eq!((g.valid != 0, g.gid), (true, ipv4_gid(n + ALT)));
+    }
+    let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+    let (ma, mb) =
+        (pa.reg_mr(4096, AccessFlags::ALL_REMOTE).unwrap(), pb.reg_mr(4096, AccessFlags::ALL_REMOTE).unwrap());
+    let (qa_cq, qb_cq) = (da.create_cq(16, 1).unwrap(), db.create_cq(16, 2).unwrap());
+    let init = |user_handle| QpInitAttr {
+        cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        user_handle,
+        ..Default::default()
+    };
+    let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &init(0xa)).unwrap();
+    let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &init(0xb)).unwrap();
+    let alt_to = |peer: u8| AltPath {
+        alt_ah_attr: AhAttr {
+            dgid: ipv4_gid(peer + ALT),
+            sgid_index: 2,
+            hop_limit: 64,
+            is_global: 1,
+            port_num: 1,
+            ..Default::default()
+        },
+        alt_pkey_index: 0,
+        alt_port_num: 1,
+        alt_timeout: 10,
+        reserved: [0; 4],
+    };
+    // A short local ACK timeout (4.096 us << 8, about 1 ms) and two retries,
+    // so the primary path is given up on quickly.
+    let rts = QpAttr {
+        qp_state: qp_state::RTS,
+        sq_psn: 7,
+        timeout: 8,
+        retry_cnt: 2,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
+        path_mig_state: mig_state::ARMED,
+        ..Default::default()
+    };
+    let rts_mask = qp_attr_mask::STATE
+        | qp_attr_mask::SQ_PSN
+        | qp_attr_mask::TIMEOUT
+        | qp_attr_mask::RETRY_CNT
+        | qp_attr_mask::RNR_RETRY
+        | qp_attr_mask::MAX_QP_RD_ATOMIC;
+    let armed = qp_attr_mask::ALT_PATH | qp_attr_mask::PATH_MIG_STATE;
+    for (q, remote, peer) in [(&qa, &qb, 2), (&qb, &qa, 1)] {
+        q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
+        q.to_rtr(&RtrAttr {
+            port: 1,
+            path_mtu: 3,
+            dest_qp_num: remote.qp_num(),
+            rq_psn: 7,
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    qa.modify_with_alt(&rts, &alt_to(2), rts_mask | armed).unwrap();
+    qb.modify(&rts, rts_mask).unwrap();
+    let rts_to_rts = QpAttr { qp_state: qp_state::RTS, path_mig_state: mig_state::ARMED, ..Default::default() };
+    qb.modify_with_alt(&rts_to_rts, &alt_to(1), qp_attr_mask::STATE | armed).unwrap();
+
+    let q = qa.query(0).unwrap();
+    assert_eq!(q.attr.path_mig_state, mig_state::ARMED);
+    assert_eq!(q.attr.ah_attr.dgid, ipv4_gid(2));
+    let alt = q.alt.alt_ah_attr;
+    assert_eq!((alt.dgid, alt.sgid_index, alt.port_num), (ipv4_gid(2 + ALT), 2, 1));
+    assert_eq!((q.alt.alt_port_num, q.alt.alt_timeout, q.alt.alt_pkey_index), (1, 10, 0));
+    // `rdma res show qp`'s line for a QP on device `d` numbered `qpn`.
+    let res_line = |d: &verbs::Device, qpn: u32| {
+        let e = d.res_entries(res_kind::QP).unwrap().into_iter().find(|e| e.num == qpn).unwrap();
+        let mut line = String::new();
+        verbs_ring::show::rdma_res_obj::write(&mut line, "rxe0", &e).unwrap();
+        line
+    };
+    assert!(res_line(&da, qa.qp_num()).contains(" path-mig-state ARMED "), "{}", res_line(&da, qa.qp_num()));
+
+    // One WRITE of 64 bytes at `off` from a to b, its completion checked.
+    let write = |wr_id: u64, off: usize| {
+        let data: Vec<u8> = (0..64).map(|i| (i as u64 * 7 + wr_id) as u8).collect();
+        ma.write(off, &data).unwrap();
+        let wr = SendWr {
+            wr_id,
+            op: WrOp::Write { remote_addr: mb.addr() + off as u64, rkey: mb.rkey() },
+            sg_list: &[ma.sge(off, 64).unwrap()],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        qa.post_send(&[wr]).unwrap();
+        let c = qa_cq.wait(PATIENCE).unwrap();
+        assert_eq!((c.wr_id, c.status.as_str()), (wr_id, "success"));
+        assert_eq!(mb.to_vec(off, 64).unwrap(), data);
+    };
+    write(1, 0);
+    // Events travel with the next pump; a command round trip follows it.
+    let events = |ctx: &Context| {
+        let _ = ctx.nop();
+        let mut v = Vec::new();
+        while let Some(e) = ctx.async_event().unwrap() {
+            v.push((e.event_type, e.handle, e.element));
+        }
+        v
+    };
+    assert_eq!(events(&ca), []);
+
+    pair.cut();
+    write(2, 64);
+    assert_eq!(events(&ca), [(PATH_MIG, qa.handle(), 0xa)]);
+    assert_eq!(events(&cb), [(PATH_MIG, qb.handle(), 0xb)]);
+    for (q, peer) in [(&qa, 2), (&qb, 1)] {
+        let a = q.query(0).unwrap().attr;
+        assert_eq!(a.path_mig_state, mig_state::MIGRATED);
+        assert_eq!((a.ah_attr.dgid, a.ah_attr.sgid_index, a.timeout), (ipv4_gid(peer + ALT), 2, 10));
+    }
+    for (d, q) in [(&da, &qa), (&db, &qb)] {
+        let line = res_line(d, q.qp_num());
+        assert!(line.contains(" path-mig-state MIGRATED "), "{line}");
+    }
+    // Migrated, the QPs go on over the second addresses.
+    write(3, 128);
+    assert_eq!((events(&ca), events(&cb)), (vec![], vec![]));
 }

@@ -474,7 +474,7 @@ impl VerbsProvider for Loopback {
         }
         Ok(Created { id, num })
     }
-    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr) -> Result<(), Status> {
+    fn modify_qp(&mut self, qp: ObjId, attr_mask: u32, attr: &QpAttr, _alt: &AltPath) -> Result<(), Status> {
         let q = self.qps.get_mut(&qp).ok_or(Status::ENOENT)?;
         if attr_mask & qp_attr_mask::STATE != 0 {
             q.state = attr.qp_state;
@@ -491,7 +491,7 @@ impl VerbsProvider for Loopback {
             init_cap: q.spec.cap,
             qp_type: q.spec.qp_type,
             sq_sig_all: u8::from(q.spec.sq_sig_all),
-            reserved: [0; 2],
+            ..Default::default()
         })
     }
     fn destroy_qp(&mut self, qp: ObjId) -> Result<(), Status> {
