@@ -556,22 +556,7 @@ fn rc_pingpong_c_checks_across_linux_both_ways() {
     if !LinuxPeer::available_or_skip("rc_pingpong_c_checks_across_linux_both_ways") {
         return;
     }
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let gp = free_tcp_port();
-    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
-    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
-    let mut linux = LinuxPeer::start(opts).unwrap();
-    let shm = tests::Ivshmem::temp("pp-chk", 64 << 20);
-    let mut app = tests::Appliance::boot(tests::Options {
-        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
-        append: "ip=10.0.0.1/24".into(),
-        ivshmem: Some(shm.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    linux.wait_ready().unwrap();
-    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    let RingPeer { mut app, mut linux, shm, gp } = ring_appliance_and_linux("pp-chk");
     const RUN: Duration = Duration::from_secs(120);
     let opts = "-g 1 -n 20 -s 8192";
     let done = |out: &str| out.contains("20 iters in ");
@@ -602,30 +587,101 @@ fn rc_pingpong_c_checks_across_linux_both_ways() {
         assert!(done(out) && !out.contains("invalid data"), "Linux client:\n{client}\nappliance server:\n{server}");
     }
 
-    // The host tool: to Linux's server through hostfwd, and serving on gp
-    // for Linux's client through guestfwd.
-    linux_server(&mut linux, "-c");
-    let hp = linux.host_port();
-    let tool_opts = format!("-d rxe0 -c {opts} -p");
-    let (ok, ours) = tests::tool::finish(
-        tests::tool::spawn("rc_pingpong", &shm.path, &format!("{tool_opts} {hp} 127.0.0.1")).unwrap(),
-        RUN,
-    )
-    .unwrap();
-    let theirs = linux.cmd_timeout("wait; cat /tmp/pp.log", RUN).unwrap();
-    for out in [&ours, &theirs] {
-        assert!(ok && done(out) && !out.contains("invalid data"), "host client:\n{ours}\nLinux server:\n{theirs}");
+    // The host tool, client then server.
+    let mut rp = RingPeer { app, linux, shm, gp };
+    for (ours, theirs) in host_tool_both_roles(&mut rp, "ibv_rc_pingpong", "rc_pingpong", &format!("-c {opts}")) {
+        for out in [&ours, &theirs] {
+            assert!(done(out) && !out.contains("invalid data"), "ours:\n{ours}\nLinux:\n{theirs}");
+        }
     }
-    let server = tests::tool::Watched::spawn("rc_pingpong", &shm.path, &format!("{tool_opts} {gp}")).unwrap();
-    // It listens right after printing its address.
+}
+
+/// One appliance (10.0.0.1, rxe0 added) with a verbs ring for host tools,
+/// and one Linux peer (10.0.0.3) on one wire. A pingpong's TCP exchange
+/// reaches Linux's server through the peer's hostfwd (`linux.host_port()`)
+/// and a host tool's server on `gp` through its guestfwd.
+struct RingPeer {
+    app: tests::Appliance,
+    linux: LinuxPeer,
+    shm: tests::Ivshmem,
+    gp: u16,
+}
+
+fn ring_appliance_and_linux(tag: &str) -> RingPeer {
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let gp = free_tcp_port();
+    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
+    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
+    let mut linux = LinuxPeer::start(opts).unwrap();
+    let shm = tests::Ivshmem::temp(tag, 64 << 20);
+    let mut app = tests::Appliance::boot(tests::Options {
+        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
+        append: "ip=10.0.0.1/24".into(),
+        ivshmem: Some(shm.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    linux.wait_ready().unwrap();
+    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
+    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    RingPeer { app, linux, shm, gp }
+}
+
+/// A host pingpong tool over the appliance's ring against Linux's
+/// `linux_prog`, both roles, with the same options (`-d rxe0` added):
+/// first Linux serving (its exchange reached through hostfwd), then the
+/// host tool serving on `gp` (reached through guestfwd). Both ends must exit
+/// 0; returns each role's `(ours, theirs)` output, host client first.
+fn host_tool_both_roles(rp: &mut RingPeer, linux_prog: &str, tool: &str, opts: &str) -> [(String, String); 2] {
+    const RUN: Duration = Duration::from_secs(180);
+    let RingPeer { linux, shm, gp, .. } = rp;
+    linux.spawn_bg(&format!("{linux_prog} -d rxe0 {opts}"), "/tmp/pp.log").unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let hp = linux.host_port();
+    let client = tests::tool::spawn(tool, &shm.path, &format!("-d rxe0 {opts} -p {hp} 127.0.0.1")).unwrap();
+    let (ok, ours) = tests::tool::finish(client, RUN).unwrap();
+    let theirs = linux.finish_bg("/tmp/pp.log", RUN).unwrap();
+    assert!(ok && theirs.contains("exit=0"), "host {tool} client:\n{ours}\nLinux {linux_prog} server:\n{theirs}");
+    let as_client = (ours, theirs);
+
+    let server = tests::tool::Watched::spawn(tool, &shm.path, &format!("-d rxe0 {opts} -p {gp}")).unwrap();
+    // It listens right after printing its addresses.
     assert!(server.wait_line("local address:", RUN).is_some(), "{}", server.text());
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(300));
     let (status, theirs) =
-        linux.status(&format!("ibv_rc_pingpong -d rxe0 -c {opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+        linux.status(&format!("{linux_prog} -d rxe0 {opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
     let (ok, ours) = server.finish(RUN).unwrap();
-    assert_eq!(status, 0, "Linux client:\n{theirs}\nhost server:\n{ours}");
-    for out in [&ours, &theirs] {
-        assert!(ok && done(out) && !out.contains("invalid data"), "Linux client:\n{theirs}\nhost server:\n{ours}");
+    assert!(ok && status == 0, "Linux {linux_prog} client:\n{theirs}\nhost {tool} server:\n{ours}");
+    [as_client, (ours, theirs)]
+}
+
+/// The host tools `uc_pingpong` and `ud_pingpong` against Linux's
+/// `ibv_uc_pingpong` and `ibv_ud_pingpong`, both roles, with `-c` on both
+/// sides (each checks every received page's mark): UC with a multi-packet
+/// message, UD with a datagram filling the 1024-byte MTU behind its GRH.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn uc_and_ud_pingpong_host_tools_check_data_against_linux_both_ways() {
+    if !LinuxPeer::available_or_skip("uc_and_ud_pingpong_host_tools_check_data_against_linux_both_ways") {
+        return;
+    }
+    let mut rp = ring_appliance_and_linux("uc-ud-pp");
+    let runs = [
+        ("ibv_uc_pingpong", "uc_pingpong", "-g 1 -c -n 50 -s 8192"),
+        ("ibv_ud_pingpong", "ud_pingpong", "-g 1 -c -n 50 -s 1024"),
+    ];
+    for (linux_prog, tool, opts) in runs {
+        let roles =
+            ["host client", "host server"].into_iter().zip(host_tool_both_roles(&mut rp, linux_prog, tool, opts));
+        for (role, (ours, theirs)) in roles {
+            for out in [&ours, &theirs] {
+                assert!(
+                    out.contains("50 iters in ") && !out.contains("invalid data"),
+                    "{tool} as {role}:\nours:\n{ours}\nLinux {linux_prog}:\n{theirs}"
+                );
+            }
+            eprintln!("{tool} {role}: {}", ours.lines().last().unwrap_or(""));
+        }
     }
 }
 
@@ -652,23 +708,7 @@ fn srq_pingpong_host_tool_against_linux_both_ways() {
     if !LinuxPeer::available_or_skip("srq_pingpong_host_tool_against_linux_both_ways") {
         return;
     }
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let gp = free_tcp_port();
-    let mut opts = PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24");
-    opts.guest_fwd_cmd = Some(format!("{} {gp}", env!("CARGO_BIN_EXE_tcp-stdio")));
-    let mut linux = LinuxPeer::start(opts).unwrap();
-    let shm = tests::Ivshmem::temp("srq-pp", 64 << 20);
-    let mut app = tests::Appliance::boot(tests::Options {
-        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
-        append: "ip=10.0.0.1/24".into(),
-        ivshmem: Some(shm.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    linux.wait_ready().unwrap();
-    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
-    const RUN: Duration = Duration::from_secs(180);
+    let RingPeer { app, linux, shm, gp } = ring_appliance_and_linux("srq-pp");
     const ITERS: u32 = 200;
     let opts = format!("-g 1 -n {ITERS} -s 4096");
     let check = |ours: &str, theirs: &str, who: &str| {
@@ -681,34 +721,11 @@ fn srq_pingpong_host_tool_against_linux_both_ways() {
         assert_eq!((&our_local, &their_local), (&their_remote, &our_remote), "{who}\nours:\n{ours}\ntheirs:\n{theirs}");
     };
 
-    // Linux serves (reached through hostfwd), the host tool connects.
-    linux.spawn_bg(&format!("ibv_srq_pingpong -d rxe0 {opts}"), "/tmp/srq.log").unwrap();
-    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
-    let t = Instant::now();
-    let hp = linux.host_port();
-    let (ok, ours) = tests::tool::finish(
-        tests::tool::spawn("srq_pingpong", &shm.path, &format!("-d rxe0 {opts} -p {hp} 127.0.0.1")).unwrap(),
-        RUN,
-    )
-    .unwrap();
-    let theirs = linux.cmd_timeout("wait; cat /tmp/srq.log", RUN).unwrap();
-    assert!(ok, "host client:\n{ours}\nLinux server:\n{theirs}");
-    check(&ours, &theirs, "host client, Linux server");
-    eprintln!("host client, Linux server: {:.1} s; {}", t.elapsed().as_secs_f64(), ours.lines().last().unwrap_or(""));
-
-    // The host tool serves on gp, Linux's client reaches it through guestfwd.
-    let t = Instant::now();
-    let server = tests::tool::Watched::spawn("srq_pingpong", &shm.path, &format!("-d rxe0 {opts} -p {gp}")).unwrap();
-    // It listens right after printing its addresses.
-    assert!(server.wait_line("local address:", RUN).is_some(), "{}", server.text());
-    std::thread::sleep(Duration::from_millis(300));
-    let (status, theirs) =
-        linux.status(&format!("ibv_srq_pingpong -d rxe0 {opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
-    let (ok, ours) = server.finish(RUN).unwrap();
-    assert!(ok && status == 0, "Linux client:\n{theirs}\nhost server:\n{ours}");
-    check(&ours, &theirs, "Linux client, host server");
-    eprintln!("Linux client, host server: {:.1} s; {}", t.elapsed().as_secs_f64(), ours.lines().last().unwrap_or(""));
-
+    let mut rp = RingPeer { app, linux, shm, gp };
+    let [client, server] = host_tool_both_roles(&mut rp, "ibv_srq_pingpong", "srq_pingpong", &opts);
+    check(&client.0, &client.1, "host client, Linux server");
+    check(&server.0, &server.1, "Linux client, host server");
+    let linux = &mut rp.linux;
     let stats = linux.cmd("rdma statistic show").unwrap();
     let c = counters(&stats);
     for err in ["retry_exceeded_err", "retry_rnr_exceeded_err", "send_err"] {

@@ -35,21 +35,21 @@ struct Cli {
 fn main() {
     let cli = Cli::parse();
     let pp = &cli.pp;
-    let _ = (pp.events, pp.sl);
+    let _ = (pp.common.events, pp.common.sl);
     let Some(mtu) = names::mtu_enum(pp.mtu) else { die("Invalid MTU (256, 512, 1024, 2048 or 4096)") };
-    if pp.size == 0 || pp.size > u32::MAX as usize || pp.iters == 0 || cli.num_qp == 0 {
+    if pp.size == 0 || pp.size > u32::MAX as usize || pp.common.iters == 0 || cli.num_qp == 0 {
         die("size, iters and num-qp must be positive");
     }
     if cli.num_qp as usize > MAX_QP {
         die(&format!("at most {MAX_QP} QPs"));
     }
-    if cli.num_qp > pp.rx_depth {
+    if cli.num_qp > pp.common.rx_depth {
         die(&format!(
             "rx_depth {} is too small for {} QPs -- must have at least one receive per QP.",
-            pp.rx_depth, cli.num_qp
+            pp.common.rx_depth, cli.num_qp
         ));
     }
-    let dev = pp.ring.device(pp.dev.as_deref()).unwrap_or_else(|e| fail("srq_pingpong", &e));
+    let dev = pp.common.ring.device(pp.common.dev.as_deref()).unwrap_or_else(|e| fail("srq_pingpong", &e));
     if let Err(e) = run(&cli, &dev, mtu) {
         fail("srq_pingpong", &e)
     }
@@ -58,19 +58,19 @@ fn main() {
 fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let pp = &cli.pp;
     let num_qp = cli.num_qp as usize;
-    let port_attr = dev.query_port(pp.ib_port)?;
+    let port_attr = dev.query_port(pp.common.ib_port)?;
     let pd = dev.alloc_pd()?;
     // Zeroed by reg_mr, as rdma-core's memset leaves its buffer.
     let mr = pd.reg_mr(pp.size, AccessFlags::LOCAL_WRITE)?;
-    let cq = dev.create_cq(pp.rx_depth + cli.num_qp, 0)?;
-    let srq = Srq::create(&pd, pp.rx_depth, 1, 0)?;
+    let cq = dev.create_cq(pp.common.rx_depth + cli.num_qp, 0)?;
+    let srq = Srq::create(&pd, pp.common.rx_depth, 1, 0)?;
     let attr = QpInitAttr {
         cap: QpCap { max_send_wr: 1, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 0, max_inline_data: 0 },
         ..Default::default()
     };
     let qps = (0..num_qp).map(|_| Qp::create(&pd, &cq, &cq, Some(&srq), &attr)).collect::<verbs::Result<Vec<_>>>()?;
     for qp in &qps {
-        qp.to_init(pp.ib_port, AccessFlags::NONE_REMOTE)?;
+        qp.to_init(pp.common.ib_port, AccessFlags::NONE_REMOTE)?;
     }
 
     let sge = [mr.sge(0, pp.size as u32)?];
@@ -78,11 +78,11 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
         let wrs: Vec<(u64, &[verbs::Sge])> = (0..n).map(|_| (RECV_WRID, &sge[..])).collect();
         srq.post_recv(&wrs)
     };
-    post_recvs(pp.rx_depth)?;
-    let mut routs = pp.rx_depth;
+    post_recvs(pp.common.rx_depth)?;
+    let mut routs = pp.common.rx_depth;
 
-    let gid = match pp.gid_idx {
-        Some(i) => dev.query_gid(pp.ib_port, u32::from(i))?.gid,
+    let gid = match pp.common.gid_idx {
+        Some(i) => dev.query_gid(pp.common.ib_port, u32::from(i))?.gid,
         None if port_attr.link_layer == 2 => die("Couldn't get local LID (RoCE needs a GID: use -g GID_INDEX)"),
         None => [0; 16],
     };
@@ -95,13 +95,13 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let connect = |rem: &[Dest]| -> verbs::Result<()> {
         for ((qp, me), r) in qps.iter().zip(&mine).zip(rem) {
             qp.to_rtr(&RtrAttr {
-                port: pp.ib_port,
+                port: pp.common.ib_port,
                 path_mtu: mtu,
                 dest_qp_num: r.qpn,
                 rq_psn: r.psn,
                 dlid: r.lid,
                 dgid: r.gid,
-                sgid_index: pp.gid_idx.unwrap_or(0),
+                sgid_index: pp.common.gid_idx.unwrap_or(0),
                 max_dest_rd_atomic: 1,
                 min_rnr_timer: 12,
             })?;
@@ -109,10 +109,10 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
         }
         Ok(())
     };
-    let client = pp.servername.is_some();
-    let rem = match &pp.servername {
-        Some(host) => client_exchange(host, pp.port, &mine, MAX_QP),
-        None => server_exchange(pp.port, &mine, MAX_QP, connect)?,
+    let client = pp.common.servername.is_some();
+    let rem = match &pp.common.servername {
+        Some(host) => client_exchange(host, pp.common.port, &mine, MAX_QP),
+        None => server_exchange(pp.common.port, &mine, MAX_QP, connect)?,
     };
     for r in &rem[..num_qp] {
         r.print("remote");
@@ -141,7 +141,7 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     }
     let (mut scnt, mut rcnt) = (0u32, 0u32);
     let mut last_progress = Instant::now();
-    while rcnt < pp.iters || scnt < pp.iters {
+    while rcnt < pp.common.iters || scnt < pp.common.iters {
         let wc = cq.wait(STALL).map_err(|e| match e {
             Error::TimedOut { .. } => {
                 die(&format!("no completion for {}s (scnt={scnt}, rcnt={rcnt})", STALL.as_secs()))
@@ -160,20 +160,20 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
                 routs -= 1;
                 // Refill when no more than one receive per QP is left.
                 if routs <= cli.num_qp {
-                    post_recvs(pp.rx_depth - routs)?;
-                    routs = pp.rx_depth;
+                    post_recvs(pp.common.rx_depth - routs)?;
+                    routs = pp.common.rx_depth;
                 }
                 rcnt += 1;
             }
             other => die(&format!("Completion for unknown wr_id {other}")),
         }
         pending[i] &= !wc.wr_id;
-        if scnt < pp.iters && pending[i] == 0 {
+        if scnt < pp.common.iters && pending[i] == 0 {
             send(&qps[i])?;
             pending[i] = RECV_WRID | SEND_WRID;
         }
         if last_progress.elapsed() > Duration::from_secs(1) {
-            eprint!("\r{rcnt}/{} iters", pp.iters);
+            eprint!("\r{rcnt}/{} iters", pp.common.iters);
             last_progress = Instant::now();
         }
     }
@@ -181,8 +181,12 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     if secs > 1.0 {
         eprint!("\r");
     }
-    let bytes = pp.size as u64 * u64::from(pp.iters) * 2;
+    let bytes = pp.size as u64 * u64::from(pp.common.iters) * 2;
     println!("{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec", bytes as f64 * 8.0 / secs / 1e6);
-    println!("{} iters in {secs:.2} seconds = {:.2} usec/iter", pp.iters, secs * 1e6 / f64::from(pp.iters));
+    println!(
+        "{} iters in {secs:.2} seconds = {:.2} usec/iter",
+        pp.common.iters,
+        secs * 1e6 / f64::from(pp.common.iters)
+    );
     Ok(())
 }

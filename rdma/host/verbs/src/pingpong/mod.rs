@@ -1,6 +1,7 @@
 //! What rdma-core's pingpong examples share (`libibverbs/examples/`): their
-//! common options and their TCP exchange, used by `rc_pingpong` and
-//! `srq_pingpong`.
+//! common options and their TCP exchange, used by `rc_pingpong`,
+//! `uc_pingpong`, `ud_pingpong` and `srq_pingpong`; [`session`] is the
+//! ping-pong of the first three.
 //!
 //! The exchange: each side sends one 52-byte message per QP,
 //! `"%04x:%06x:%06x:%s"` (LID, QPN, PSN, the GID as 32 hex digits, NUL
@@ -18,9 +19,12 @@ use clap::Args;
 
 use crate::cli::RingArgs;
 
-/// The options every pingpong takes, with rdma-core's letters and defaults.
+pub mod session;
+
+/// The options every pingpong takes, with rdma-core's letters and defaults,
+/// but for the message size and MTU, whose defaults differ between them.
 #[derive(Args, Clone, Debug)]
-pub struct PingpongArgs {
+pub struct CommonArgs {
     #[command(flatten)]
     pub ring: RingArgs,
     /// listen on/connect to port PORT
@@ -32,12 +36,6 @@ pub struct PingpongArgs {
     /// use port PORT of IB device
     #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
     pub ib_port: u8,
-    /// size of message to exchange
-    #[arg(short = 's', long = "size", default_value_t = 4096)]
-    pub size: usize,
-    /// path MTU
-    #[arg(short = 'm', long = "mtu", default_value_t = 1024)]
-    pub mtu: u32,
     /// number of receives to post at a time
     #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
     pub rx_depth: u32,
@@ -55,6 +53,20 @@ pub struct PingpongArgs {
     pub gid_idx: Option<u8>,
     /// server to connect to (else: be the server)
     pub servername: Option<String>,
+}
+
+/// The options of the connected pingpongs (RC, UC, SRQ): the common ones,
+/// a 4096-byte message and a path MTU.
+#[derive(Args, Clone, Debug)]
+pub struct PingpongArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// size of message to exchange
+    #[arg(short = 's', long = "size", default_value_t = 4096)]
+    pub size: usize,
+    /// path MTU
+    #[arg(short = 'm', long = "mtu", default_value_t = 1024)]
+    pub mtu: u32,
 }
 
 /// One QP's address: what one 52-byte message carries.

@@ -1,0 +1,30 @@
+//! `uc_pingpong`: ibv_uc_pingpong for the appliance: the same options, the
+//! same TCP exchange on port 18515 ([`verbs::pingpong`]) and the same
+//! ping-pong of SENDs over a UC connection ([`verbs::pingpong::session`]).
+//! Without a server name it is the server.
+
+use clap::Parser;
+use verbs::pingpong::PingpongArgs;
+use verbs::pingpong::session::{self, Session, Transport};
+
+#[derive(Parser)]
+#[command(name = "uc_pingpong", about = "Ping-pong over a UC connection (as ibv_uc_pingpong)")]
+struct Cli {
+    #[command(flatten)]
+    pp: PingpongArgs,
+    /// validate received buffer
+    #[arg(short = 'c', long = "chk")]
+    chk: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let pp = &cli.pp;
+    session::main(&Session {
+        transport: Transport::Uc,
+        common: &pp.common,
+        size: pp.size,
+        mtu: Some(pp.mtu),
+        chk: cli.chk,
+    });
+}
