@@ -15,7 +15,7 @@
 //! [`E1000e::ack_interrupt`], from the poll loop.
 #![forbid(unsafe_code)]
 
-use super::regs::{self, Regs};
+use super::regs::{self, Regs, poll};
 use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
 use super::stats::HwStats;
 use crate::csum::{self, TxChecksum, TxOffload};
@@ -37,10 +37,6 @@ pub const MIN_MTU: usize = 68;
 /// Ethernet header plus one VLAN tag, around the MTU in a buffer (the
 /// device strips the CRC, SECRC).
 const L2_OVERHEAD: usize = 18;
-/// Register reads to wait for a reset or an NVM read to finish: the
-/// datasheet gives a reset about a millisecond; a device that needs more
-/// than this many traps is not coming back.
-const POLLS: u32 = 100_000;
 /// A transmission the device has not finished in this long, with the link
 /// up, means it is stuck: reset it (Linux's e1000e waits a few seconds too).
 pub const TX_HANG_US: u64 = 2_000_000;
@@ -188,9 +184,7 @@ fn reset_device(r: &mut impl Regs) -> Result<(), Error> {
     r.write(regs::TCTL, 0);
     let ctrl = r.read(regs::CTRL);
     r.write(regs::CTRL, ctrl | regs::CTRL_RST);
-    if !(0..POLLS).any(|_| r.read(regs::CTRL) & regs::CTRL_RST == 0) {
-        return Err(Error::ResetTimeout);
-    }
+    poll(r, regs::CTRL, |v| v & regs::CTRL_RST == 0).ok_or(Error::ResetTimeout)?;
     r.write(regs::IMC, u32::MAX);
     let _ = r.read(regs::ICR);
     let ctrl = r.read(regs::CTRL);
@@ -212,9 +206,7 @@ fn read_mac(r: &mut impl Regs) -> [u8; 6] {
     }
     for (word, pair) in mac.chunks_exact_mut(2).enumerate() {
         r.write(regs::EERD, (word as u32) << regs::EERD_ADDR_SHIFT | regs::EERD_START);
-        let Some(v) = (0..POLLS).map(|_| r.read(regs::EERD)).find(|v| v & regs::EERD_DONE != 0) else {
-            return [0; 6];
-        };
+        let Some(v) = poll(r, regs::EERD, |v| v & regs::EERD_DONE != 0) else { return [0; 6] };
         pair.copy_from_slice(&((v >> regs::EERD_DATA_SHIFT) as u16).to_le_bytes());
     }
     mac

@@ -23,7 +23,7 @@
 //! and acted on in one place, [`Igb::ack_interrupt`], from the poll loop.
 #![forbid(unsafe_code)]
 
-use super::regs::{self, Regs};
+use super::regs::{self, Regs, poll};
 use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
 use super::stats::HwStats;
 use crate::csum::{self, TxChecksum, TxOffload};
@@ -52,10 +52,6 @@ const CRC_LEN: usize = 4;
 const BUF_UNIT: usize = 1024;
 /// RXDMT0 when this many free descriptors remain (RDMTS counts 16s).
 const RDMTS: u32 = 2;
-/// Register reads to wait for a reset, an NVM or PHY access or a queue
-/// to switch: the datasheet gives each well under a millisecond; a device
-/// that needs more than this many traps is not coming back.
-const POLLS: u32 = 100_000;
 /// A transmission the device has not finished in this long, with the link
 /// up, means it is stuck: reset it (Linux's igb waits a few seconds too).
 pub const TX_HANG_US: u64 = 2_000_000;
@@ -172,11 +168,6 @@ pub struct Igb<H: Hal, R: Regs> {
 /// holds a frame.
 fn rx_buffer_len(mtu: usize) -> usize {
     (mtu + L2_OVERHEAD).div_ceil(BUF_UNIT) * BUF_UNIT
-}
-
-/// Polls `reg` until `done` holds of it; its last value if it did.
-fn poll(r: &impl Regs, reg: u32, done: impl Fn(u32) -> bool) -> Option<u32> {
-    (0..POLLS).map(|_| r.read(reg)).find(|&v| done(v))
 }
 
 /// Resets the device (§4.2, software reset: interrupts masked first

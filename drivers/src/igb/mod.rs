@@ -1,7 +1,7 @@
 //! Intel 82576 (QEMU's `igb`, PCI 8086:10c9): the register map, the
 //! advanced descriptor rings, the statistics and the driver. The BAR
-//! window and the register trait are the 82574's ([`crate::e1000e::Mmio`],
-//! [`regs::Regs`]): the same 32-bit accesses, another map.
+//! window and the register trait are the family's ([`crate::intel::Mmio`],
+//! [`crate::intel::Regs`]): the same 32-bit accesses, another map.
 
 pub mod driver;
 #[cfg(test)]
@@ -10,7 +10,6 @@ pub mod regs;
 pub mod ring;
 pub mod stats;
 
-pub use crate::e1000e::Mmio;
 pub use driver::{DEFAULT_MTU, Error, Igb, IrqMode, MAX_MTU, RxFrame, Stats};
 pub use stats::HwStats;
 

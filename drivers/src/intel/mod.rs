@@ -1,0 +1,14 @@
+//! What the two Intel NIC drivers share: the 82574L ([`crate::e1000e`],
+//! legacy descriptors) and the 82576 ([`crate::igb`], advanced
+//! descriptors) are one family, 32-bit registers at byte offsets into a
+//! memory BAR, most of them at the same offsets with the same bits.
+//!
+//! This module holds the register window and the registers both
+//! controllers have ([`regs`], [`mmio`]). Each controller's module keeps
+//! only what is its own.
+
+pub mod mmio;
+pub mod regs;
+
+pub use mmio::Mmio;
+pub use regs::Regs;
