@@ -17,8 +17,8 @@
 
 use super::regs::{self, Regs, poll};
 use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
-use super::stats::HwStats;
 use crate::csum::{self, TxChecksum, TxOffload};
+use crate::intel::stats::{HwStats, StatsMap, stat_names};
 use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -43,6 +43,10 @@ pub const TX_HANG_US: u64 = 2_000_000;
 /// How often the statistics registers are read (each a trap; they are 32
 /// bits, so at least every few seconds at line rate).
 pub const STATS_EVERY_US: u64 = 1_000_000;
+
+/// Which statistics registers the driver reads, and their `perf` names.
+/// The 82574 driver reads no ROC (it sets no long-packet limit of its own).
+pub const STATS: StatsMap = StatsMap { oversize: false, names: stat_names!("e1000e") };
 
 /// Why the device could not be brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -354,7 +358,7 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
     /// posted again. Frames lent out come back through `recycle` as usual.
     pub fn reset(&mut self) -> Result<(), Error> {
         // A reset clears the statistics: keep what they counted.
-        self.hw.accumulate(&self.regs);
+        self.hw.accumulate(&self.regs, &STATS);
         self.stats.resets += 1;
         let result = reset_device(&mut self.regs);
         self.stats.tx_lost += u64::from(self.tx.in_flight());
@@ -419,7 +423,7 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
     pub fn watchdog(&mut self, now_us: u64) -> bool {
         if self.stats_at.is_none_or(|t| now_us.saturating_sub(t) >= STATS_EVERY_US) {
             self.stats_at = Some(now_us);
-            self.hw.accumulate(&self.regs);
+            self.hw.accumulate(&self.regs, &STATS);
         }
         self.reclaim_tx();
         if !(self.carrier && self.tx.oldest_pending()) {
@@ -999,6 +1003,8 @@ mod tests {
         assert_eq!(r.nic.hw_stats().rx_good, 3, "not read again within a second");
         r.nic.reset().expect("reset");
         assert_eq!(r.nic.hw_stats().rx_good, 4, "read before the reset cleared it");
+        let named: Vec<_> = r.nic.hw_stats().named(&STATS).map(|(name, _)| name).collect();
+        assert!(named.contains(&"e1000e rx_good") && !named.contains(&"e1000e rx_oversize"), "ROC is not read");
     }
 
     fn udp_frame(payload_len: usize) -> Vec<u8> {

@@ -1,14 +1,12 @@
 //! Intel 82574L (QEMU's `e1000e`, PCI 8086:10d3): the register map, the
-//! legacy descriptor rings, the statistics and the driver. The BAR window
+//! legacy descriptor rings, and the driver. The BAR window
 //! and the register trait are the family's ([`crate::intel`]).
 
 pub mod driver;
 pub mod regs;
 pub mod ring;
-pub mod stats;
 
 pub use driver::{DEFAULT_MTU, E1000e, Error, IrqMode, MAX_MTU, RxFrame, Stats};
-pub use stats::HwStats;
 
 /// The PCI IDs this driver takes.
 pub const VENDOR_INTEL: u16 = 0x8086;

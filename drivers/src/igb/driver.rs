@@ -25,9 +25,9 @@
 
 use super::regs::{self, Regs, poll};
 use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
-use super::stats::HwStats;
 use crate::csum::{self, TxChecksum, TxOffload};
 pub use crate::e1000e::IrqMode;
+use crate::intel::stats::{HwStats, StatsMap, stat_names};
 use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -58,6 +58,10 @@ pub const TX_HANG_US: u64 = 2_000_000;
 /// How often the statistics registers are read (each a trap; they are 32
 /// bits, so at least every few seconds at line rate).
 pub const STATS_EVERY_US: u64 = 1_000_000;
+
+/// Which statistics registers the driver reads, and their `perf` names.
+/// The 82576 driver reads ROC too: RLPML, which it sets, decides what is oversize.
+pub const STATS: StatsMap = StatsMap { oversize: true, names: stat_names!("igb") };
 
 /// Why the device could not be brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -421,7 +425,7 @@ impl<H: Hal, R: Regs> Igb<H, R> {
     /// The link goes down and comes back when the PHY has negotiated.
     pub fn reset(&mut self) -> Result<(), Error> {
         // A reset clears the statistics: keep what they counted.
-        self.hw.accumulate(&self.regs);
+        self.hw.accumulate(&self.regs, &STATS);
         self.stats.resets += 1;
         let result = reset_device(&mut self.regs);
         self.stats.tx_lost += u64::from(self.tx.in_flight());
@@ -502,7 +506,7 @@ impl<H: Hal, R: Regs> Igb<H, R> {
     pub fn watchdog(&mut self, now_us: u64) -> bool {
         if self.stats_at.is_none_or(|t| now_us.saturating_sub(t) >= STATS_EVERY_US) {
             self.stats_at = Some(now_us);
-            self.hw.accumulate(&self.regs);
+            self.hw.accumulate(&self.regs, &STATS);
         }
         self.reclaim_tx();
         if !(self.carrier && self.tx.oldest_pending()) {
@@ -1301,8 +1305,8 @@ mod tests {
         assert_eq!(r.nic.hw_stats().rx_good, 3, "not read again within a second");
         r.nic.reset().expect("reset");
         assert_eq!(r.nic.hw_stats().rx_good, 4, "read before the reset cleared it");
-        let named = r.nic.hw_stats().named();
-        assert!(named.contains(&("igb rx_good", 4)));
+        let named: Vec<_> = r.nic.hw_stats().named(&STATS).collect();
+        assert!(named.contains(&("igb rx_good", 4)) && named.contains(&("igb rx_oversize", 0)));
     }
 
     fn udp_frame(payload_len: usize) -> Vec<u8> {

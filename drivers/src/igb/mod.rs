@@ -1,5 +1,5 @@
 //! Intel 82576 (QEMU's `igb`, PCI 8086:10c9): the register map, the
-//! advanced descriptor rings, the statistics and the driver. The BAR
+//! advanced descriptor rings, and the driver. The BAR
 //! window and the register trait are the family's ([`crate::intel::Mmio`],
 //! [`crate::intel::Regs`]): the same 32-bit accesses, another map.
 
@@ -8,10 +8,8 @@ pub mod driver;
 mod fake;
 pub mod regs;
 pub mod ring;
-pub mod stats;
 
 pub use driver::{DEFAULT_MTU, Error, Igb, IrqMode, MAX_MTU, RxFrame, Stats};
-pub use stats::HwStats;
 
 /// The PCI IDs this driver takes.
 pub const VENDOR_INTEL: u16 = 0x8086;

@@ -4,11 +4,12 @@
 //! memory BAR, most of them at the same offsets with the same bits.
 //!
 //! This module holds the register window and the registers both
-//! controllers have ([`regs`], [`mmio`]). Each controller's module keeps
-//! only what is its own.
+//! controllers have ([`regs`], [`mmio`]) and the statistics accumulator
+//! ([`stats`]). Each controller's module keeps only what is its own.
 
 pub mod mmio;
 pub mod regs;
+pub mod stats;
 
 pub use mmio::Mmio;
 pub use regs::Regs;

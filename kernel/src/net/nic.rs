@@ -254,7 +254,7 @@ impl NetDevice {
             add("e1000e resets", s.resets);
             add("e1000e tx_hangs", s.tx_hangs);
             add("e1000e tx_lost", s.tx_lost);
-            for (name, v) in n.hw_stats().named() {
+            for (name, v) in n.hw_stats().named(&e1000e::driver::STATS) {
                 add(name, v);
             }
         }
@@ -266,7 +266,7 @@ impl NetDevice {
             add("igb tx_lost", s.tx_lost);
             add("igb rx_restarts", s.rx_restarts);
             add("igb phy_errors", s.phy_errors);
-            for (name, v) in n.hw_stats().named() {
+            for (name, v) in n.hw_stats().named(&igb::driver::STATS) {
                 add(name, v);
             }
         }
