@@ -307,11 +307,11 @@ impl DeviceQueue {
 pub mod e1000e {
     use super::at;
     use crate::csum;
-    use crate::e1000e::regs::{self, Regs};
-    use crate::e1000e::ring::{
-        RX_ERR_IPE, RX_ERR_TCPE, RX_IPCS, RX_TCPCS, RX_UDPCS, TX_DEXT, TX_DTYP_DATA, TX_POPTS_IXSM, TX_POPTS_TXSM,
-        TX_TUCMD_IP, TX_TUCMD_TCP,
+    use crate::e1000e::desc::{
+        RX_ERR_IPE, RX_ERR_TCPE, TX_DEXT, TX_DTYP_DATA, TX_POPTS_IXSM, TX_POPTS_TXSM, TX_TUCMD_IP, TX_TUCMD_TCP,
     };
+    use crate::e1000e::regs::{self, Regs};
+    use crate::intel::desc::{RX_IPCS, RX_TCPCS, RX_UDPCS};
     use alloc::collections::BTreeMap;
     use alloc::rc::Rc;
     use alloc::vec::Vec;
@@ -457,21 +457,19 @@ pub mod e1000e {
         /// checked and right, as QEMU's model has it).
         fn rx_checksums(&self, frame: &[u8]) -> (u8, u8) {
             let rxcsum = self.reg(regs::RXCSUM);
-            let (mut status, mut errors) = (0, 0);
+            let mut word = 0;
             if rxcsum & regs::RXCSUM_IPOFLD != 0
                 && let Some(ok) = csum::ipv4_header_ok(frame)
             {
-                status |= RX_IPCS;
-                errors |= if ok { 0 } else { RX_ERR_IPE };
+                word |= RX_IPCS | if ok { 0 } else { RX_ERR_IPE };
             }
             if rxcsum & regs::RXCSUM_TUOFLD != 0
                 && let Some(ok) = csum::l4_ok(frame)
             {
                 let udp = frame.get(23) == Some(&csum::PROTO_UDP);
-                status |= RX_TCPCS | if udp { RX_UDPCS } else { 0 };
-                errors |= if ok { 0 } else { RX_ERR_TCPE };
+                word |= RX_TCPCS | if udp { RX_UDPCS } else { 0 } | if ok { 0 } else { RX_ERR_TCPE };
             }
-            (status, errors)
+            (word as u8, (word >> 8) as u8)
         }
 
         /// As `deliver` with the written length, status and errors given

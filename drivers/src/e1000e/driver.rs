@@ -15,10 +15,13 @@
 //! [`E1000e::ack_interrupt`], from the poll loop.
 #![forbid(unsafe_code)]
 
+use super::desc::Legacy;
 use super::regs::{self, Regs, poll};
-use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
 use crate::csum::{self, TxChecksum, TxOffload};
+use crate::intel::desc::{self, Format, RX_EOP};
+use crate::intel::rx::{RingFaults, RxRing};
 use crate::intel::stats::{HwStats, StatsMap, stat_names};
+use crate::intel::tx::{TxContext, TxPart, TxRing};
 use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -141,8 +144,8 @@ pub struct E1000e<H: Hal, R: Regs> {
     mtu: usize,
     /// Bytes in each receive buffer: a size RCTL can name.
     rx_buf_len: usize,
-    rx: RxRing<H>,
-    tx: TxRing<H>,
+    rx: RxRing<H, Legacy>,
+    tx: TxRing<H, Legacy>,
     /// Sent buffers, for the next frames.
     tx_free: Vec<Box<[u8]>>,
     /// The tails the device was last told.
@@ -558,12 +561,12 @@ impl<H: Hal, R: Regs> Nic for E1000e<H, R> {
             let eop = done.status & RX_EOP != 0;
             let discarding = self.rx_discarding;
             self.rx_discarding = !eop;
-            if discarding || !eop || done.len == 0 || done.errors & RX_ERR_FATAL != 0 {
+            if discarding || !eop || done.len == 0 || done.status & Legacy::RX_ERR_FATAL != 0 {
                 self.stats.rx_errors += 1;
                 self.repost(done.buf);
                 continue;
             }
-            let verdict = ring::verdict(done.status, done.errors);
+            let verdict = desc::verdict::<Legacy>(done.status);
             if verdict.ipv4 == RxChecksum::Bad {
                 // A corrupt IPv4 header: nothing above can trust its
                 // addresses or lengths.

@@ -2,9 +2,9 @@
 //! legacy descriptor rings, and the driver. The BAR window
 //! and the register trait are the family's ([`crate::intel`]).
 
+pub mod desc;
 pub mod driver;
 pub mod regs;
-pub mod ring;
 
 pub use driver::{DEFAULT_MTU, E1000e, Error, IrqMode, MAX_MTU, RxFrame, Stats};
 

@@ -23,11 +23,14 @@
 //! and acted on in one place, [`Igb::ack_interrupt`], from the poll loop.
 #![forbid(unsafe_code)]
 
+use super::desc::Advanced;
 use super::regs::{self, Regs, poll};
-use super::ring::{self, RX_EOP, RX_ERR_FATAL, RingFaults, RxRing, TxContext, TxPart, TxRing};
 use crate::csum::{self, TxChecksum, TxOffload};
 pub use crate::e1000e::IrqMode;
+use crate::intel::desc::{self, Format, RX_EOP};
+use crate::intel::rx::{RingFaults, RxRing};
 use crate::intel::stats::{HwStats, StatsMap, stat_names};
+use crate::intel::tx::{TxContext, TxPart, TxRing};
 use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -146,8 +149,8 @@ pub struct Igb<H: Hal, R: Regs> {
     mtu: usize,
     /// Bytes in each receive buffer: whole KiB, as SRRCTL names them.
     rx_buf_len: usize,
-    rx: RxRing<H>,
-    tx: TxRing<H>,
+    rx: RxRing<H, Advanced>,
+    tx: TxRing<H, Advanced>,
     /// Sent buffers, for the next frames.
     tx_free: Vec<Box<[u8]>>,
     /// The tails the device was last told.
@@ -638,15 +641,15 @@ impl<H: Hal, R: Regs> Nic for Igb<H, R> {
     fn receive(&mut self) -> Option<RxFrame> {
         loop {
             let done = self.rx.pop()?;
-            let eop = done.status_error & RX_EOP != 0;
+            let eop = done.status & RX_EOP != 0;
             let discarding = self.rx_discarding;
             self.rx_discarding = !eop;
-            if discarding || !eop || done.len == 0 || done.status_error & RX_ERR_FATAL != 0 {
+            if discarding || !eop || done.len == 0 || done.status & Advanced::RX_ERR_FATAL != 0 {
                 self.stats.rx_errors += 1;
                 self.repost(done.buf);
                 continue;
             }
-            let verdict = ring::verdict(done.status_error);
+            let verdict = desc::verdict::<Advanced>(done.status);
             if verdict.ipv4 == RxChecksum::Bad {
                 // A corrupt IPv4 header: nothing above can trust its
                 // addresses or lengths.

@@ -6,12 +6,13 @@
 
 extern crate std;
 
-use super::regs::{self, Regs};
-use super::ring::{
-    CTX_IPLEN_MASK, CTX_MACLEN_SHIFT, RX_ERR_IPE, RX_ERR_L4E, RX_IPCS, RX_TCPCS, RX_UDPCS, TX_CMD, TX_DCMD_EOP,
-    TX_DCMD_RS, TX_DD, TX_DTYP_CTXT, TX_PAYLEN_SHIFT, TX_POPTS_IXSM, TX_POPTS_TXSM, TX_TUCMD_IPV4, TX_TUCMD_L4T_TCP,
+use super::desc::{
+    CTX_IPLEN_MASK, CTX_MACLEN_SHIFT, RX_ERR_IPE, RX_ERR_L4E, TX_CMD, TX_DCMD_EOP, TX_DCMD_RS, TX_DTYP_CTXT,
+    TX_PAYLEN_SHIFT, TX_POPTS_IXSM, TX_POPTS_TXSM, TX_TUCMD_IPV4, TX_TUCMD_L4T_TCP,
 };
+use super::regs::{self, Regs};
 use crate::csum;
+use crate::intel::desc::{RX_IPCS, RX_TCPCS, RX_UDPCS, TX_DD};
 use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use alloc::vec::Vec;

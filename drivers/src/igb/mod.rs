@@ -3,11 +3,11 @@
 //! window and the register trait are the family's ([`crate::intel::Mmio`],
 //! [`crate::intel::Regs`]): the same 32-bit accesses, another map.
 
+pub mod desc;
 pub mod driver;
 #[cfg(test)]
 mod fake;
 pub mod regs;
-pub mod ring;
 
 pub use driver::{DEFAULT_MTU, Error, Igb, IrqMode, MAX_MTU, RxFrame, Stats};
 

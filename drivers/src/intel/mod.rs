@@ -4,12 +4,18 @@
 //! memory BAR, most of them at the same offsets with the same bits.
 //!
 //! This module holds the register window and the registers both
-//! controllers have ([`regs`], [`mmio`]) and the statistics accumulator
-//! ([`stats`]). Each controller's module keeps only what is its own.
+//! controllers have ([`regs`], [`mmio`]), the descriptor rings over either
+//! controller's formats ([`desc`], [`rx`], [`tx`]) and the statistics
+//! accumulator ([`stats`]). Each controller's module keeps only what is
+//! its own.
 
+pub mod desc;
 pub mod mmio;
 pub mod regs;
+mod ring;
+pub mod rx;
 pub mod stats;
+pub mod tx;
 
 pub use mmio::Mmio;
 pub use regs::Regs;
