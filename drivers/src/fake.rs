@@ -439,8 +439,8 @@ pub mod e1000e {
 
         /// Receive descriptors the driver gave and the device has not used.
         pub fn rx_available(&self) -> u32 {
-            let (_, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
-            let (h, t) = (self.reg(regs::RDH), self.reg(regs::RDT));
+            let (_, size) = self.ring(regs::RXQ.bal(), regs::RXQ.bah(), regs::RXQ.dlen());
+            let (h, t) = (self.reg(regs::RXQ.head()), self.reg(regs::RXQ.tail()));
             if size == 0 { 0 } else { (t + size - h) % size }
         }
 
@@ -475,13 +475,13 @@ pub mod e1000e {
         /// As `deliver` with the written length, status and errors given
         /// (a test may lie).
         pub fn deliver_raw(&mut self, bytes: &[u8], len: u16, status: u8, errors: u8) -> bool {
-            let (base, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
+            let (base, size) = self.ring(regs::RXQ.bal(), regs::RXQ.bah(), regs::RXQ.dlen());
             if self.reg(regs::RCTL) & regs::RCTL_EN == 0 || self.rx_available() == 0 {
                 self.count(regs::MPC, 1);
                 self.cause(regs::INT_RXO);
                 return false;
             }
-            let head = self.reg(regs::RDH);
+            let head = self.reg(regs::RXQ.head());
             let d = base + 16 * u64::from(head);
             // SAFETY: the ring and the buffers it names are the driver's
             // FakeHal memory, alive while the driver is; the descriptor
@@ -494,7 +494,7 @@ pub mod e1000e {
                 at::<AtomicU16>(d + 8).store(len, Ordering::Relaxed);
                 at::<AtomicU16>(d + 12).store(u16::from_le_bytes([status, errors]), Ordering::Release);
             }
-            self.set(regs::RDH, (head + 1) % size);
+            self.set(regs::RXQ.head(), (head + 1) % size);
             self.count(regs::GPRC, 1);
             self.cause(regs::INT_RXT0);
             true
@@ -525,15 +525,15 @@ pub mod e1000e {
         /// (from the context's offsets, the L4 sum from TUCSS to the end),
         /// DD written back where RS asks.
         pub fn send_up_to(&mut self, max: usize) -> Vec<Vec<u8>> {
-            let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
+            let (base, size) = self.ring(regs::TXQ.bal(), regs::TXQ.bah(), regs::TXQ.dlen());
             let mut sent = Vec::new();
             if self.reg(regs::TCTL) & regs::TCTL_EN == 0 {
                 return sent;
             }
             let mut frame = Vec::new();
             let (mut parts, mut popts) = (0, 0u8);
-            while self.reg(regs::TDH) != self.reg(regs::TDT) && sent.len() < max {
-                let head = self.reg(regs::TDH);
+            while self.reg(regs::TXQ.head()) != self.reg(regs::TXQ.tail()) && sent.len() < max {
+                let head = self.reg(regs::TXQ.head());
                 let d = base + 16 * u64::from(head);
                 // SAFETY: as in `deliver_raw`, for the transmit ring.
                 let (lo, hi, len_cmd) = unsafe {
@@ -545,7 +545,7 @@ pub mod e1000e {
                 };
                 let cmd = (len_cmd >> 24) as u8;
                 let ext = len_cmd & TX_DEXT != 0;
-                self.set(regs::TDH, (head + 1) % size);
+                self.set(regs::TXQ.head(), (head + 1) % size);
                 if ext && len_cmd & (0xf << 20) == 0 {
                     assert_eq!(len_cmd & TX_TUCMD_IP, TX_TUCMD_IP, "an IPv4 context");
                     let tcp = u32::from(len_cmd & TX_TUCMD_TCP != 0);
@@ -586,8 +586,8 @@ pub mod e1000e {
         /// Writes DD into the transmit descriptor `i` slots past the head, as
         /// a device that lies (or runs ahead) would.
         pub fn mark_tx_done_ahead(&mut self, i: u32) {
-            let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
-            let d = base + 16 * u64::from((self.reg(regs::TDH) + i) % size.max(1));
+            let (base, size) = self.ring(regs::TXQ.bal(), regs::TXQ.bah(), regs::TXQ.dlen());
+            let d = base + 16 * u64::from((self.reg(regs::TXQ.head()) + i) % size.max(1));
             // SAFETY: as in `deliver_raw`; the slot is inside the ring.
             unsafe { at::<AtomicU32>(d + 12).fetch_or(1, Ordering::Release) };
         }

@@ -1,170 +1,31 @@
-//! The 82574L driver behind [`Nic`]: one receive and one transmit ring of
-//! legacy descriptors ([`super::ring`]), reset and bring-up as §4.6 of the
-//! datasheet orders them, the MAC from RAL0/RAH0 (or the NVM through EERD),
-//! the link from STATUS.LU with its change interrupt, jumbo frames up to
-//! [`MAX_MTU`], a transmit watchdog that resets a stuck device, and the
-//! statistics registers accumulated.
-//!
-//! Doorbells (the tail registers; each write a trap under emulation) are
-//! written once per batch, in [`Nic::service`], as virtio-net's kicks are.
-//! Sent buffers are reclaimed on every pass, so transmit completions raise
-//! no interrupt; received frames and link changes do, through the INTA pin,
-//! one MSI message, or MSI-X with receive queue 0, transmit queue 0 and the
-//! "other" causes (link changes among them) on their own table entries
-//! ([`IrqMode`]). In every mode the causes are acknowledged by
-//! [`E1000e::ack_interrupt`], from the poll loop.
+//! The 82574L's part of the family's driver ([`crate::intel::Driver`]):
+//! its legacy descriptors ([`super::desc`]), reset and bring-up as §4.6 of
+//! the datasheet orders them (the link forced up: the internal PHY needs no
+//! negotiation here), receive buffer sizes as RCTL names them (a new size
+//! costs a reset), and MSI-X routing through its one IVAR (§7.4.2).
 #![forbid(unsafe_code)]
 
 use super::desc::Legacy;
-use super::regs::{self, Regs, poll};
-use crate::csum::{self, TxChecksum, TxOffload};
-use crate::intel::desc::{self, Format, RX_EOP};
-use crate::intel::rx::{RingFaults, RxRing};
-use crate::intel::stats::{HwStats, StatsMap, stat_names};
-use crate::intel::tx::{TxContext, TxPart, TxRing};
-use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
+use super::regs::{self, Queue, Regs};
+use crate::intel::controller::Controller;
+use crate::intel::driver::{Driver, Error, L2_OVERHEAD};
+use crate::intel::init::reset_device;
+use crate::intel::irq::IrqMode;
+use crate::intel::stats::{StatsMap, stat_names};
 use alloc::boxed::Box;
-use alloc::vec;
 use alloc::vec::Vec;
 use virtio_drivers::Hal;
 
-/// Descriptors per ring (one page of each).
-pub const RING_SIZE: u16 = 256;
-/// The MTU a new device starts with.
-pub const DEFAULT_MTU: usize = 1500;
+/// The driver on an 82574L.
+pub type E1000e<H, R> = Driver<H, R, I82574>;
+
 /// The largest MTU: the 82574's 9 KB jumbo frames (9018 bytes with the
 /// Ethernet header and CRC).
 pub const MAX_MTU: usize = 9000;
-/// IPv4's minimum, as the netdev layer's.
-pub const MIN_MTU: usize = 68;
-/// Ethernet header plus one VLAN tag, around the MTU in a buffer (the
-/// device strips the CRC, SECRC).
-const L2_OVERHEAD: usize = 18;
-/// A transmission the device has not finished in this long, with the link
-/// up, means it is stuck: reset it (Linux's e1000e waits a few seconds too).
-pub const TX_HANG_US: u64 = 2_000_000;
-/// How often the statistics registers are read (each a trap; they are 32
-/// bits, so at least every few seconds at line rate).
-pub const STATS_EVERY_US: u64 = 1_000_000;
 
-/// Which statistics registers the driver reads, and their `perf` names.
-/// The 82574 driver reads no ROC (it sets no long-packet limit of its own).
-pub const STATS: StatsMap = StatsMap { oversize: false, names: stat_names!("e1000e") };
-
-/// Why the device could not be brought up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// CTRL.RST never cleared.
-    ResetTimeout,
-    /// No DMA memory for a ring.
-    NoMemory,
-    /// An MTU outside [`MIN_MTU`]..=[`MAX_MTU`].
-    BadMtu,
-    /// An MSI-X table entry the device does not have.
-    BadVector,
-}
-
-/// How the device signals its interrupts.
+/// The 82574L, as the family's driver sees it. It keeps nothing of its own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IrqMode {
-    /// The INTA pin (level; the kernel routes it through a PIC line).
-    #[default]
-    Intx,
-    /// One MSI message for every cause: the device registers are as for
-    /// INTx, the kernel switched the function's MSI capability on.
-    Msi,
-    /// MSI-X, the table entries (0..[`regs::MSIX_ENTRIES`]) that receive
-    /// queue 0, transmit queue 0 and the "other" causes raise; the kernel
-    /// programmed the table and enabled the capability.
-    Msix { rx: u8, tx: u8, other: u8 },
-}
-
-/// Counters the driver keeps (the device's own are [`HwStats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub rx_frames: u64,
-    pub tx_frames: u64,
-    /// Receive buffers dropped: an error bit, no length, or part of a frame
-    /// spread over several buffers.
-    pub rx_errors: u64,
-    /// Receiver overruns the device signalled (RXO).
-    pub rx_overruns: u64,
-    /// Transmit attempts refused because the ring was full.
-    pub tx_queue_full: u64,
-    /// Tail register writes.
-    pub tx_doorbells: u64,
-    pub rx_doorbells: u64,
-    /// Device resets after bring-up (hangs, MTU changes), and what caused
-    /// the hang ones.
-    pub resets: u64,
-    pub tx_hangs: u64,
-    /// Frames queued but dropped by a reset before the device sent them.
-    pub tx_lost: u64,
-    pub rx_faults: RingFaults,
-    /// Frames dropped because the device found their IPv4 header checksum
-    /// wrong.
-    pub rx_bad_ip_csum: u64,
-    /// Frames passed up whose TCP/UDP checksum the device found wrong (the
-    /// stack above drops them, as it would have by itself).
-    pub rx_bad_l4_csum: u64,
-    /// Frames whose IPv4 header the device checked and found right.
-    pub rx_ip_csum_good: u64,
-    /// Frames sent with the device inserting checksums.
-    pub tx_csum_offload: u64,
-    /// Frames sent from more than one buffer.
-    pub tx_chained: u64,
-}
-
-/// A received frame in its receive buffer, with what the device found of
-/// its checksums.
-pub struct RxFrame {
-    buf: Box<[u8]>,
-    len: usize,
-    verdict: RxVerdict,
-}
-
-impl RxFrame {
-    /// The device's checksum verdict (RXCSUM is on): IPv4 header and
-    /// TCP/UDP apart. A frame whose IPv4 header was found bad never gets
-    /// here.
-    pub fn checksum(&self) -> RxVerdict {
-        self.verdict
-    }
-}
-
-impl AsRef<[u8]> for RxFrame {
-    fn as_ref(&self) -> &[u8] {
-        self.buf.get(..self.len).unwrap_or(&[])
-    }
-}
-
-pub struct E1000e<H: Hal, R: Regs> {
-    regs: R,
-    mac: [u8; 6],
-    mtu: usize,
-    /// Bytes in each receive buffer: a size RCTL can name.
-    rx_buf_len: usize,
-    rx: RxRing<H, Legacy>,
-    tx: TxRing<H, Legacy>,
-    /// Sent buffers, for the next frames.
-    tx_free: Vec<Box<[u8]>>,
-    /// The tails the device was last told.
-    rx_told: u16,
-    tx_told: u16,
-    /// Dropping the rest of a frame spread over several buffers.
-    rx_discarding: bool,
-    /// STATUS.LU as last read (at bring-up and on each LSC).
-    carrier: bool,
-    /// Since when the oldest transmission waits, and how many had
-    /// completed then (progress restarts the clock).
-    hang: Option<(u64, u64)>,
-    tx_completed: u64,
-    stats_at: Option<u64>,
-    stats: Stats,
-    hw: HwStats,
-    /// Applied again after every reset (which clears IVAR and CTRL_EXT).
-    irq_mode: IrqMode,
-}
+pub struct I82574;
 
 /// The receive buffer size for `mtu` and the RCTL bits naming it
 /// (BSIZE/BSEX, §10.2.5's RCTL table): the smallest that holds a frame.
@@ -182,153 +43,71 @@ fn rx_buffer(mtu: usize) -> (usize, u32) {
     }
 }
 
-/// Resets the device (§4.6.1, interrupts during initialization: masked
-/// first and again after the global reset, CTRL.RST polled until it
-/// self-clears) and forces the link up.
-fn reset_device(r: &mut impl Regs) -> Result<(), Error> {
-    r.write(regs::IMC, u32::MAX);
-    r.write(regs::RCTL, 0);
-    r.write(regs::TCTL, 0);
-    let ctrl = r.read(regs::CTRL);
-    r.write(regs::CTRL, ctrl | regs::CTRL_RST);
-    poll(r, regs::CTRL, |v| v & regs::CTRL_RST == 0).ok_or(Error::ResetTimeout)?;
-    r.write(regs::IMC, u32::MAX);
-    let _ = r.read(regs::ICR);
-    let ctrl = r.read(regs::CTRL);
-    let clear = regs::CTRL_LRST | regs::CTRL_PHY_RST | regs::CTRL_ILOS | regs::CTRL_VME;
-    r.write(regs::CTRL, (ctrl | regs::CTRL_SLU | regs::CTRL_ASDE) & !clear);
-    Ok(())
-}
+impl Controller for I82574 {
+    type Format = Legacy;
+    const MAX_MTU: usize = MAX_MTU;
+    const RXQ: Queue = regs::RXQ;
+    const TXQ: Queue = regs::TXQ;
+    const MSIX_ENTRIES: u8 = regs::MSIX_ENTRIES;
+    /// ROC is not read (the driver sets no long-packet limit of its own).
+    const STATS: StatsMap = StatsMap { oversize: false, names: stat_names!("e1000e") };
 
-/// The station MAC: RAL0/RAH0 as the device loaded them from its NVM at
-/// reset when valid, else NVM words 0..=2 read through EERD; zero when
-/// neither answers.
-fn read_mac(r: &mut impl Regs) -> [u8; 6] {
-    let (lo, hi) = (r.read(regs::RAL0), r.read(regs::RAH0));
-    let mut mac = [0u8; 6];
-    if hi & regs::RAH_AV != 0 && (lo != 0 || hi & 0xffff != 0) {
-        mac[..4].copy_from_slice(&lo.to_le_bytes());
-        mac[4..].copy_from_slice(&hi.to_le_bytes()[..2]);
-        return mac;
-    }
-    for (word, pair) in mac.chunks_exact_mut(2).enumerate() {
-        r.write(regs::EERD, (word as u32) << regs::EERD_ADDR_SHIFT | regs::EERD_START);
-        let Some(v) = poll(r, regs::EERD, |v| v & regs::EERD_DONE != 0) else { return [0; 6] };
-        pair.copy_from_slice(&((v >> regs::EERD_DATA_SHIFT) as u16).to_le_bytes());
-    }
-    mac
-}
-
-impl<H: Hal, R: Regs> E1000e<H, R> {
-    /// Resets and brings up the device with `mtu` (the netdev's; changed
-    /// later with [`E1000e::set_mtu`]).
-    pub fn new(mut regs: R, mtu: usize) -> Result<Self, Error> {
-        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
-            return Err(Error::BadMtu);
-        }
-        let rx = RxRing::new(RING_SIZE).ok_or(Error::NoMemory)?;
-        let tx = TxRing::new(RING_SIZE).ok_or(Error::NoMemory)?;
-        reset_device(&mut regs)?;
-        let mac = read_mac(&mut regs);
-        let mut nic = Self {
-            regs,
-            mac,
-            mtu,
-            rx_buf_len: rx_buffer(mtu).0,
-            rx,
-            tx,
-            tx_free: Vec::new(),
-            rx_told: 0,
-            tx_told: 0,
-            rx_discarding: false,
-            carrier: false,
-            hang: None,
-            tx_completed: 0,
-            stats_at: None,
-            stats: Stats::default(),
-            hw: HwStats::default(),
-            irq_mode: IrqMode::Intx,
-        };
-        nic.configure(Vec::new());
-        Ok(nic)
+    fn rx_buf_len(mtu: usize) -> usize {
+        rx_buffer(mtu).0
     }
 
-    /// Programs a freshly reset device: address filters, both rings (the
-    /// receive one filled, from `spare` buffers first), interrupts.
-    fn configure(&mut self, mut spare: Vec<Box<[u8]>>) {
-        let r = &mut self.regs;
-        let m = self.mac;
-        r.write(regs::RAL0, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
-        r.write(regs::RAH0, u32::from(u16::from_le_bytes([m[4], m[5]])) | regs::RAH_AV);
-        for i in 0..regs::MTA_WORDS {
-            r.write(regs::MTA + 4 * i, 0);
-        }
+    /// The family's reset (§4.6.1, interrupts during initialization:
+    /// masked first and again after the global reset, CTRL.RST polled
+    /// until it self-clears), then the link forced up.
+    fn reset(r: &mut impl Regs) -> Result<(), Error> {
+        reset_device(r)?;
+        let ctrl = r.read(regs::CTRL);
+        let clear = regs::CTRL_LRST | regs::CTRL_PHY_RST | regs::CTRL_ILOS | regs::CTRL_VME;
+        r.write(regs::CTRL, (ctrl | regs::CTRL_SLU | regs::CTRL_ASDE) & !clear);
+        Ok(())
+    }
+
+    /// Address filters, both rings (the receive one filled, from `spare`
+    /// buffers first), in §4.6's order.
+    fn configure<H: Hal, R: Regs>(nic: &mut Driver<H, R, Self>, spare: Vec<Box<[u8]>>) -> Result<(), Error> {
+        nic.program_address();
         // Interrupt at once for each frame: no throttling, no delay timers.
+        let r = &mut nic.regs;
         r.write(regs::ITR, 0);
         r.write(regs::RDTR, 0);
         r.write(regs::RADV, 0);
-
-        let base = self.rx.base();
-        r.write(regs::RDBAL, base as u32);
-        r.write(regs::RDBAH, (base >> 32) as u32);
-        r.write(regs::RDLEN, self.rx.len_bytes());
-        r.write(regs::RDH, 0);
-        r.write(regs::RDT, 0);
-        let base = self.tx.base();
-        r.write(regs::TDBAL, base as u32);
-        r.write(regs::TDBAH, (base >> 32) as u32);
-        r.write(regs::TDLEN, self.tx.len_bytes());
-        r.write(regs::TDH, 0);
-        r.write(regs::TDT, 0);
+        nic.start_rx_ring();
+        nic.start_tx_ring();
+        let r = &mut nic.regs;
         r.write(regs::TIPG, regs::TIPG_DEFAULT);
         r.write(regs::TCTL, regs::TCTL_EN | regs::TCTL_PSP | regs::TCTL_CT | regs::TCTL_COLD);
-        (self.rx_told, self.tx_told) = (0, 0);
-        self.rx_discarding = false;
-
         // Enable the receiver before giving it buffers (§7.1.8: it fetches
         // descriptors once the tail moves).
         // Checksum verification on (§7.1, receive): the verdict is in every
         // descriptor written back.
-        self.regs.write(regs::RXCSUM, regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD);
-        self.write_rctl();
-        while self.rx.has_room() {
-            let buf = spare.pop().filter(|b| b.len() == self.rx_buf_len);
-            let buf = buf.unwrap_or_else(|| vec![0u8; self.rx_buf_len].into_boxed_slice());
-            if self.rx.post(buf).is_err() {
-                break;
-            }
-        }
-        self.ring_doorbells();
-        self.program_interrupts();
-        self.carrier = self.regs.read(regs::STATUS) & regs::STATUS_LU != 0;
-    }
-
-    /// Switches the device to `mode` (the kernel has set up the PCI side:
-    /// the MSI capability, or the MSI-X table and capability), for now and
-    /// after every reset.
-    pub fn set_interrupt_mode(&mut self, mode: IrqMode) -> Result<(), Error> {
-        if let IrqMode::Msix { rx, tx, other } = mode
-            && [rx, tx, other].iter().any(|&e| e >= regs::MSIX_ENTRIES)
-        {
-            return Err(Error::BadVector);
-        }
-        self.irq_mode = mode;
-        self.regs.write(regs::IMC, u32::MAX);
-        self.program_interrupts();
+        r.write(regs::RXCSUM, regs::RXCSUM_IPOFLD | regs::RXCSUM_TUOFLD);
+        Self::write_rctl(nic, true);
+        nic.fill_rx(spare);
         Ok(())
     }
 
-    /// The interrupt mode in use.
-    pub fn interrupt_mode(&self) -> IrqMode {
-        self.irq_mode
+    fn write_rctl<H: Hal, R: Regs>(nic: &mut Driver<H, R, Self>, enable: bool) {
+        let (_, size_bits) = rx_buffer(nic.mtu);
+        let rctl = nic.rctl(enable) | size_bits;
+        nic.regs.write(regs::RCTL, rctl);
     }
 
-    /// Routes the causes as `irq_mode` says and enables them (§7.4.2 for
-    /// MSI-X: IVAR, CTRL_EXT.PBA_SUPPORT; no auto-clear, no auto-mask, so
-    /// a cause stays in ICR until `ack_interrupt` clears it, as with INTx).
-    fn program_interrupts(&mut self) {
-        let r = &mut self.regs;
-        let (ivar, pba, ims) = match self.irq_mode {
+    /// RCTL's buffer size is the whole receiver's: a reset, the ring
+    /// refilled with buffers of the new size.
+    fn resize_rx<H: Hal, R: Regs>(nic: &mut Driver<H, R, Self>) -> Result<(), Error> {
+        nic.reset()
+    }
+
+    /// §7.4.2 for MSI-X: IVAR, CTRL_EXT.PBA_SUPPORT; no auto-clear, no
+    /// auto-mask, so a cause stays in ICR until `ack_interrupt` clears it,
+    /// as with INTx.
+    fn route_interrupts(r: &mut impl Regs, mode: IrqMode) {
+        let (ivar, pba, ims) = match mode {
             IrqMode::Msix { rx, tx, other } => {
                 let alloc = |entry: u8, shift: u32| (u32::from(entry) | regs::IVAR_VALID) << shift;
                 let ivar = alloc(rx, regs::IVAR_RXQ0_SHIFT)
@@ -348,286 +127,16 @@ impl<H: Hal, R: Regs> E1000e<H, R> {
         }
         r.write(regs::IMS, ims);
     }
-
-    fn write_rctl(&mut self) {
-        let (_, size_bits) = rx_buffer(self.mtu);
-        let lpe = if self.mtu > DEFAULT_MTU { regs::RCTL_LPE } else { 0 };
-        let rctl = regs::RCTL_EN | regs::RCTL_MPE | regs::RCTL_BAM | regs::RCTL_SECRC | lpe | size_bits;
-        self.regs.write(regs::RCTL, rctl);
-    }
-
-    /// Resets the device and brings it up again with the same rings: frames
-    /// queued for transmission are dropped (and counted), receive buffers
-    /// posted again. Frames lent out come back through `recycle` as usual.
-    pub fn reset(&mut self) -> Result<(), Error> {
-        // A reset clears the statistics: keep what they counted.
-        self.hw.accumulate(&self.regs, &STATS);
-        self.stats.resets += 1;
-        let result = reset_device(&mut self.regs);
-        self.stats.tx_lost += u64::from(self.tx.in_flight());
-        let sent = self.tx.drain();
-        self.tx_free.extend(sent);
-        let spare = self.rx.drain();
-        self.hang = None;
-        result?;
-        self.configure(spare);
-        Ok(())
-    }
-
-    /// Sets the MTU (68..=9000). A new receive buffer size needs a reset
-    /// (the ring is refilled with buffers of the new size); otherwise only
-    /// the receiver's long-frame bit changes.
-    pub fn set_mtu(&mut self, mtu: usize) -> Result<(), Error> {
-        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
-            return Err(Error::BadMtu);
-        }
-        if mtu == self.mtu {
-            return Ok(());
-        }
-        self.mtu = mtu;
-        let (len, _) = rx_buffer(mtu);
-        if len != self.rx_buf_len {
-            self.rx_buf_len = len;
-            return self.reset();
-        }
-        self.write_rctl();
-        Ok(())
-    }
-
-    /// Acknowledges the device's interrupt (INTx stays asserted until the
-    /// causes are cleared, and in MSI-X mode reading ICR clears nothing:
-    /// read ICR, write back what it held); whether the
-    /// link changed, in which case [`E1000e::carrier`] is fresh.
-    pub fn ack_interrupt(&mut self) -> bool {
-        let icr = self.regs.read(regs::ICR);
-        if icr != 0 {
-            self.regs.write(regs::ICR, icr);
-        }
-        if icr & regs::INT_RXO != 0 {
-            self.stats.rx_overruns += 1;
-        }
-        if icr & regs::INT_LSC != 0 {
-            self.carrier = self.regs.read(regs::STATUS) & regs::STATUS_LU != 0;
-            return true;
-        }
-        false
-    }
-
-    /// The link as last read (bring-up, link-change interrupts), without
-    /// touching the device.
-    pub fn carrier(&self) -> bool {
-        self.carrier
-    }
-
-    /// Periodic care, cheap enough for every pass (`now_us`: any monotonic
-    /// microsecond clock): resets a device whose oldest transmission has
-    /// waited [`TX_HANG_US`] with the link up, and reads the statistics every
-    /// [`STATS_EVERY_US`]. Whether it reset the device.
-    pub fn watchdog(&mut self, now_us: u64) -> bool {
-        if self.stats_at.is_none_or(|t| now_us.saturating_sub(t) >= STATS_EVERY_US) {
-            self.stats_at = Some(now_us);
-            self.hw.accumulate(&self.regs, &STATS);
-        }
-        self.reclaim_tx();
-        if !(self.carrier && self.tx.oldest_pending()) {
-            self.hang = None;
-            return false;
-        }
-        match self.hang {
-            Some((since, done)) if done == self.tx_completed => {
-                if now_us.saturating_sub(since) < TX_HANG_US {
-                    return false;
-                }
-                self.stats.tx_hangs += 1;
-                // A failed reset leaves the device down; the next pass's
-                // watchdog finds nothing queued and tries no more.
-                let _ = self.reset();
-                true
-            }
-            _ => {
-                self.hang = Some((now_us, self.tx_completed));
-                false
-            }
-        }
-    }
-
-    pub fn stats(&self) -> Stats {
-        Stats { rx_faults: self.rx.faults(), ..self.stats }
-    }
-
-    /// The device's counters, as of the last read.
-    pub fn hw_stats(&self) -> HwStats {
-        self.hw
-    }
-
-    fn repost(&mut self, buf: Box<[u8]>) {
-        // A buffer from before an MTU change is the wrong size: replace it.
-        let buf = if buf.len() == self.rx_buf_len { buf } else { vec![0u8; self.rx_buf_len].into_boxed_slice() };
-        if self.rx.post(buf).is_err() {
-            self.stats.rx_errors += 1;
-        }
-    }
-
-    /// Tells the device about buffers and frames added since the last time.
-    fn ring_doorbells(&mut self) {
-        if self.rx.tail() != self.rx_told {
-            self.rx_told = self.rx.tail();
-            self.regs.write(regs::RDT, u32::from(self.rx_told));
-            self.stats.rx_doorbells += 1;
-        }
-        if self.tx.tail() != self.tx_told {
-            self.tx_told = self.tx.tail();
-            self.regs.write(regs::TDT, u32::from(self.tx_told));
-            self.stats.tx_doorbells += 1;
-        }
-    }
-
-    fn reclaim_tx(&mut self) {
-        while self.tx.reclaim(&mut self.tx_free) {
-            self.tx_completed += 1;
-        }
-    }
-
-    /// Queues one frame of `lens` buffers, written by `f`, the device
-    /// inserting the checksums `want` names (when the frame, whose headers
-    /// must be in its first part, is IPv4 that can be laid out; else it goes
-    /// as written).
-    fn send<T>(&mut self, lens: &[usize], want: TxChecksum, f: impl FnOnce(&mut [&mut [u8]]) -> T) -> Option<T> {
-        let cap = self.mtu + L2_OVERHEAD;
-        let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l))?;
-        if lens.is_empty() || lens.len() > MAX_PARTS || lens.iter().any(|&l| l == 0 || l > cap) {
-            return None;
-        }
-        if total > self.max_frame_len() {
-            return None;
-        }
-        // Room for the parts and perhaps a context descriptor.
-        let need = lens.len() + usize::from(want.any());
-        if self.tx.free() < need {
-            self.reclaim_tx();
-            if self.tx.free() < need {
-                // A whole ring to send: make sure the device knows.
-                self.ring_doorbells();
-                self.stats.tx_queue_full += 1;
-                return None;
-            }
-        }
-        let mut parts: [TxPart; MAX_PARTS] = core::array::from_fn(|_| TxPart { buf: None, len: 0 });
-        for (part, &len) in parts.iter_mut().zip(lens) {
-            let buf = match self.tx_free.pop() {
-                Some(b) if b.len() >= cap => b,
-                _ => vec![0u8; cap].into_boxed_slice(),
-            };
-            *part = TxPart { buf: Some(buf), len };
-        }
-        let parts = &mut parts[..lens.len()];
-        let (result, ctx) = {
-            let mut slices: [&mut [u8]; MAX_PARTS] = Default::default();
-            for (slice, part) in slices.iter_mut().zip(parts.iter_mut()) {
-                *slice = part.buf.as_deref_mut().and_then(|b| b.get_mut(..part.len)).unwrap_or_default();
-            }
-            let result = f(&mut slices[..lens.len()]);
-            let ctx =
-                if want.any() { csum::prepare(slices[0], want).map(|layout| TxContext { layout, want }) } else { None };
-            (result, ctx)
-        };
-        let offloaded = ctx.is_some();
-        if self.tx.push(parts, ctx) {
-            self.stats.tx_frames += 1;
-            self.stats.tx_csum_offload += u64::from(offloaded);
-            self.stats.tx_chained += u64::from(lens.len() > 1);
-            Some(result)
-        } else {
-            self.tx_free.extend(parts.iter_mut().filter_map(|p| p.buf.take()));
-            self.stats.tx_queue_full += 1;
-            None
-        }
-    }
-}
-
-impl<H: Hal, R: Regs> Drop for E1000e<H, R> {
-    fn drop(&mut self) {
-        // Stop the device using the rings and buffers, which are freed next.
-        let _ = reset_device(&mut self.regs);
-    }
-}
-
-impl<H: Hal, R: Regs> Nic for E1000e<H, R> {
-    type Rx = RxFrame;
-
-    fn receive(&mut self) -> Option<RxFrame> {
-        loop {
-            let done = self.rx.pop()?;
-            let eop = done.status & RX_EOP != 0;
-            let discarding = self.rx_discarding;
-            self.rx_discarding = !eop;
-            if discarding || !eop || done.len == 0 || done.status & Legacy::RX_ERR_FATAL != 0 {
-                self.stats.rx_errors += 1;
-                self.repost(done.buf);
-                continue;
-            }
-            let verdict = desc::verdict::<Legacy>(done.status);
-            if verdict.ipv4 == RxChecksum::Bad {
-                // A corrupt IPv4 header: nothing above can trust its
-                // addresses or lengths.
-                self.stats.rx_bad_ip_csum += 1;
-                self.repost(done.buf);
-                continue;
-            }
-            self.stats.rx_ip_csum_good += u64::from(verdict.ipv4 == RxChecksum::Good);
-            self.stats.rx_bad_l4_csum += u64::from(verdict.l4 == RxChecksum::Bad);
-            self.stats.rx_frames += 1;
-            return Some(RxFrame { buf: done.buf, len: done.len, verdict });
-        }
-    }
-
-    fn recycle(&mut self, rx: RxFrame) {
-        self.repost(rx.buf);
-    }
-
-    fn transmit<T>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
-        self.send(&[len], TxChecksum::NONE, |parts| f(parts[0]))
-    }
-
-    /// IPv4 header and TCP/UDP-over-IPv4 checksums (§7.2, transmit).
-    fn tx_offload(&self) -> TxOffload {
-        TxOffload { ipv4: true, l4_v4: true }
-    }
-
-    fn transmit_with<T>(&mut self, len: usize, csum: TxChecksum, f: impl FnOnce(&mut [u8]) -> T) -> Option<T> {
-        self.send(&[len], csum, |parts| f(parts[0]))
-    }
-
-    /// One data descriptor per part (§7.2: a packet may span several).
-    fn transmit_parts<T>(&mut self, lens: &[usize], f: impl FnOnce(&mut [&mut [u8]]) -> T) -> Option<T> {
-        self.send(lens, TxChecksum::NONE, f)
-    }
-
-    fn service(&mut self) {
-        self.ring_doorbells();
-        self.reclaim_tx();
-    }
-
-    fn mac(&self) -> [u8; 6] {
-        self.mac
-    }
-
-    fn mtu(&self) -> usize {
-        self.mtu
-    }
-
-    /// STATUS.LU: a register read (a trap under emulation), for after a
-    /// link-change interrupt; [`E1000e::carrier`] is the cached value.
-    fn link_up(&self) -> bool {
-        self.regs.read(regs::STATUS) & regs::STATUS_LU != 0
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::csum::{self, TxChecksum, TxOffload};
     use crate::fake::FakeHal;
     use crate::fake::e1000e::{Device, FakeRegs};
+    use crate::intel::driver::{DEFAULT_MTU, RING_SIZE};
+    use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
     use alloc::rc::Rc;
     use core::cell::RefCell;
 
@@ -672,10 +181,10 @@ mod tests {
         let r = rig();
         assert_eq!(r.dev.borrow().resets, 1);
         assert_eq!((r.nic.mac(), r.nic.mtu(), r.nic.max_frame_len()), (MAC, 1500, 1514));
-        assert_eq!((r.reg(regs::RDLEN), r.reg(regs::TDLEN)), (4096, 4096));
-        assert_ne!(r.reg(regs::RDBAL), 0);
+        assert_eq!((r.reg(regs::RXQ.dlen()), r.reg(regs::TXQ.dlen())), (4096, 4096));
+        assert_ne!(r.reg(regs::RXQ.bal()), 0);
         assert_eq!(r.rx_available(), POSTED, "the receive ring full, one slot kept empty");
-        assert_eq!(r.writes(regs::RDT), 2, "zeroed, then one doorbell for the whole ring");
+        assert_eq!(r.writes(regs::RXQ.tail()), 2, "zeroed, then one doorbell for the whole ring");
         let rctl = r.reg(regs::RCTL);
         assert_eq!(rctl & (regs::RCTL_EN | regs::RCTL_SECRC), regs::RCTL_EN | regs::RCTL_SECRC);
         assert_eq!(rctl & regs::RCTL_LPE, 0, "no long frames at 1500");
@@ -736,7 +245,7 @@ mod tests {
         for _ in 0..10 {
             r.deliver(&[1; 64]);
         }
-        let before = r.writes(regs::RDT);
+        let before = r.writes(regs::RXQ.tail());
         let mut lent = Vec::new();
         while let Some(rx) = r.nic.receive() {
             lent.push(rx);
@@ -746,10 +255,10 @@ mod tests {
         for rx in lent {
             r.nic.recycle(rx);
         }
-        assert_eq!(r.writes(regs::RDT), before, "nothing before the pass ends");
+        assert_eq!(r.writes(regs::RXQ.tail()), before, "nothing before the pass ends");
         r.nic.service();
         r.nic.service();
-        assert_eq!(r.writes(regs::RDT), before + 1);
+        assert_eq!(r.writes(regs::RXQ.tail()), before + 1);
         assert_eq!(r.rx_available(), POSTED);
     }
 
@@ -803,9 +312,9 @@ mod tests {
         for i in 0..10u8 {
             assert_eq!(r.nic.transmit(60, |b| b.fill(i)), Some(()));
         }
-        assert_eq!(r.writes(regs::TDT), 1, "only the bring-up's zero before the burst ends");
+        assert_eq!(r.writes(regs::TXQ.tail()), 1, "only the bring-up's zero before the burst ends");
         r.nic.service();
-        assert_eq!(r.writes(regs::TDT), 2);
+        assert_eq!(r.writes(regs::TXQ.tail()), 2);
         assert_eq!(r.send_all(), (0..10u8).map(|i| alloc::vec![i; 60]).collect::<Vec<_>>());
         r.nic.service();
         assert_eq!(r.nic.tx.in_flight(), 0, "reclaimed");
@@ -832,7 +341,7 @@ mod tests {
         }
         assert_eq!(r.nic.transmit(60, |_| ()), None);
         assert_eq!(r.nic.stats().tx_queue_full, 1);
-        assert_eq!(r.reg(regs::TDT), POSTED, "the device told about the full ring");
+        assert_eq!(r.reg(regs::TXQ.tail()), POSTED, "the device told about the full ring");
         assert_eq!(r.send_all().len(), POSTED as usize);
         assert_eq!(r.nic.transmit(60, |_| ()), Some(()), "reclaimed when needed");
     }
@@ -951,7 +460,7 @@ mod tests {
         let s = r.nic.stats();
         assert_eq!((s.tx_hangs, s.resets, s.tx_lost), (1, 1, 4));
         assert_eq!(r.dev.borrow().resets, 2);
-        assert_eq!((r.reg(regs::TDH), r.reg(regs::TDT)), (0, 0), "a fresh ring");
+        assert_eq!((r.reg(regs::TXQ.head()), r.reg(regs::TXQ.tail())), (0, 0), "a fresh ring");
         assert_eq!(r.rx_available(), POSTED, "receive ring refilled");
         assert_eq!(r.reg(regs::IMS), regs::INT_ENABLED);
         // Working again.
@@ -1006,7 +515,7 @@ mod tests {
         assert_eq!(r.nic.hw_stats().rx_good, 3, "not read again within a second");
         r.nic.reset().expect("reset");
         assert_eq!(r.nic.hw_stats().rx_good, 4, "read before the reset cleared it");
-        let named: Vec<_> = r.nic.hw_stats().named(&STATS).map(|(name, _)| name).collect();
+        let named: Vec<_> = r.nic.hw_counters().map(|(name, _)| name).collect();
         assert!(named.contains(&"e1000e rx_good") && !named.contains(&"e1000e rx_oversize"), "ROC is not read");
     }
 

@@ -77,13 +77,8 @@ pub const MSIX_ENTRIES: u8 = 5;
 pub const RCTL_BSIZE_SHIFT: u32 = 16;
 pub const RCTL_BSEX: u32 = 1 << 25;
 
-/// The receive ring: base (low, high), length in bytes (a multiple of
-/// 128), head (the device's), tail (one past the last buffer posted).
-pub const RDBAL: u32 = 0x2800;
-pub const RDBAH: u32 = 0x2804;
-pub const RDLEN: u32 = 0x2808;
-pub const RDH: u32 = 0x2810;
-pub const RDT: u32 = 0x2818;
+/// The receive ring's registers: RDBAL, RDBAH, RDLEN, RDH, RDT.
+pub const RXQ: Queue = Queue(0x2800);
 /// Receive delay timer and absolute delay: zero, write back at once.
 pub const RDTR: u32 = 0x2820;
 pub const RADV: u32 = 0x282c;
@@ -94,9 +89,6 @@ pub const RADV: u32 = 0x282c;
 pub const TIPG: u32 = 0x0410;
 pub const TIPG_DEFAULT: u32 = 8 | 8 << 10 | 6 << 20;
 
-/// The transmit ring, laid out as the receive one.
-pub const TDBAL: u32 = 0x3800;
-pub const TDBAH: u32 = 0x3804;
-pub const TDLEN: u32 = 0x3808;
-pub const TDH: u32 = 0x3810;
-pub const TDT: u32 = 0x3818;
+/// The transmit ring's, laid out as the receive one's: TDBAL, TDBAH,
+/// TDLEN, TDH, TDT.
+pub const TXQ: Queue = Queue(0x3800);

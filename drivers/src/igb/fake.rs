@@ -219,8 +219,8 @@ impl Device {
 
     /// Receive descriptors the driver gave and the device has not used.
     pub fn rx_available(&self) -> u32 {
-        let (_, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
-        let (h, t) = (self.reg(regs::RDH), self.reg(regs::RDT));
+        let (_, size) = self.ring(regs::RXQ.bal(), regs::RXQ.bah(), regs::RXQ.dlen());
+        let (h, t) = (self.reg(regs::RXQ.head()), self.reg(regs::RXQ.tail()));
         if size == 0 { 0 } else { (t + size - h) % size }
     }
 
@@ -298,8 +298,8 @@ impl Device {
     }
 
     fn write_back(&mut self, bytes: &[u8], len: u16, status_error: u32) {
-        let (base, size) = self.ring(regs::RDBAL, regs::RDBAH, regs::RDLEN);
-        let head = self.reg(regs::RDH);
+        let (base, size) = self.ring(regs::RXQ.bal(), regs::RXQ.bah(), regs::RXQ.dlen());
+        let head = self.reg(regs::RXQ.head());
         let d = base + 16 * u64::from(head);
         // SAFETY: the ring and the buffers it names are the driver's FakeHal
         // memory, alive while the driver is; the descriptor between head
@@ -318,7 +318,7 @@ impl Device {
             at::<AtomicU16>(d + 14).store(0, Ordering::Relaxed);
             at::<AtomicU32>(d + 8).store(status_error, Ordering::Release);
         }
-        self.set(regs::RDH, (head + 1) % size);
+        self.set(regs::RXQ.head(), (head + 1) % size);
     }
 
     /// The device sends every frame between TDH and TDT, writing DD back;
@@ -332,15 +332,15 @@ impl Device {
     /// the frame's length), the checksums POPTS asks for computed as the
     /// device does from context 0, DD written back where RS asks.
     pub fn send_up_to(&mut self, max: usize) -> Vec<Vec<u8>> {
-        let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
+        let (base, size) = self.ring(regs::TXQ.bal(), regs::TXQ.bah(), regs::TXQ.dlen());
         let mut sent = Vec::new();
         if self.reg(regs::TCTL) & regs::TCTL_EN == 0 || self.reg(regs::TXDCTL) & regs::XDCTL_ENABLE == 0 {
             return sent;
         }
         let mut frame = Vec::new();
         let (mut parts, mut first_olinfo) = (0, 0u32);
-        while self.reg(regs::TDH) != self.reg(regs::TDT) && sent.len() < max {
-            let head = self.reg(regs::TDH);
+        while self.reg(regs::TXQ.head()) != self.reg(regs::TXQ.tail()) && sent.len() < max {
+            let head = self.reg(regs::TXQ.head());
             let d = base + 16 * u64::from(head);
             // SAFETY: as in `write_back`, for the transmit ring.
             let (lo, addr, cmd_type_len, olinfo) = unsafe {
@@ -351,7 +351,7 @@ impl Device {
                     at::<AtomicU32>(d + 12).load(Ordering::Relaxed),
                 )
             };
-            self.set(regs::TDH, (head + 1) % size);
+            self.set(regs::TXQ.head(), (head + 1) % size);
             if cmd_type_len & (0xf << 20) == TX_DTYP_CTXT {
                 assert_ne!(cmd_type_len & TX_TUCMD_IPV4, 0, "an IPv4 context");
                 assert_eq!(olinfo >> 4 & 7, 0, "context index 0");
@@ -416,8 +416,8 @@ impl Device {
     /// Writes DD into the transmit descriptor `i` slots past the head, as a
     /// device that lies (or runs ahead) would.
     pub fn mark_tx_done_ahead(&mut self, i: u32) {
-        let (base, size) = self.ring(regs::TDBAL, regs::TDBAH, regs::TDLEN);
-        let d = base + 16 * u64::from((self.reg(regs::TDH) + i) % size.max(1));
+        let (base, size) = self.ring(regs::TXQ.bal(), regs::TXQ.bah(), regs::TXQ.dlen());
+        let d = base + 16 * u64::from((self.reg(regs::TXQ.head()) + i) % size.max(1));
         // SAFETY: as in `write_back`; the slot is inside the ring.
         unsafe { at::<AtomicU32>(d + 12).fetch_or(TX_DD, Ordering::Release) };
     }

@@ -111,11 +111,9 @@ pub const INT_ENABLED_MSIX: u32 = INT_LSC | INT_RXO;
 /// that LPE admits.
 pub const RLPML: u32 = 0x5004;
 
-/// Receive queue 0: base (low, high), length in bytes (a multiple of
-/// 128), head (the device's), tail (one past the last buffer posted).
-pub const RDBAL: u32 = 0xc000;
-pub const RDBAH: u32 = 0xc004;
-pub const RDLEN: u32 = 0xc008;
+/// Receive queue 0's ring registers: RDBAL, RDBAH, RDLEN, RDH, RDT, with
+/// its own between them (below).
+pub const RXQ: Queue = Queue(0xc000);
 /// Split and Replication Receive Control, queue 0 (§8.10.2): the packet
 /// buffer size in KiB (BSIZEPACKET, bits 6:0), the descriptor type (bits
 /// 27:25; 001b the advanced one-buffer descriptor) and the free-descriptor
@@ -125,8 +123,6 @@ pub const SRRCTL_BSIZEPKT_SHIFT: u32 = 10;
 pub const SRRCTL_BSIZEPKT_MASK: u32 = 0x7f;
 pub const SRRCTL_RDMTS_SHIFT: u32 = 20;
 pub const SRRCTL_DESCTYPE_ADV_ONEBUF: u32 = 0b001 << 25;
-pub const RDH: u32 = 0xc010;
-pub const RDT: u32 = 0xc018;
 /// Receive Descriptor Control, queue 0 (§8.10): ENABLE turns the queue
 /// on (the device acknowledges by reading it back set) and off; WTHRESH 1
 /// writes each descriptor back at once.
@@ -140,11 +136,7 @@ pub const XDCTL_ENABLE: u32 = 1 << 25;
 /// family's bits.
 pub const TCTL_RTLC: u32 = 1 << 24;
 
-/// Transmit queue 0, laid out as the receive one; TXDCTL (chapter 8) with
-/// the same ENABLE and WTHRESH bits as RXDCTL.
-pub const TDBAL: u32 = 0xe000;
-pub const TDBAH: u32 = 0xe004;
-pub const TDLEN: u32 = 0xe008;
-pub const TDH: u32 = 0xe010;
-pub const TDT: u32 = 0xe018;
+/// Transmit queue 0, laid out as the receive one (TDBAL .. TDT); TXDCTL
+/// (chapter 8) with the same ENABLE and WTHRESH bits as RXDCTL.
+pub const TXQ: Queue = Queue(0xe000);
 pub const TXDCTL: u32 = 0xe028;

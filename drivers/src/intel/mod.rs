@@ -3,19 +3,30 @@
 //! descriptors) are one family, 32-bit registers at byte offsets into a
 //! memory BAR, most of them at the same offsets with the same bits.
 //!
-//! This module holds the register window and the registers both
-//! controllers have ([`regs`], [`mmio`]), the descriptor rings over either
-//! controller's formats ([`desc`], [`rx`], [`tx`]) and the statistics
-//! accumulator ([`stats`]). Each controller's module keeps only what is
-//! its own.
+//! Here is the whole driver but what differs ([`Driver`], over a
+//! [`Controller`]): the register window and the registers both controllers
+//! have ([`regs`], [`mmio`]), the descriptor rings over either
+//! controller's formats ([`desc`], [`rx`], [`tx`]), the steps of bring-up
+//! both take ([`init`]), the interrupt modes ([`irq`]), the transmit
+//! watchdog ([`watchdog`]) and the statistics ([`stats`]). Each
+//! controller's module keeps only what is its own: its registers, its
+//! descriptor layouts, its reset, bring-up and interrupt routing.
 
+pub mod controller;
 pub mod desc;
+pub mod driver;
+pub mod init;
+pub mod irq;
 pub mod mmio;
 pub mod regs;
 mod ring;
 pub mod rx;
 pub mod stats;
 pub mod tx;
+pub mod watchdog;
 
+pub use controller::Controller;
+pub use driver::{DEFAULT_MTU, Driver, Error, RxFrame};
+pub use irq::IrqMode;
 pub use mmio::Mmio;
 pub use regs::Regs;

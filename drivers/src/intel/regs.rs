@@ -84,6 +84,32 @@ pub const INT_RXO: u32 = 1 << 6;
 // Receive registers (82574 §10.2.5, the receive path in §7.1; 82576
 // §8.10, the receive path in §7.1).
 
+/// A descriptor queue's registers: base (low, high), length in bytes (a
+/// multiple of 128), head (the device's), tail (one past the last
+/// descriptor given), at the same distances from the block's start on
+/// both controllers (RDBAL..RDT, TDBAL..TDT); where the block starts is
+/// each controller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Queue(pub u32);
+
+impl Queue {
+    pub const fn bal(self) -> u32 {
+        self.0
+    }
+    pub const fn bah(self) -> u32 {
+        self.0 + 0x04
+    }
+    pub const fn dlen(self) -> u32 {
+        self.0 + 0x08
+    }
+    pub const fn head(self) -> u32 {
+        self.0 + 0x10
+    }
+    pub const fn tail(self) -> u32 {
+        self.0 + 0x18
+    }
+}
+
 /// Receive Control. LPE admits frames over 1522 bytes; SECRC strips the
 /// CRC so the written length is the frame's; MPE accepts every multicast
 /// frame (IPv6 neighbour discovery and RoCE multicast groups need them,

@@ -1,11 +1,49 @@
-//! The controllers' statistics registers (82574 §10.2, 82576 §8.19; the
-//! same offsets on both), accumulated: each read clears the register, so
-//! the driver adds what it read to its own totals (64-bit; the 32-bit
-//! counters would wrap within hours of line rate). The kernel reports
-//! `missed` as `ip -s link`'s `rx_missed_errors` and every total, by the
-//! name its controller gives it ([`StatsMap`]), in `perf`.
+//! What an Intel NIC counts: the driver's own counters ([`Stats`]), and
+//! the controllers' statistics registers (82574 §10.2, 82576 §8.19; the
+//! same offsets on both), accumulated ([`HwStats`]): each read clears the
+//! register, so the driver adds what it read to its own totals (64-bit;
+//! the 32-bit counters would wrap within hours of line rate). The kernel
+//! reports `missed` as `ip -s link`'s `rx_missed_errors` and every total,
+//! by the name its controller gives it ([`StatsMap`]), in `perf`.
 
 use super::regs::{self, Regs};
+use super::rx::RingFaults;
+
+/// Counters the driver keeps (the device's own are [`HwStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Receive buffers dropped: an error bit, no length, or part of a frame
+    /// spread over several buffers.
+    pub rx_errors: u64,
+    /// Receiver overruns the device signalled (RXO).
+    pub rx_overruns: u64,
+    /// Transmit attempts refused because the ring was full.
+    pub tx_queue_full: u64,
+    /// Tail register writes.
+    pub tx_doorbells: u64,
+    pub rx_doorbells: u64,
+    /// Device resets after bring-up (hangs, MTU changes that need one), and
+    /// what caused the hang ones.
+    pub resets: u64,
+    pub tx_hangs: u64,
+    /// Frames queued but dropped by a reset before the device sent them.
+    pub tx_lost: u64,
+    pub rx_faults: RingFaults,
+    /// Frames dropped because the device found their IPv4 header checksum
+    /// wrong.
+    pub rx_bad_ip_csum: u64,
+    /// Frames passed up whose TCP/UDP checksum the device found wrong (the
+    /// stack above drops them, as it would have by itself).
+    pub rx_bad_l4_csum: u64,
+    /// Frames whose IPv4 header the device checked and found right.
+    pub rx_ip_csum_good: u64,
+    /// Frames sent with the device inserting checksums.
+    pub tx_csum_offload: u64,
+    /// Frames sent from more than one buffer.
+    pub tx_chained: u64,
+}
 
 /// Totals since the driver started (across device resets).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

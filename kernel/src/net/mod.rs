@@ -126,7 +126,7 @@ fn probe_e1000e(f: &Function) -> Option<NetDevice> {
         return None;
     };
     hal::enable_bus_master(f);
-    let nic = drivers::e1000e::E1000e::new(regs, drivers::e1000e::DEFAULT_MTU)
+    let nic = drivers::e1000e::E1000e::new(regs, drivers::intel::DEFAULT_MTU)
         .map_err(|e| log::error!("{}: e1000e: {e:?}", f.bdf));
     nic.ok().map(NetDevice::E1000e)
 }
@@ -140,7 +140,8 @@ fn probe_igb(f: &Function) -> Option<NetDevice> {
         return None;
     };
     hal::enable_bus_master(f);
-    let nic = drivers::igb::Igb::new(regs, drivers::igb::DEFAULT_MTU).map_err(|e| log::error!("{}: igb: {e:?}", f.bdf));
+    let nic =
+        drivers::igb::Igb::new(regs, drivers::intel::DEFAULT_MTU).map_err(|e| log::error!("{}: igb: {e:?}", f.bdf));
     nic.ok().map(NetDevice::Igb)
 }
 impl Net {
