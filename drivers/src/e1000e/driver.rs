@@ -131,49 +131,21 @@ impl Controller for I82574 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fake::Fake82574;
     use super::*;
     use crate::csum::{self, TxChecksum, TxOffload};
     use crate::fake::FakeHal;
-    use crate::fake::e1000e::{Device, FakeRegs};
-    use crate::intel::driver::{DEFAULT_MTU, RING_SIZE};
+    use crate::intel::driver::RING_SIZE;
+    use crate::intel::fake::{FakeRegs, MAC};
     use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
-    use alloc::rc::Rc;
-    use core::cell::RefCell;
+    use alloc::vec::Vec;
 
-    const MAC: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+    type Rig = crate::intel::fake::Rig<Fake82574>;
+    type Device = crate::intel::fake::Device<Fake82574>;
     const POSTED: u32 = RING_SIZE as u32 - 1;
 
-    struct Rig {
-        nic: E1000e<FakeHal, FakeRegs>,
-        dev: Rc<RefCell<Device>>,
-    }
-
-    fn rig_with(mtu: usize) -> Rig {
-        let dev = Device::new(MAC);
-        let nic = E1000e::new(FakeRegs(dev.clone()), mtu).expect("device");
-        Rig { nic, dev }
-    }
-
     fn rig() -> Rig {
-        rig_with(DEFAULT_MTU)
-    }
-
-    impl Rig {
-        fn reg(&self, r: u32) -> u32 {
-            self.dev.borrow().reg(r)
-        }
-        fn writes(&self, r: u32) -> u32 {
-            self.dev.borrow().writes(r)
-        }
-        fn deliver(&self, frame: &[u8]) -> bool {
-            self.dev.borrow_mut().deliver(frame)
-        }
-        fn send_all(&self) -> Vec<Vec<u8>> {
-            self.dev.borrow_mut().send_all()
-        }
-        fn rx_available(&self) -> u32 {
-            self.dev.borrow().rx_available()
-        }
+        Rig::new()
     }
 
     #[test]
@@ -288,12 +260,12 @@ mod tests {
         let mut r = rig();
         {
             let mut d = r.dev.borrow_mut();
-            d.deliver_raw(&[1; 64], 64, 0b11, 1); // CRC error
-            d.deliver_raw(&[2; 64], 0, 0b11, 0); // no length
-            d.deliver_raw(&[3; 64], 4000, 0b11, 0); // longer than the buffer
-            d.deliver_raw(&[4; 64], 64, 0b01, 0); // first part of a chained frame...
-            d.deliver_raw(&[5; 64], 64, 0b11, 0); // ...and its end
-            d.deliver_raw(&[6; 64], 64, 0b11, 1 << 5); // TCP checksum flag: not ours to judge
+            d.deliver_raw(&[1; 64], 64, 0b11 | 1 << 8); // CRC error
+            d.deliver_raw(&[2; 64], 0, 0b11); // no length
+            d.deliver_raw(&[3; 64], 4000, 0b11); // longer than the buffer
+            d.deliver_raw(&[4; 64], 64, 0b01); // first part of a chained frame...
+            d.deliver_raw(&[5; 64], 64, 0b11); // ...and its end
+            d.deliver_raw(&[6; 64], 64, 0b11 | (1 << 5) << 8); // TCP checksum flag: not ours to judge
         }
         let rx = r.nic.receive().expect("the good frame");
         assert_eq!(rx.as_ref(), &[6; 64]);
@@ -562,7 +534,7 @@ mod tests {
         r.nic.service();
         assert_eq!(r.rx_available(), POSTED, "the dropped buffer went back");
         // IXSM: the device says to ignore its indications.
-        r.dev.borrow_mut().deliver_raw(&[1; 64], 64, 0b11 | 1 << 2 | 1 << 6, 1 << 6);
+        r.dev.borrow_mut().deliver_raw(&[1; 64], 64, 0b11 | 1 << 2 | 1 << 6 | 1 << 14);
         let rx = r.nic.receive().expect("not dropped: the IPE bit is void");
         assert_eq!(rx.checksum(), RxVerdict::default());
     }

@@ -5,6 +5,8 @@
 
 pub mod desc;
 pub mod driver;
+#[cfg(test)]
+mod fake;
 pub mod regs;
 
 pub use driver::{E1000e, I82574, MAX_MTU};

@@ -215,61 +215,23 @@ impl Controller for I82576 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{DD_EOP, Device, FakeRegs};
+    use super::super::fake::Fake82576;
     use super::*;
     use crate::csum::{self, TxChecksum, TxOffload};
     use crate::fake::FakeHal;
     use crate::intel::driver::{DEFAULT_MTU, MIN_MTU, RING_SIZE};
+    use crate::intel::fake::{DD_EOP, FakeRegs, MAC};
     use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
-    use alloc::rc::Rc;
-    use core::cell::RefCell;
+    use alloc::vec::Vec;
 
-    const MAC: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+    type Rig = crate::intel::fake::Rig<Fake82576>;
+    type Device = crate::intel::fake::Device<Fake82576>;
     const POSTED: u32 = RING_SIZE as u32 - 1;
     /// RXE: the frame error bit of the write-back.
     const RXE: u32 = 1 << 31;
 
-    struct Rig {
-        nic: Igb<FakeHal, FakeRegs>,
-        dev: Rc<RefCell<Device>>,
-    }
-
-    /// A device brought up, its link negotiated and the change taken.
-    fn rig_with(mtu: usize) -> Rig {
-        let dev = Device::new(MAC);
-        let nic = Igb::new(FakeRegs(dev.clone()), mtu).expect("device");
-        let mut r = Rig { nic, dev };
-        r.dev.borrow_mut().finish_negotiation();
-        assert!(r.nic.ack_interrupt(), "the link came up");
-        r
-    }
-
     fn rig() -> Rig {
-        rig_with(DEFAULT_MTU)
-    }
-
-    impl Rig {
-        fn reg(&self, r: u32) -> u32 {
-            self.dev.borrow().reg(r)
-        }
-        fn writes(&self, r: u32) -> u32 {
-            self.dev.borrow().writes(r)
-        }
-        fn deliver(&self, frame: &[u8]) -> bool {
-            self.dev.borrow_mut().deliver(frame)
-        }
-        fn deliver_raw(&self, bytes: &[u8], len: u16, status_error: u32) -> bool {
-            self.dev.borrow_mut().deliver_raw(bytes, len, status_error)
-        }
-        fn send_all(&self) -> Vec<Vec<u8>> {
-            self.dev.borrow_mut().send_all()
-        }
-        fn rx_available(&self) -> u32 {
-            self.dev.borrow().rx_available()
-        }
-        fn resets(&self) -> u32 {
-            self.dev.borrow().resets
-        }
+        Rig::new()
     }
 
     #[test]
@@ -298,7 +260,7 @@ mod tests {
         assert_eq!(ctrl & (regs::CTRL_SLU | regs::CTRL_LRST), regs::CTRL_SLU, "link set up, out of reset");
         assert_eq!(reg(regs::RAH0), 0x5634 | regs::RAH_AV, "the address filter keeps our MAC");
         // The PHY was reset with the MAC: down until it has negotiated.
-        assert!(dev.borrow().negotiating, "auto-negotiation restarted through MDIC");
+        assert!(dev.borrow().model.negotiating, "auto-negotiation restarted through MDIC");
         assert!(!nic.carrier() && !nic.link_up());
         dev.borrow_mut().finish_negotiation();
         assert!(nic.ack_interrupt(), "LSC");
@@ -328,7 +290,7 @@ mod tests {
         let r = Igb::<FakeHal, _>::new(FakeRegs(dev), 1500);
         assert_eq!(r.err(), Some(Error::ResetTimeout));
         let dev = Device::new(MAC);
-        dev.borrow_mut().rx_queue_stuck = true;
+        dev.borrow_mut().model.rx_queue_stuck = true;
         let r = Igb::<FakeHal, _>::new(FakeRegs(dev), 1500);
         assert_eq!(r.err(), Some(Error::QueueTimeout));
         let r = Igb::<FakeHal, _>::new(FakeRegs(Device::new(MAC)), MAX_MTU + 1);
@@ -340,7 +302,7 @@ mod tests {
     #[test]
     fn a_phy_that_does_not_answer_is_counted_not_fatal() {
         let dev = Device::new(MAC);
-        dev.borrow_mut().phy_broken = true;
+        dev.borrow_mut().model.phy_broken = true;
         let mut nic = Igb::<FakeHal, _>::new(FakeRegs(dev.clone()), 1500).expect("device");
         assert_eq!(nic.controller().phy_errors, 1);
         assert!(!nic.carrier());
@@ -575,7 +537,7 @@ mod tests {
     #[test]
     fn a_receive_queue_that_will_not_stop_gets_a_device_reset_instead() {
         let mut r = rig();
-        r.dev.borrow_mut().rx_queue_wont_stop = true;
+        r.dev.borrow_mut().model.rx_queue_wont_stop = true;
         r.nic.set_mtu(9000).expect("mtu");
         assert_eq!(r.resets(), 2, "the reset stopped the queue for sure");
         assert_eq!(r.dev.borrow().rx_buffer_size(), 9 * 1024);

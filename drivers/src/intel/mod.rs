@@ -15,6 +15,8 @@
 pub mod controller;
 pub mod desc;
 pub mod driver;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod init;
 pub mod irq;
 pub mod mmio;
