@@ -25,6 +25,7 @@ impl Default for Fake82574 {
 
 impl Model for Fake82574 {
     type Ctl = I82574;
+    const RESET_RENEGOTIATES: bool = false;
     const READ_TO_CLEAR: &'static [u32] = &[];
 
     fn reset(dev: &mut Device<Self>) {

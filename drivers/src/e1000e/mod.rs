@@ -6,7 +6,7 @@
 pub mod desc;
 pub mod driver;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 pub mod regs;
 
 pub use driver::{E1000e, I82574, MAX_MTU};

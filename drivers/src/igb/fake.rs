@@ -125,6 +125,7 @@ impl Device<Fake82576> {
 
 impl Model for Fake82576 {
     type Ctl = I82576;
+    const RESET_RENEGOTIATES: bool = true;
     const READ_TO_CLEAR: &'static [u32] = &[regs::EICR];
 
     /// The link down, the queues off, the PHY's negotiation forgotten.

@@ -7,7 +7,7 @@
 pub mod desc;
 pub mod driver;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 pub mod regs;
 
 pub use driver::{I82576, Igb, MAX_MTU};

@@ -87,14 +87,14 @@ pub struct Driver<H: Hal, R: Regs, C: Controller> {
     /// Bytes in each receive buffer: a size the controller can name.
     pub(crate) rx_buf_len: usize,
     pub(crate) rx: RxRing<H, C::Format>,
-    pub(crate) tx: TxRing<H, C::Format>,
+    pub(super) tx: TxRing<H, C::Format>,
     /// Sent buffers, for the next frames.
-    pub(crate) tx_free: Vec<Box<[u8]>>,
+    pub(super) tx_free: Vec<Box<[u8]>>,
     /// The tails the device was last told.
     pub(super) rx_told: u16,
     pub(super) tx_told: u16,
     /// Dropping the rest of a frame spread over several buffers.
-    pub(crate) rx_discarding: bool,
+    pub(super) rx_discarding: bool,
     /// STATUS.LU as last read (at bring-up and on each LSC).
     pub(super) carrier: bool,
     /// Frames the device finished, for the watchdog's progress.
@@ -222,7 +222,7 @@ impl<H: Hal, R: Regs, C: Controller> Driver<H, R, C> {
     }
 
     /// Tells the device about buffers and frames added since the last time.
-    pub(crate) fn ring_doorbells(&mut self) {
+    pub(super) fn ring_doorbells(&mut self) {
         if self.rx.tail() != self.rx_told {
             self.rx_told = self.rx.tail();
             self.regs.write(C::RXQ.tail(), u32::from(self.rx_told));
@@ -245,7 +245,7 @@ impl<H: Hal, R: Regs, C: Controller> Driver<H, R, C> {
     /// inserting the checksums `want` names (when the frame, whose headers
     /// must be in its first part, is IPv4 that can be laid out; else it goes
     /// as written).
-    pub(crate) fn send<T>(
+    pub(super) fn send<T>(
         &mut self,
         lens: &[usize],
         want: TxChecksum,

@@ -135,6 +135,9 @@ pub trait Model: Default + Sized {
     type Ctl: Controller;
     /// Its registers, beyond the family's, that clear when read.
     const READ_TO_CLEAR: &'static [u32];
+    /// Whether a device reset takes the link down until the PHY has
+    /// negotiated again ([`Model::settle`]).
+    const RESET_RENEGOTIATES: bool;
 
     /// Power-on state of its own, after the register file was cleared.
     fn reset(dev: &mut Device<Self>);
@@ -499,6 +502,8 @@ pub struct Rig<M: Model> {
 }
 
 pub const MAC: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+/// Receive buffers a full ring holds (one slot stays empty).
+pub const POSTED: u32 = super::driver::RING_SIZE as u32 - 1;
 
 impl<M: Model> Rig<M> {
     /// A device brought up with `mtu`, the link settled and its change
@@ -543,5 +548,12 @@ impl<M: Model> Rig<M> {
 
     pub fn resets(&self) -> u32 {
         self.dev.borrow().resets
+    }
+
+    /// Settles the link again after a reset took it down; whether it came
+    /// back with a change to take.
+    pub fn settle(&mut self) -> bool {
+        let changed = M::settle(&mut self.dev.borrow_mut());
+        changed && self.nic.ack_interrupt()
     }
 }

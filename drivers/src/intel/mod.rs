@@ -24,6 +24,8 @@ pub mod regs;
 mod ring;
 pub mod rx;
 pub mod stats;
+#[cfg(test)]
+mod tests;
 pub mod tx;
 pub mod watchdog;
 
