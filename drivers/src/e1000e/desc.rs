@@ -11,6 +11,7 @@
 //! the checks, §7.1). The legacy formats keep the buffer address in place
 //! when the device writes back, and a filled slot is recognised by its DD
 //! bit.
+#![forbid(unsafe_code)]
 
 use crate::intel::desc::{Format, TxData};
 use crate::intel::tx::TxContext;

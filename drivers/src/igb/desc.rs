@@ -18,6 +18,7 @@
 //! buffer address included: §7.1, the write-back format); its status/error
 //! word overlays the read format's header address, which posting writes as
 //! zero (unused with one buffer), so the slot reads "not done".
+#![forbid(unsafe_code)]
 
 use crate::intel::desc::{Format, TxData};
 use crate::intel::tx::TxContext;

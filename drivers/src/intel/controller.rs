@@ -10,6 +10,7 @@
 //! controller keeps of its own (the 82576's PHY and queue-restart
 //! counters); the hooks are handed the whole driver, whose parts they
 //! program through its helpers.
+#![forbid(unsafe_code)]
 
 use super::desc::Format;
 use super::driver::{Driver, Error};

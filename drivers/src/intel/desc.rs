@@ -18,6 +18,7 @@
 //!   ([`Format::data`], [`Format::context`]); on both, DD comes back in
 //!   bit 0 of byte 12 (the legacy STA, the advanced write-back's STA) and
 //!   only where the descriptor asked with RS.
+#![forbid(unsafe_code)]
 
 use super::tx::TxContext;
 use crate::nic::{RxChecksum, RxVerdict};

@@ -4,6 +4,7 @@
 //! address, a queue's ring registers, the receive ring filled, the
 //! receiver's common bits; and, once the controller is done, the
 //! interrupts and the link.
+#![forbid(unsafe_code)]
 
 use super::controller::Controller;
 use super::driver::{DEFAULT_MTU, Driver, Error};

@@ -9,6 +9,7 @@
 //! clears the routing. In every mode the causes are read and acted on in
 //! one place, [`Driver::ack_interrupt`], from the poll loop: no
 //! auto-clear, no auto-mask, so a cause stays until it is acknowledged.
+#![forbid(unsafe_code)]
 
 use super::controller::Controller;
 use super::driver::{Driver, Error};

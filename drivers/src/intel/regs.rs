@@ -11,6 +11,7 @@
 //! what a driver touches is listed; what one controller alone has (its
 //! queues' registers, its MSI-X routing, the 82576's PHY access) is in its
 //! own module's `regs.rs`.
+#![forbid(unsafe_code)]
 
 /// 32-bit register access at a byte offset into BAR0. Reads take `&self`
 /// although some registers clear on read (ICR, the statistics): the device,

@@ -2,6 +2,7 @@
 //! share: a ring is `size` descriptors of [`DESC_LEN`] bytes in DMA
 //! pages, its length a multiple of the 128 bytes RDLEN and TDLEN take on
 //! both controllers, its indices wrapping at `size`.
+#![forbid(unsafe_code)]
 
 use super::desc::DESC_LEN;
 use virtio_drivers::PAGE_SIZE;

@@ -10,6 +10,7 @@
 //! means empty (82574 §7.1.8; the 82576 alike), so the tail never catches
 //! the head. Descriptors and buffers live in DMA memory from the HAL
 //! ([`DmaRegion`], [`dma::share`]), as the virtqueues' do.
+#![forbid(unsafe_code)]
 
 use super::desc::{DESC_LEN, Format, RX_DD, RX_EOP};
 use super::ring::{next, pages, valid_size};

@@ -5,6 +5,7 @@
 //! the 32-bit counters would wrap within hours of line rate). The kernel
 //! reports `missed` as `ip -s link`'s `rx_missed_errors` and every total,
 //! by the name its controller gives it ([`StatsMap`]), in `perf`.
+#![forbid(unsafe_code)]
 
 use super::regs::{self, Regs};
 use super::rx::RingFaults;
@@ -70,7 +71,7 @@ pub struct StatsMap {
     /// ROC is read: the 82576, whose RLPML the driver sets, so an
     /// oversize frame is one the MTU did not admit.
     pub oversize: bool,
-    /// The totals' names, in [`HwStats::totals`]' order ([`stat_names`]).
+    /// The totals' names, in [`HwStats::totals`]' order (`stat_names!`).
     pub names: [&'static str; 10],
 }
 
@@ -117,7 +118,7 @@ impl HwStats {
         self.tx_good_octets = self.tx_good_octets.wrapping_add(octets(regs::GOTCL, regs::GOTCH));
     }
 
-    /// Every total, in the order of [`stat_names`].
+    /// Every total, in the order of `stat_names!`.
     pub fn totals(&self) -> [u64; 10] {
         [
             self.crc_errors,

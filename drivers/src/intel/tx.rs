@@ -17,6 +17,7 @@
 //! A ring of `n` descriptors holds at most `n - 1` (head == tail means
 //! empty). Descriptors and buffers live in DMA memory from the HAL
 //! ([`DmaRegion`], [`dma::share`]).
+#![forbid(unsafe_code)]
 
 use super::desc::{DESC_LEN, Format, Insert, TX_DD, TX_STATUS, TxData};
 use super::ring::{next, pages, valid_size};

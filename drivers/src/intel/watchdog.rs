@@ -3,6 +3,7 @@
 //! progress for [`TX_HANG_US`] with the link up (Linux's e1000e and igb
 //! wait a few seconds too), and the statistics registers read every
 //! [`STATS_EVERY_US`] before their 32 bits wrap.
+#![forbid(unsafe_code)]
 
 use super::controller::Controller;
 use super::driver::Driver;
