@@ -8,9 +8,11 @@
 //! have ([`regs`], [`mmio`]), the descriptor rings over either
 //! controller's formats ([`desc`], [`rx`], [`tx`]), the steps of bring-up
 //! both take ([`init`]), the interrupt modes ([`irq`]), the transmit
-//! watchdog ([`watchdog`]) and the statistics ([`stats`]). Each
-//! controller's module keeps only what is its own: its registers, its
-//! descriptor layouts, its reset, bring-up and interrupt routing.
+//! watchdog ([`watchdog`]) and the statistics ([`stats`]); for host tests,
+//! the fake device both controllers' fakes build on (`fake`) and the tests
+//! that run the driver on each (`tests`). Each controller's module keeps
+//! only what is its own: its registers, its descriptor layouts, its reset,
+//! bring-up and interrupt routing, and its fake's differences.
 
 pub mod controller;
 pub mod desc;
