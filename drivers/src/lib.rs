@@ -10,6 +10,7 @@ pub mod e1000e;
 #[cfg(test)]
 mod fake;
 pub mod igb;
+pub mod intel;
 pub mod ivshmem;
 pub mod nic;
 pub mod serial;

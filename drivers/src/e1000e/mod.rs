@@ -1,15 +1,15 @@
-//! Intel 82574L (QEMU's `e1000e`, PCI 8086:10d3): the register map, the
-//! BAR window, the legacy descriptor rings, the statistics and the driver.
+//! Intel 82574L (QEMU's `e1000e`, PCI 8086:10d3): what the family's driver
+//! ([`crate::intel`]) needs of this controller alone: its registers, its
+//! legacy descriptor layouts, and its reset, bring-up and interrupt
+//! routing ([`I82574`]). [`E1000e`] is the driver on it.
 
+pub mod desc;
 pub mod driver;
-pub mod mmio;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod regs;
-pub mod ring;
-pub mod stats;
 
-pub use driver::{DEFAULT_MTU, E1000e, Error, IrqMode, MAX_MTU, RxFrame, Stats};
-pub use mmio::Mmio;
-pub use stats::HwStats;
+pub use driver::{E1000e, I82574, MAX_MTU};
 
 /// The PCI IDs this driver takes.
 pub const VENDOR_INTEL: u16 = 0x8086;

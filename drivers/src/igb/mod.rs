@@ -1,18 +1,16 @@
-//! Intel 82576 (QEMU's `igb`, PCI 8086:10c9): the register map, the
-//! advanced descriptor rings, the statistics and the driver. The BAR
-//! window and the register trait are the 82574's ([`crate::e1000e::Mmio`],
-//! [`regs::Regs`]): the same 32-bit accesses, another map.
+//! Intel 82576 (QEMU's `igb`, PCI 8086:10c9): what the family's driver
+//! ([`crate::intel`]) needs of this controller alone: its registers, its
+//! advanced descriptor layouts, and its reset (the PHY's with it), link
+//! setup, queue enables and MSI-X routing ([`I82576`]). [`Igb`] is the
+//! driver on it.
 
+pub mod desc;
 pub mod driver;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 pub mod regs;
-pub mod ring;
-pub mod stats;
 
-pub use crate::e1000e::Mmio;
-pub use driver::{DEFAULT_MTU, Error, Igb, IrqMode, MAX_MTU, RxFrame, Stats};
-pub use stats::HwStats;
+pub use driver::{I82576, Igb, MAX_MTU};
 
 /// The PCI IDs this driver takes.
 pub const VENDOR_INTEL: u16 = 0x8086;

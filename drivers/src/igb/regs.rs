@@ -1,7 +1,8 @@
-//! The 82576's registers that this driver uses. They are reached through
-//! the same [`Regs`] trait (and so the same BAR window,
-//! [`crate::e1000e::Mmio`]) as the 82574's: both are 32-bit registers at
-//! byte offsets into a memory BAR, only the map differs.
+//! The 82576's own registers, after the ones it shares with the 82574
+//! ([`crate::intel::regs`], re-exported here so the driver names its whole
+//! map in one place). Reached through the same [`Regs`] trait and BAR
+//! window ([`crate::intel::Mmio`]): both are 32-bit registers at byte
+//! offsets into a memory BAR, only part of the map differs.
 //!
 //! Offsets and bits are from Intel's *82576EB Gigabit Ethernet Controller
 //! Datasheet* (rev. 2.63), chapter 8, its register descriptions; each
@@ -10,37 +11,14 @@
 //! listed. Where the 82576 keeps an 82574-compatible alias (queue 0's ring
 //! registers at 0x2800/0x3800), the 82576's own offset is used.
 
-pub use crate::e1000e::regs::Regs;
+pub use crate::intel::regs::*;
 
 // General registers (chapter 8).
 
-/// Device Control (chapter 8). RST resets the MAC, the queues and the
-/// internal PHY, and self-clears; SLU lets the MAC take the link the PHY
-/// negotiated; LRST (set at power-up) holds the link in reset; the others
-/// cleared at bring-up force speed and duplex or invert loss-of-signal.
-pub const CTRL: u32 = 0x0000;
-pub const CTRL_LRST: u32 = 1 << 3;
-pub const CTRL_SLU: u32 = 1 << 6;
-pub const CTRL_ILOS: u32 = 1 << 7;
+/// Device Control's FRCSPD and FRCDPX force speed and duplex: cleared at
+/// bring-up, so the MAC follows the PHY (the rest of CTRL is the family's).
 pub const CTRL_FRCSPD: u32 = 1 << 11;
 pub const CTRL_FRCDPX: u32 = 1 << 12;
-pub const CTRL_RST: u32 = 1 << 26;
-pub const CTRL_VME: u32 = 1 << 30;
-pub const CTRL_PHY_RST: u32 = 1 << 31;
-
-/// Device Status (chapter 8): LU is the link state the LSC interrupt reports
-/// changes of.
-pub const STATUS: u32 = 0x0008;
-pub const STATUS_LU: u32 = 1 << 1;
-
-/// EEPROM Read (chapter 8): write the word address with START, poll DONE,
-/// take DATA. START bit 0, DONE bit 1, address bits 15:2, data 31:16, as on
-/// the 82574. Words 0..=2 of the NVM hold the MAC address (the NVM map).
-pub const EERD: u32 = 0x0014;
-pub const EERD_START: u32 = 1 << 0;
-pub const EERD_DONE: u32 = 1 << 1;
-pub const EERD_ADDR_SHIFT: u32 = 2;
-pub const EERD_DATA_SHIFT: u32 = 16;
 
 /// MDI Control (chapter 8): one access to a PHY register. Data bits 15:0,
 /// register 20:16, PHY address 25:21 (the internal PHY answers at 1), the
@@ -64,27 +42,12 @@ pub const BMCR_FULL_DUPLEX: u16 = 1 << 8;
 pub const BMCR_RESTART_AN: u16 = 1 << 9;
 pub const BMCR_AN_ENABLE: u16 = 1 << 12;
 
-// Interrupt registers (chapter 8; causes in §7.3). In legacy (non-MSI-X) mode
-// one bit layout serves all four: ICR (cause, cleared by reading it or
-// writing 1s), ICS (set), IMS (enable), IMC (disable), at the offsets the
-// 8254x family has always used (Linux's igb uses these too; QEMU's igb
-// decodes only these). In MSI-X mode these causes stay where they are and
-// the "other" vector signals them; the extended registers (below) route
-// the queues' causes to vectors.
+// Interrupt registers (chapter 8; causes in §7.3). In legacy (non-MSI-X)
+// mode the family's ICR, ICS, IMS and IMC serve every cause (Linux's igb
+// uses them too; QEMU's igb decodes only these). In MSI-X mode these
+// causes stay where they are and the "other" vector signals them; the
+// extended registers (below) route the queues' causes to vectors.
 
-pub const ICR: u32 = 0x00c0;
-pub const ICS: u32 = 0x00c8;
-pub const IMS: u32 = 0x00d0;
-pub const IMC: u32 = 0x00d8;
-/// Transmit descriptor written back (not enabled: completions are reaped
-/// on every pass).
-pub const INT_TXDW: u32 = 1 << 0;
-/// Link status change.
-pub const INT_LSC: u32 = 1 << 2;
-/// Free receive descriptors fell to the SRRCTL threshold.
-pub const INT_RXDMT0: u32 = 1 << 4;
-/// Receiver overrun: frames lost for lack of descriptors.
-pub const INT_RXO: u32 = 1 << 6;
 /// Receive descriptor written back: a frame arrived.
 pub const INT_RXDW: u32 = 1 << 7;
 /// The causes the driver enables.
@@ -141,30 +104,16 @@ pub const MSIX_ENTRIES: u8 = 10;
 /// RXDMT0 stay masked lest every frame fire "other" too).
 pub const INT_ENABLED_MSIX: u32 = INT_LSC | INT_RXO;
 
-// Receive registers (§8.10; the receive path in §7.1).
-
-/// Receive Control (§8.10). The buffer size is per queue here (SRRCTL),
-/// so RCTL.BSIZE stays 0. LPE admits frames over 1522 bytes, up to RLPML;
-/// SECRC strips the CRC so the written length is the frame's; MPE accepts
-/// every multicast frame (IPv6 neighbour discovery and RoCE multicast
-/// groups need them, and a table of hashes is not worth it for a handful
-/// of groups); BAM accepts broadcast.
-pub const RCTL: u32 = 0x0100;
-pub const RCTL_EN: u32 = 1 << 1;
-pub const RCTL_MPE: u32 = 1 << 4;
-pub const RCTL_LPE: u32 = 1 << 5;
-pub const RCTL_BAM: u32 = 1 << 15;
-pub const RCTL_SECRC: u32 = 1 << 26;
+// Receive registers (§8.10; the receive path in §7.1). The buffer size
+// is per queue here (SRRCTL), so the family's RCTL.BSIZE stays 0.
 
 /// Long Packet Maximum Length (§8.10): the largest frame, CRC included,
 /// that LPE admits.
 pub const RLPML: u32 = 0x5004;
 
-/// Receive queue 0: base (low, high), length in bytes (a multiple of
-/// 128), head (the device's), tail (one past the last buffer posted).
-pub const RDBAL: u32 = 0xc000;
-pub const RDBAH: u32 = 0xc004;
-pub const RDLEN: u32 = 0xc008;
+/// Receive queue 0's ring registers: RDBAL, RDBAH, RDLEN, RDH, RDT, with
+/// its own between them (below).
+pub const RXQ: Queue = Queue(0xc000);
 /// Split and Replication Receive Control, queue 0 (§8.10.2): the packet
 /// buffer size in KiB (BSIZEPACKET, bits 6:0), the descriptor type (bits
 /// 27:25; 001b the advanced one-buffer descriptor) and the free-descriptor
@@ -174,8 +123,6 @@ pub const SRRCTL_BSIZEPKT_SHIFT: u32 = 10;
 pub const SRRCTL_BSIZEPKT_MASK: u32 = 0x7f;
 pub const SRRCTL_RDMTS_SHIFT: u32 = 20;
 pub const SRRCTL_DESCTYPE_ADV_ONEBUF: u32 = 0b001 << 25;
-pub const RDH: u32 = 0xc010;
-pub const RDT: u32 = 0xc018;
 /// Receive Descriptor Control, queue 0 (§8.10): ENABLE turns the queue
 /// on (the device acknowledges by reading it back set) and off; WTHRESH 1
 /// writes each descriptor back at once.
@@ -183,70 +130,13 @@ pub const RXDCTL: u32 = 0xc028;
 pub const XDCTL_WTHRESH_1: u32 = 1 << 16;
 pub const XDCTL_ENABLE: u32 = 1 << 25;
 
-// Receive checksum offload (§8.10, RXCSUM; the checks in §7.1).
-
-/// Receive Checksum Control: IPOFLD has the device check IPv4 header
-/// checksums, TUOFLD TCP and UDP checksums, each verdict in the advanced
-/// write-back's status and error bits. PCSD stays clear (the write-back's
-/// first dword then carries the fragment checksum and IP ID, unused here).
-pub const RXCSUM: u32 = 0x5000;
-pub const RXCSUM_IPOFLD: u32 = 1 << 8;
-pub const RXCSUM_TUOFLD: u32 = 1 << 9;
-
-/// Multicast Table Array (§8.10): 128 words of hash bits, cleared (MPE
-/// does the work).
-pub const MTA: u32 = 0x5200;
-pub const MTA_WORDS: u32 = 128;
-/// Receive Address 0, low and high (§8.10): the station MAC (the first
-/// four bytes in RAL, the last two in RAH's low half); AV marks it valid.
-pub const RAL0: u32 = 0x5400;
-pub const RAH0: u32 = 0x5404;
-pub const RAH_AV: u32 = 1 << 31;
-
 // Transmit registers (chapter 8; the transmit path in §7.2).
 
-/// Transmit Control (chapter 8): EN, PSP (pad short frames to 64 bytes),
-/// the collision threshold and distance (CT, COLD; meaningless in full
-/// duplex, the datasheet's values), RTLC (retransmit on late collision).
-pub const TCTL: u32 = 0x0400;
-pub const TCTL_EN: u32 = 1 << 1;
-pub const TCTL_PSP: u32 = 1 << 3;
-pub const TCTL_CT: u32 = 0x0f << 4;
-pub const TCTL_COLD: u32 = 0x3f << 12;
+/// Transmit Control's RTLC (retransmit on late collision), beside the
+/// family's bits.
 pub const TCTL_RTLC: u32 = 1 << 24;
 
-/// Transmit queue 0, laid out as the receive one; TXDCTL (chapter 8) with
-/// the same ENABLE and WTHRESH bits as RXDCTL.
-pub const TDBAL: u32 = 0xe000;
-pub const TDBAH: u32 = 0xe004;
-pub const TDLEN: u32 = 0xe008;
-pub const TDH: u32 = 0xe010;
-pub const TDT: u32 = 0xe018;
+/// Transmit queue 0, laid out as the receive one (TDBAL .. TDT); TXDCTL
+/// (chapter 8) with the same ENABLE and WTHRESH bits as RXDCTL.
+pub const TXQ: Queue = Queue(0xe000);
 pub const TXDCTL: u32 = 0xe028;
-
-// Statistics (§8.19): 32-bit counters that clear when read; the 64-bit
-// octet counters clear when their high half is read, so low first. The
-// offsets are the 82574's.
-
-/// CRC errors.
-pub const CRCERRS: u32 = 0x4000;
-/// Missed packets: dropped for want of room (no descriptors, FIFO full).
-pub const MPC: u32 = 0x4010;
-/// Good packets received / transmitted.
-pub const GPRC: u32 = 0x4074;
-pub const GPTC: u32 = 0x4080;
-/// Good octets received / transmitted (low, high).
-pub const GORCL: u32 = 0x4088;
-pub const GORCH: u32 = 0x408c;
-pub const GOTCL: u32 = 0x4090;
-pub const GOTCH: u32 = 0x4094;
-/// Receive no buffers: times a frame found no free descriptor.
-pub const RNBC: u32 = 0x40a0;
-/// Receive oversize: frames longer than RLPML (or 1522 without LPE).
-pub const ROC: u32 = 0x40ac;
-/// Total packets received / transmitted.
-pub const TPR: u32 = 0x40d0;
-pub const TPT: u32 = 0x40d4;
-
-/// BAR0's size on the 82576 (the memory BAR: 128 KiB).
-pub const BAR0_LEN: usize = 128 << 10;

@@ -67,7 +67,7 @@ impl ConfigurationAccess for PciConfig {
 /// An Intel NIC's register window: BAR0 of `f` (memory, at least `len`
 /// bytes: 128 KiB on the 82574 and the 82576), which `pci::scan` mapped
 /// uncached; `None` when the BAR is not that or not mapped.
-pub fn intel_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::e1000e::Mmio> {
+pub fn intel_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::intel::Mmio> {
     let Some(kbase::pci::Bar::Memory { addr, size, .. }) = f.bars[0] else { return None };
     if size < len as u64 || crate::mem::paging::translate(addr).is_none() {
         return None;
@@ -78,7 +78,7 @@ pub fn intel_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::
     // above to be at least `len` long and mapped at both ends), identity-
     // mapped uncached by `pci::scan` for the life of the kernel; the probe
     // makes one driver per function, so nothing else touches it.
-    Some(unsafe { drivers::e1000e::Mmio::new(base, len) })
+    Some(unsafe { drivers::intel::Mmio::new(base, len) })
 }
 
 /// Lets `f` decode its memory BARs and master the bus (DMA), keeping the
@@ -96,7 +96,7 @@ pub fn enable_bus_master(f: &kbase::pci::Function) {
 /// 82574 and the 82576), which `pci::scan` mapped uncached with the
 /// others; with its entry count. `None` without MSI-X, or when that BAR is
 /// not a mapped memory BAR holding the whole table.
-pub fn msix_table(f: &kbase::pci::Function) -> Option<(drivers::e1000e::Mmio, u16)> {
+pub fn msix_table(f: &kbase::pci::Function) -> Option<(drivers::intel::Mmio, u16)> {
     let Some(kbase::pci::Capability::MsiX { table_size, table_bar, table_offset, .. }) = f.msix() else {
         return None;
     };
@@ -115,5 +115,5 @@ pub fn msix_table(f: &kbase::pci::Function) -> Option<(drivers::e1000e::Mmio, u1
     // BAR (checked above), identity-mapped uncached by `pci::scan` for the
     // life of the kernel at both ends; only the interrupt setup of the one
     // driver of this function writes the table.
-    Some((unsafe { drivers::e1000e::Mmio::new(base, len as usize) }, table_size))
+    Some((unsafe { drivers::intel::Mmio::new(base, len as usize) }, table_size))
 }

@@ -121,12 +121,12 @@ fn probe_virtio(f: &Function) -> Option<NetDevice> {
 /// The 82574L at its default MTU; the netdev's MTU reaches it later
 /// (`ip link set eth0 mtu 9000`), as Linux's e1000e resizes on change.
 fn probe_e1000e(f: &Function) -> Option<NetDevice> {
-    let Some(regs) = hal::intel_registers(f, drivers::e1000e::regs::BAR0_LEN) else {
+    let Some(regs) = hal::intel_registers(f, drivers::intel::regs::BAR0_LEN) else {
         log::error!("{}: e1000e: BAR0 is not a mapped 128 KiB memory window", f.bdf);
         return None;
     };
     hal::enable_bus_master(f);
-    let nic = drivers::e1000e::E1000e::new(regs, drivers::e1000e::DEFAULT_MTU)
+    let nic = drivers::e1000e::E1000e::new(regs, drivers::intel::DEFAULT_MTU)
         .map_err(|e| log::error!("{}: e1000e: {e:?}", f.bdf));
     nic.ok().map(NetDevice::E1000e)
 }
@@ -135,12 +135,13 @@ fn probe_e1000e(f: &Function) -> Option<NetDevice> {
 /// the first link-change interrupt, once the PHY the reset restarted has
 /// negotiated.
 fn probe_igb(f: &Function) -> Option<NetDevice> {
-    let Some(regs) = hal::intel_registers(f, drivers::igb::regs::BAR0_LEN) else {
+    let Some(regs) = hal::intel_registers(f, drivers::intel::regs::BAR0_LEN) else {
         log::error!("{}: igb: BAR0 is not a mapped 128 KiB memory window", f.bdf);
         return None;
     };
     hal::enable_bus_master(f);
-    let nic = drivers::igb::Igb::new(regs, drivers::igb::DEFAULT_MTU).map_err(|e| log::error!("{}: igb: {e:?}", f.bdf));
+    let nic =
+        drivers::igb::Igb::new(regs, drivers::intel::DEFAULT_MTU).map_err(|e| log::error!("{}: igb: {e:?}", f.bdf));
     nic.ok().map(NetDevice::Igb)
 }
 impl Net {

@@ -8,9 +8,10 @@ use crate::arch::source::IrqSource;
 use crate::time::Instant;
 use alloc::format;
 use alloc::string::String;
-use drivers::e1000e::regs::Regs as _;
-use drivers::e1000e::{self, E1000e, IrqMode, Mmio};
+use drivers::e1000e::{self, E1000e};
 use drivers::igb::{self, Igb};
+use drivers::intel::Regs as _;
+use drivers::intel::{self, IrqMode, Mmio};
 use drivers::nic::{Nic, RxVerdict, TxChecksum, TxOffload};
 use drivers::virtio_net::{self, VirtioNet};
 use virtio_drivers::transport::pci::PciTransport;
@@ -24,8 +25,8 @@ pub enum NetDevice {
 /// Why a driver refused a new MTU.
 #[derive(Debug)]
 pub enum MtuError {
-    E1000e(e1000e::Error),
-    Igb(igb::Error),
+    E1000e(intel::Error),
+    Igb(intel::Error),
 }
 
 impl core::fmt::Display for MtuError {
@@ -40,8 +41,8 @@ impl core::fmt::Display for MtuError {
 /// A received frame, in whichever driver's buffer.
 pub enum NetRx {
     Virtio(virtio_net::RxFrame),
-    E1000e(e1000e::RxFrame),
-    Igb(igb::RxFrame),
+    E1000e(intel::RxFrame),
+    Igb(intel::RxFrame),
 }
 
 impl AsRef<[u8]> for NetRx {
@@ -253,7 +254,7 @@ impl NetDevice {
             add("e1000e resets", s.resets);
             add("e1000e tx_hangs", s.tx_hangs);
             add("e1000e tx_lost", s.tx_lost);
-            for (name, v) in n.hw_stats().named() {
+            for (name, v) in n.hw_counters() {
                 add(name, v);
             }
         }
@@ -263,9 +264,9 @@ impl NetDevice {
             add("igb resets", s.resets);
             add("igb tx_hangs", s.tx_hangs);
             add("igb tx_lost", s.tx_lost);
-            add("igb rx_restarts", s.rx_restarts);
-            add("igb phy_errors", s.phy_errors);
-            for (name, v) in n.hw_stats().named() {
+            add("igb rx_restarts", n.controller().rx_restarts);
+            add("igb phy_errors", n.controller().phy_errors);
+            for (name, v) in n.hw_counters() {
                 add(name, v);
             }
         }

@@ -1,7 +1,8 @@
-//! The 82574's BAR0 as [`Regs`]: volatile 32-bit accesses into an uncached
-//! window, the driver's only `unsafe`. Offsets are checked, so a mistake in
-//! the driver reads zero or writes nothing rather than touching memory
-//! outside the window.
+//! An Intel NIC's BAR0 (82574 or 82576) as [`Regs`]: volatile 32-bit
+//! accesses into an uncached window, the drivers' only `unsafe` outside
+//! their DMA memory ([`crate::dma`]). Offsets are checked, so a mistake in
+//! a driver reads zero or writes nothing rather than touching memory
+//! outside the window. The kernel maps an MSI-X table through it too.
 
 use super::regs::Regs;
 use core::ptr::NonNull;
