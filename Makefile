@@ -257,6 +257,14 @@ bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) \
 		cargo run -q --release -p tests --bin bench-perftest -- $(RUNS)
 
+## bench-turnaround: one guest's frame turnaround: a host process on its UDP wire times
+## ICMP echoes (median, p10/p90) to an appliance and to the Linux peer alike, with the
+## appliance's profile of where the time goes (ECHOES per run, GAP_US between them)
+ECHOES   ?= 1000
+GAP_US   ?= 1000
+bench-turnaround: image deps-qemu deps-fonts linux-peer
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-turnaround -- $(RUNS) $(ECHOES) $(GAP_US)
+
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
 bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma

@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 mod console;
+pub mod echo;
 pub mod fuzz;
 mod guest;
 mod image;

@@ -44,6 +44,31 @@ pub fn counter(list: &[(String, u64)], name: &str) -> Option<u64> {
     list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
 }
 
+/// One span of the firmware's `perf` profile: how often it ran and the
+/// milliseconds it took in all since `perf reset`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub name: String,
+    pub count: u64,
+    pub ms: f64,
+}
+
+/// The spans of the console's `perf` output (`NAME COUNT MS SHARE% US`
+/// lines under the `span count ms share us each` header; a name may hold
+/// spaces), in order; lines of another shape (the header, the counters
+/// after the table) are skipped.
+pub fn perf_spans(out: &str) -> Vec<Span> {
+    out.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let [name @ .., count, ms, share, each] = &w[..] else { return None };
+            let (count, ms) = (count.parse().ok()?, ms.parse().ok()?);
+            (!name.is_empty() && share.strip_suffix('%')?.parse::<f64>().is_ok() && each.parse::<f64>().is_ok())
+                .then(|| Span { name: name.join(" "), count, ms })
+        })
+        .collect()
+}
+
 /// The median (the upper one for an even count); NaN for none.
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -153,6 +178,26 @@ mod tests {
         assert_eq!(number_after("nothing here", "sent"), None);
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert!(median(&mut []).is_nan());
+    }
+
+    #[test]
+    fn perf_spans_are_read_by_name_with_spaces() {
+        let out = "502.9 ms since reset\n\
+                   span                   count         ms  share   us each\n\
+                   idle (hlt)                10      497.3  98.9%  49731.18\n\
+                   wake: irq to loop         10        0.1   0.0%     10.38\n\
+                   rx: virtio ring            0        0.0   0.0%      0.00\n\
+                   timer interrupts 10\n";
+        let spans = perf_spans(out);
+        assert_eq!(
+            spans,
+            [
+                Span { name: "idle (hlt)".into(), count: 10, ms: 497.3 },
+                Span { name: "wake: irq to loop".into(), count: 10, ms: 0.1 },
+                Span { name: "rx: virtio ring".into(), count: 0, ms: 0.0 },
+            ]
+        );
+        assert!(perf_spans("error: perf: no network device").is_empty());
     }
 
     #[test]
