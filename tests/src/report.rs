@@ -44,6 +44,16 @@ pub fn counter(list: &[(String, u64)], name: &str) -> Option<u64> {
     list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
 }
 
+/// The round-trip times, in ms, of every reply line of iputils-shaped
+/// `ping` output (`... icmp_seq=3 ttl=64 time=0.512 ms`), the console's
+/// included.
+pub fn ping_times_ms(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter(|l| l.contains("icmp_seq="))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")?.parse().ok()))
+        .collect()
+}
+
 /// One span of the firmware's `perf` profile: how often it ran and the
 /// milliseconds it took in all since `perf reset`.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,6 +188,17 @@ mod tests {
         assert_eq!(number_after("nothing here", "sent"), None);
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert!(median(&mut []).is_nan());
+    }
+
+    #[test]
+    fn ping_times_are_read_from_reply_lines_only() {
+        let out = "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n\
+                   64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.512 ms\n\
+                   64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=10.0 ms\n\
+                   \n--- 10.0.0.2 ping statistics ---\n\
+                   rtt min/avg/max/mdev = 0.512/5.256/10.000/4.744 ms\n";
+        assert_eq!(ping_times_ms(out), [0.512, 10.0]);
+        assert!(ping_times_ms("error: ping: connect: Network is unreachable").is_empty());
     }
 
     #[test]
