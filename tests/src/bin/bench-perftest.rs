@@ -45,17 +45,17 @@ const LAT_ITERS: u32 = 500;
 const ROCE_FRAME: usize = 14 + 20 + 8 + 12 + 4096 + 4;
 const MIB: f64 = (1u64 << 20) as f64;
 /// `netbench send`'s modes, each a row: the sender's work per frame, and the
-/// row's name (before the frame size). The first is the raw frame limit the
-/// table always had.
+/// row's name (before the frame size; no commas, for the CSV). The first is
+/// the raw frame limit the table always had.
 const LIMITS: [(&str, &str); 3] =
-    [("copy", "raw frame limit"), ("prebuilt", "raw wire limit, prebuilt frames"), ("icrc", "copy + ICRC limit")];
+    [("copy", "raw frame limit"), ("prebuilt", "raw wire limit with prebuilt frames"), ("icrc", "copy + ICRC limit")];
 /// Each netbench run's length.
 const NETBENCH_MS: u64 = 2000;
 /// Echoes per ping run between the two appliances, and their interval (ms).
 const PINGS: u32 = 100;
 const PING_INTERVAL_MS: u32 = 10;
-/// The ping row's name.
-const PING_ROW: &str = "wire ping, half round trip (appliance <-> appliance)";
+/// The ping row's name (no commas, for the CSV).
+const PING_ROW: &str = "wire ping: half round trip (appliance <-> appliance)";
 
 /// Which host programs drive an appliance.
 #[derive(Clone, Copy, PartialEq)]
