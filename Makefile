@@ -265,6 +265,14 @@ GAP_US   ?= 1000
 bench-turnaround: image deps-qemu deps-fonts linux-peer
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-turnaround -- $(RUNS) $(ECHOES) $(GAP_US)
 
+## bench-qemu: bookworm's QEMU 7.2 (make qemu-7.2) against the installed QEMU 10 in one run,
+## alternating: netbench frames/s at 1514 and 9014 B, a 64 KiB WRITE and the 2 B SEND
+## latency between two appliances, `cost icrc 4096 2000`; the speed ratio per row
+bench-qemu: image deps-qemu deps-fonts qemu-7.2
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) \
+		cargo run -q --release -p tests --bin bench-qemu -- $(RUNS) $(MS) $(QEMU72) $(QEMU)
+
 ## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
 bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest
 	cargo bench -q -p rdma
