@@ -249,8 +249,9 @@ bench-verbs: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-verbs -- $(RUNS)
 
 ## bench-perftest: perftest WRITE bandwidth and rate, SEND latency: Linux<->Linux, appliance<->Linux,
-## appliance<->appliance (Rust tools, then Debian's programs over our libibverbs) and the raw
-## frame limit, in one run, with ratios
+## appliance<->appliance (Rust tools, then Debian's programs over our libibverbs), and the wire's
+## limits between the two appliances at the 64 KiB WRITE's frame size (a copy per frame, prebuilt
+## frames, a copy and an ICRC per frame) and its ping beside the SEND latency, in one run, with ratios
 bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	cargo build --release -q -p tests --bins
@@ -273,8 +274,9 @@ bench-qemu: image deps-qemu deps-fonts qemu-7.2
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) \
 		cargo run -q --release -p tests --bin bench-qemu -- $(RUNS) $(MS) $(QEMU72) $(QEMU)
 
-## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
-bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest
+## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop,
+## frame turnaround); bench-qemu, which unpacks a second QEMU, runs on its own
+bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest bench-turnaround
 	cargo bench -q -p rdma
 
 ## fuzz: the frame parser fuzzers (rdma/tests/fuzz_frame.rs), the ring command dispatcher
