@@ -54,13 +54,22 @@ pub fn ping_times_ms(out: &str) -> Vec<f64> {
         .collect()
 }
 
-/// One span of the firmware's `perf` profile: how often it ran and the
-/// milliseconds it took in all since `perf reset`.
+/// One span of the firmware's `perf` profile: how often it ran, the
+/// milliseconds it took in all since `perf reset`, and the microseconds of
+/// one run (printed with more precision than the total).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Span {
     pub name: String,
     pub count: u64,
     pub ms: f64,
+    pub us_each: f64,
+}
+
+impl Span {
+    /// Its total in microseconds, from the finer of the two figures.
+    pub fn total_us(&self) -> f64 {
+        self.count as f64 * self.us_each
+    }
 }
 
 /// The spans of the console's `perf` output (`NAME COUNT MS SHARE% US`
@@ -72,9 +81,13 @@ pub fn perf_spans(out: &str) -> Vec<Span> {
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             let [name @ .., count, ms, share, each] = &w[..] else { return None };
-            let (count, ms) = (count.parse().ok()?, ms.parse().ok()?);
-            (!name.is_empty() && share.strip_suffix('%')?.parse::<f64>().is_ok() && each.parse::<f64>().is_ok())
-                .then(|| Span { name: name.join(" "), count, ms })
+            let (count, ms, us_each) = (count.parse().ok()?, ms.parse().ok()?, each.parse().ok()?);
+            (!name.is_empty() && share.strip_suffix('%')?.parse::<f64>().is_ok()).then(|| Span {
+                name: name.join(" "),
+                count,
+                ms,
+                us_each,
+            })
         })
         .collect()
 }
@@ -213,11 +226,12 @@ mod tests {
         assert_eq!(
             spans,
             [
-                Span { name: "idle (hlt)".into(), count: 10, ms: 497.3 },
-                Span { name: "wake: irq to loop".into(), count: 10, ms: 0.1 },
-                Span { name: "rx: virtio ring".into(), count: 0, ms: 0.0 },
+                Span { name: "idle (hlt)".into(), count: 10, ms: 497.3, us_each: 49731.18 },
+                Span { name: "wake: irq to loop".into(), count: 10, ms: 0.1, us_each: 10.38 },
+                Span { name: "rx: virtio ring".into(), count: 0, ms: 0.0, us_each: 0.0 },
             ]
         );
+        assert!((spans[1].total_us() - 103.8).abs() < 1e-9);
         assert!(perf_spans("error: perf: no network device").is_empty());
     }
 

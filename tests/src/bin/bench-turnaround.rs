@@ -81,8 +81,11 @@ impl Profile {
         for s in spans {
             match self.spans.iter_mut().find(|x| x.name == s.name) {
                 Some(x) => {
+                    // Keep the total exact: `us_each` becomes the mean of both.
+                    let total = x.total_us() + s.total_us();
                     x.count += s.count;
                     x.ms += s.ms;
+                    x.us_each = if x.count == 0 { 0.0 } else { total / x.count as f64 };
                 }
                 None => self.spans.push(s),
             }
@@ -90,11 +93,13 @@ impl Profile {
         self.echoes += echoes;
     }
 
-    /// Span `name`'s runs and microseconds per echo.
+    /// Per echo: the runs of the first span in `names`, and the
+    /// microseconds of all of them together.
     fn per_echo(&self, names: &[&str]) -> (f64, f64) {
         let e = self.echoes.max(1) as f64;
-        let picked = self.spans.iter().filter(|s| names.contains(&s.name.as_str()));
-        picked.fold((0.0, 0.0), |(c, us), s| (c + s.count as f64 / e, us + s.ms * 1000.0 / e))
+        let us = self.spans.iter().filter(|s| names.contains(&s.name.as_str())).map(|s| s.total_us() / e).sum();
+        let first = self.spans.iter().find(|s| names.first() == Some(&s.name.as_str()));
+        (first.map_or(0.0, |s| s.count as f64 / e), us)
     }
 }
 
