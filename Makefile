@@ -32,6 +32,9 @@ NIC_DEVICE = $(or $(NIC_DEVICE_$(NIC)),$(error NIC=$(NIC): expected virtio, e100
 # binds with SO_REUSEADDR, so a second one on the same port would not fail.
 PORT_LOCK ?= /tmp/roce-appliance-udp-$(PORT).lock
 ACCEL    ?= tcg
+# The QEMU binary: APPLIANCE_QEMU, as for the tests and benchmarks (e.g.
+# APPLIANCE_QEMU=$(QEMU72) after `make qemu-7.2`), else the installed one.
+QEMU     := $(or $(APPLIANCE_QEMU),qemu-system-x86_64)
 APPEND   ?=
 RUNS     ?= 3
 ITERS    ?= 200
@@ -54,7 +57,7 @@ QEMU_RING = -object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE
 	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
 QEMU_ARGS = $(QEMU_MACHINE) $(QEMU_NIC) $(QEMU_RING)
 
-.PHONY: deps-rdma-core abi abi-path all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
+.PHONY: qemu-7.2 qemu-7.2-path bench-qemu bench-turnaround deps-rdma-core abi abi-path all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
 
 all: image
 
@@ -67,6 +70,16 @@ deps-rust:
 ## deps-qemu: QEMU, on Debian 12 from bookworm-backports (QEMU 10, which has igb)
 deps-qemu:
 	@SUDO=$(SUDO) bash tests/setup/qemu.sh
+
+## qemu-7.2: bookworm's own QEMU 7.2 unpacked into target/qemu-7.2 beside the
+## installed QEMU (nothing installed); APPLIANCE_QEMU=$(make -s qemu-7.2-path)
+## runs `make run`, the tests and the benchmarks on it; `make bench-qemu` compares
+QEMU72   := $(abspath target/qemu-7.2/usr/bin/qemu-system-x86_64)
+qemu-7.2:
+	@SUDO=$(SUDO) bash tests/setup/qemu-7.2.sh $(abspath target/qemu-7.2)
+
+qemu-7.2-path:
+	@echo $(QEMU72)
 
 ## abi: build libibverbs.so.1 (rdma-core 44's C ABI over the verbs ring) and
 ## the roce-run wrapper under target/abi; `make -s abi-path` prints the folder
@@ -135,7 +148,7 @@ truncate -s $(RING_SIZE) $(RING); \
 echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$(PORT) <-> 127.0.0.1:$(PEER_PORT), mtu $(MTU), ring $(RING)"; \
 echo "(type 'shutdown' to power off; Ctrl-C interrupts a command; Ctrl-A x kills QEMU)"; \
 $(if $(and $(filter e1000e igb,$(NIC)),$(filter-out 1500,$(MTU))),echo "$(NIC): eth0 starts at mtu 1500; type 'ip link set eth0 mtu $(MTU)'";) \
-qemu-system-x86_64 $(QEMU_ARGS); status=$$?; \
+$(QEMU) $(QEMU_ARGS); status=$$?; \
 rm -f $(RING); exit $$status
 endef
 
@@ -156,7 +169,7 @@ boot-passthrough: deps-qemu
 	@[ -n "$(PCI)" ] || { echo "usage: make run-passthrough PCI=0000:03:00.0 (lspci -D -nn lists the NICs; see HARDWARE.md)"; exit 2; }
 	@cargo build -q --release -p tests --bin passthrough-check
 	@dev=$$($(abspath target/release/passthrough-check) '$(PCI)') || exit 2; \
-	cmd="qemu-system-x86_64 $(QEMU_MACHINE) -device $$dev $(QEMU_RING)"; \
+	cmd="$(QEMU) $(QEMU_MACHINE) -device $$dev $(QEMU_RING)"; \
 	if [ -n "$(DRY_RUN)" ]; then echo "$$cmd"; exit 0; fi; \
 	exec 8<>$(RING); \
 	if ! flock -n 8; then echo "error: the ring $(RING) is in use by another appliance (RING=... picks another)"; exit 1; fi; \
@@ -236,16 +249,34 @@ bench-verbs: image deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-verbs -- $(RUNS)
 
 ## bench-perftest: perftest WRITE bandwidth and rate, SEND latency: Linux<->Linux, appliance<->Linux,
-## appliance<->appliance (Rust tools, then Debian's programs over our libibverbs) and the raw
-## frame limit, in one run, with ratios
+## appliance<->appliance (Rust tools, then Debian's programs over our libibverbs), and the wire's
+## limits between the two appliances at the 64 KiB WRITE's frame size (a copy per frame, prebuilt
+## frames, a copy and an ICRC per frame) and its ping beside the SEND latency, in one run, with ratios
 bench-perftest: image deps-qemu deps-fonts linux-peer abi deps-rdma-core
 	cargo build --release -q -p verbs --bins
 	cargo build --release -q -p tests --bins
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) ROCE_ABI_DIR=$(ABI_DIR) \
 		cargo run -q --release -p tests --bin bench-perftest -- $(RUNS)
 
-## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop)
-bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest
+## bench-turnaround: one guest's frame turnaround: a host process on its UDP wire times
+## ICMP echoes (median, p10/p90) to an appliance and to the Linux peer alike, with the
+## appliance's profile of where the time goes (ECHOES per run, GAP_US between them)
+ECHOES   ?= 1000
+GAP_US   ?= 1000
+bench-turnaround: image deps-qemu deps-fonts linux-peer
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) cargo run -q --release -p tests --bin bench-turnaround -- $(RUNS) $(ECHOES) $(GAP_US)
+
+## bench-qemu: bookworm's QEMU 7.2 (make qemu-7.2) against the installed QEMU 10 in one run,
+## alternating: netbench frames/s at 1514 and 9014 B, a 64 KiB WRITE and the 2 B SEND
+## latency between two appliances, `cost icrc 4096 2000`; the speed ratio per row
+bench-qemu: image deps-qemu deps-fonts qemu-7.2
+	cargo build --release -q -p verbs --bins
+	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ACCEL=$(ACCEL) VERBS_BIN=$(abspath target/release) \
+		cargo run -q --release -p tests --bin bench-qemu -- $(RUNS) $(MS) $(QEMU72) $(QEMU)
+
+## bench: every benchmark (host codec and transport benchmarks, wire limit, RDMA, verbs ring, interop,
+## frame turnaround); bench-qemu, which unpacks a second QEMU, runs on its own
+bench: bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest bench-turnaround
 	cargo bench -q -p rdma
 
 ## fuzz: the frame parser fuzzers (rdma/tests/fuzz_frame.rs), the ring command dispatcher

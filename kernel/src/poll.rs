@@ -67,4 +67,5 @@ fn idle(deadline: Option<Instant>) {
     // between enabling and halting.
     interrupts::enable_and_hlt();
     crate::prof::IDLE.add(t);
+    crate::prof::woke(t);
 }

@@ -58,6 +58,11 @@ pub fn start() -> u64 {
 
 /// Halted in the idle loop (waiting for an interrupt or a deadline).
 pub static IDLE: Span = Span::new("idle (hlt)");
+/// Waking from a halt: from the interrupt handler's first cycles to the
+/// loop running again (the handler's own work, its EOI, the return). What
+/// came before the handler (the device model raising the interrupt, the
+/// emulator leaving its halt) is outside the guest's clock.
+pub static WAKE: Span = Span::new("wake: irq to loop");
 /// The network task's whole pass (everything below RX/TX is inside it).
 pub static NET: Span = Span::new("net task");
 /// Taking a frame from virtio-net's used ring and reposting its buffer.
@@ -90,11 +95,29 @@ pub static TRANSPORT: Span = Span::new("net: rxe poll");
 /// ringing the device's doorbell when the driver holds it until then).
 pub static KICK: Span = Span::new("nic: doorbell");
 
-pub static ALL: [&Span; 13] =
-    [&IDLE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM];
+pub static ALL: [&Span; 14] =
+    [&IDLE, &WAKE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM];
 
 /// TSC at the last reset.
 static SINCE: AtomicU64 = AtomicU64::new(0);
+/// TSC when the latest interrupt handler started ([`irq_taken`]).
+static IRQ_AT: AtomicU64 = AtomicU64::new(0);
+
+/// Called first by every interrupt handler: stamps the interrupt, so the
+/// loop can tell how long waking took ([`WAKE`]). One `rdtsc` and a store:
+/// nothing that could contend with the interrupted code.
+pub fn irq_taken() {
+    IRQ_AT.store(time::cycles(), Ordering::Relaxed);
+}
+
+/// After a halt that began at TSC `halted`: counts the wake-up, if an
+/// interrupt ended it.
+pub fn woke(halted: u64) {
+    let at = IRQ_AT.load(Ordering::Relaxed);
+    if at >= halted {
+        WAKE.add(at);
+    }
+}
 
 pub fn reset() {
     for s in ALL {

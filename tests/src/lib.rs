@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 mod console;
+pub mod echo;
 pub mod fuzz;
 mod guest;
 mod image;
@@ -35,7 +36,7 @@ pub use linux::{
     free_tcp_port, peer_dir,
 };
 pub use make_run::MakeRun;
-pub use qemu::{Accel, Appliance, Error, Exit, Firmware, Ivshmem, Medium, Nic, NicModel, Options};
+pub use qemu::{Accel, Appliance, Error, Exit, Firmware, Ivshmem, Medium, Nic, NicModel, Options, qemu_binary};
 pub use vde::VdeSwitch;
 
 /// A free UDP port on 127.0.0.1 for a wire between two appliances.

@@ -164,6 +164,7 @@ impl PeerOptions {
         ];
         extra.extend(self.extra.iter().cloned());
         Options {
+            qemu: None,
             memory_mib: self.memory_mib,
             append,
             nic: Some(self.wire.clone()),

@@ -95,12 +95,12 @@ impl NicModel {
         self != NicModel::Virtio
     }
 
-    /// Whether the installed QEMU emulates this model (QEMU 7.2 has no
-    /// `igb`): asked once of `qemu-system-x86_64 -device help`.
+    /// Whether the QEMU the harness starts ([`qemu_binary`]) emulates this
+    /// model (QEMU 7.2 has no `igb`): asked once of its `-device help`.
     pub fn available(self) -> bool {
         static DEVICES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let devices = DEVICES.get_or_init(|| {
-            Command::new("qemu-system-x86_64")
+            Command::new(qemu_binary())
                 .args(["-device", "help"])
                 .output()
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
@@ -165,8 +165,20 @@ impl Ivshmem {
     }
 }
 
+/// The QEMU the harness starts: `$APPLIANCE_QEMU` when set (a path, e.g.
+/// the bookworm QEMU 7.2 `make qemu-7.2` unpacks under `target/qemu-7.2`),
+/// else `qemu-system-x86_64` from PATH. The Makefile's `make run` honours the
+/// same variable.
+pub fn qemu_binary() -> PathBuf {
+    std::env::var_os("APPLIANCE_QEMU")
+        .filter(|q| !q.is_empty())
+        .map_or_else(|| "qemu-system-x86_64".into(), PathBuf::from)
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The QEMU binary; [`qemu_binary`] when `None`.
+    pub qemu: Option<PathBuf>,
     pub memory_mib: u32,
     /// The kernel command line (`-append`).
     pub append: String,
@@ -184,6 +196,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            qemu: None,
             memory_mib: 256,
             append: String::new(),
             nic: None,
@@ -439,13 +452,14 @@ pub fn qemu_command(opts: &Options, image: &std::path::Path) -> Command {
 
 /// [`qemu_command`] for any [`Medium`].
 pub fn qemu_command_from(opts: &Options, medium: &Medium) -> Command {
+    let qemu = opts.qemu.clone().unwrap_or_else(qemu_binary);
     let mut cmd = match setpriv() {
         Some(sp) => {
             let mut c = Command::new(sp);
-            c.args(["--pdeathsig", "KILL", "qemu-system-x86_64"]);
+            c.args(["--pdeathsig", "KILL"]).arg(&qemu);
             c
         }
-        None => Command::new("qemu-system-x86_64"),
+        None => Command::new(&qemu),
     };
     cmd.args(["-nodefaults", "-display", "none", "-no-reboot", "-serial", "stdio", "-monitor", "none"]);
     cmd.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);

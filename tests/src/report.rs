@@ -44,6 +44,54 @@ pub fn counter(list: &[(String, u64)], name: &str) -> Option<u64> {
     list.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
 }
 
+/// The round-trip times, in ms, of every reply line of iputils-shaped
+/// `ping` output (`... icmp_seq=3 ttl=64 time=0.512 ms`), the console's
+/// included.
+pub fn ping_times_ms(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter(|l| l.contains("icmp_seq="))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("time=")?.parse().ok()))
+        .collect()
+}
+
+/// One span of the firmware's `perf` profile: how often it ran, the
+/// milliseconds it took in all since `perf reset`, and the microseconds of
+/// one run (printed with more precision than the total).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub name: String,
+    pub count: u64,
+    pub ms: f64,
+    pub us_each: f64,
+}
+
+impl Span {
+    /// Its total in microseconds, from the finer of the two figures.
+    pub fn total_us(&self) -> f64 {
+        self.count as f64 * self.us_each
+    }
+}
+
+/// The spans of the console's `perf` output (`NAME COUNT MS SHARE% US`
+/// lines under the `span count ms share us each` header; a name may hold
+/// spaces), in order; lines of another shape (the header, the counters
+/// after the table) are skipped.
+pub fn perf_spans(out: &str) -> Vec<Span> {
+    out.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let [name @ .., count, ms, share, each] = &w[..] else { return None };
+            let (count, ms, us_each) = (count.parse().ok()?, ms.parse().ok()?, each.parse().ok()?);
+            (!name.is_empty() && share.strip_suffix('%')?.parse::<f64>().is_ok()).then(|| Span {
+                name: name.join(" "),
+                count,
+                ms,
+                us_each,
+            })
+        })
+        .collect()
+}
+
 /// The median (the upper one for an even count); NaN for none.
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -153,6 +201,38 @@ mod tests {
         assert_eq!(number_after("nothing here", "sent"), None);
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert!(median(&mut []).is_nan());
+    }
+
+    #[test]
+    fn ping_times_are_read_from_reply_lines_only() {
+        let out = "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n\
+                   64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.512 ms\n\
+                   64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=10.0 ms\n\
+                   \n--- 10.0.0.2 ping statistics ---\n\
+                   rtt min/avg/max/mdev = 0.512/5.256/10.000/4.744 ms\n";
+        assert_eq!(ping_times_ms(out), [0.512, 10.0]);
+        assert!(ping_times_ms("error: ping: connect: Network is unreachable").is_empty());
+    }
+
+    #[test]
+    fn perf_spans_are_read_by_name_with_spaces() {
+        let out = "502.9 ms since reset\n\
+                   span                   count         ms  share   us each\n\
+                   idle (hlt)                10      497.3  98.9%  49731.18\n\
+                   wake: irq to loop         10        0.1   0.0%     10.38\n\
+                   rx: virtio ring            0        0.0   0.0%      0.00\n\
+                   timer interrupts 10\n";
+        let spans = perf_spans(out);
+        assert_eq!(
+            spans,
+            [
+                Span { name: "idle (hlt)".into(), count: 10, ms: 497.3, us_each: 49731.18 },
+                Span { name: "wake: irq to loop".into(), count: 10, ms: 0.1, us_each: 10.38 },
+                Span { name: "rx: virtio ring".into(), count: 0, ms: 0.0, us_each: 0.0 },
+            ]
+        );
+        assert!((spans[1].total_us() - 103.8).abs() < 1e-9);
+        assert!(perf_spans("error: perf: no network device").is_empty());
     }
 
     #[test]

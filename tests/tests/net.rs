@@ -242,7 +242,19 @@ fn netbench_frames_reach_the_peer() {
     let rx = b.cmd("netbench rx").unwrap();
     let got: u64 = rx.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{rx}"));
     assert!(got > 0 && got <= sent, "sent {sent}, received {rx}");
+    // The other senders' work per frame: headers only, and a copy with an ICRC.
+    for (mode, says) in [("prebuilt", "prebuilt: headers only"), ("icrc", "a copy and an ICRC per frame, by ")] {
+        b.cmd("netbench reset").unwrap();
+        let out = a.expect(&format!("netbench send 10.0.0.2 1514 200 {mode}"), says).unwrap();
+        let sent: u64 = out.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{out}"));
+        std::thread::sleep(Duration::from_millis(200));
+        let rx = b.cmd("netbench rx").unwrap();
+        let got: u64 = rx.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{rx}"));
+        assert!(sent > 0 && got > 0 && got <= sent, "{mode}: sent {out}, received {rx}");
+    }
     a.expect("netbench send 10.0.0.2 20 10", "error: netbench: frame length '20' is not in 60..=1514").unwrap();
+    a.expect("netbench send 10.0.0.2 1514 10 fast", "error: netbench: 'fast' is not a mode (copy, prebuilt, icrc)")
+        .unwrap();
 }
 
 #[test]

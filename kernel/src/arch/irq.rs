@@ -95,6 +95,7 @@ fn in_service(cmd_port: u16, bit: u8) -> bool {
 }
 
 extern "C" fn dispatch(irq: u64) {
+    crate::prof::irq_taken();
     let irq = irq as u8 & 15;
     // IRQ 7 and 15 may be spurious (the line dropped before acknowledgement):
     // then the PIC's in-service bit is clear and the pair must not see an EOI

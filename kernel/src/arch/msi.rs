@@ -54,6 +54,7 @@ pub fn count(vector: u8) -> u64 {
 }
 
 extern "C" fn dispatch(index: u64) {
+    crate::prof::irq_taken();
     if let Some(c) = COUNTS.get(index as usize) {
         c.fetch_add(1, Ordering::Relaxed);
     }

@@ -2,6 +2,14 @@
 //! discard port (9) of another as fast as its transmit queue takes them; the
 //! other counts them below smoltcp. The result is the frame rate the emulated
 //! wire carries, the limit the RoCE transport is compared against.
+//!
+//! What the sender does per frame is its [`Mode`]: copy the whole frame into
+//! the transmit buffer (the default, what any sender of fresh data pays);
+//! write only the headers and leave the payload as the recycled buffer holds
+//! it (`prebuilt`: what the wire and QEMU can move when the sender does no
+//! per-byte work); or copy and append an ICRC computed over the frame as
+//! RoCE's is (`icrc`: what any RoCE implementation pays per frame, by the CRC
+//! path the firmware chose at boot).
 
 use crate::net::Net;
 use crate::net::discard::DISCARD_PORT;
@@ -13,6 +21,7 @@ use alloc::vec::Vec;
 use core::cell::Cell;
 use drivers::nic::Nic;
 use knet::neigh::Resolution;
+use rdma::wire::icrc::{self, ICRC_LEN};
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
     EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
@@ -23,12 +32,73 @@ use smoltcp::wire::{
 const TX_BATCH: usize = 256;
 /// How long to wait for the transmit queue to drain before trying again.
 const BACKOFF: Duration = Duration::from_micros(100);
+/// Ethernet, IPv4 and UDP headers: what a `prebuilt` frame writes.
+const HEADERS_LEN: usize = 14 + 20 + 8;
+/// Where the ICRC's covered bytes start: the IP header (RoCE v2, IBA A17.3.3).
+const IP_START: usize = 14;
+
+/// The sender's work per frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The whole frame copied into the transmit buffer.
+    Copy,
+    /// The headers written, the payload left as the buffer holds it (a
+    /// recycled buffer: an earlier frame's bytes, or zeros).
+    Prebuilt,
+    /// The whole frame copied, then its last 4 bytes replaced by the ICRC
+    /// over the rest from the IP header on ([`icrc::compute`]).
+    Icrc,
+}
+
+impl Mode {
+    /// The console's word for each mode, as `netbench send` takes it.
+    pub fn parse(word: &str) -> Option<Mode> {
+        match word {
+            "copy" => Some(Mode::Copy),
+            "prebuilt" => Some(Mode::Prebuilt),
+            "icrc" => Some(Mode::Icrc),
+            _ => None,
+        }
+    }
+
+    /// Writes `frame` into the transmit buffer `buf` (of the same length)
+    /// as this mode does.
+    fn fill(self, frame: &[u8], buf: &mut [u8]) {
+        match self {
+            Mode::Copy => buf.copy_from_slice(frame),
+            Mode::Prebuilt => {
+                if let (Some(to), Some(from)) = (buf.get_mut(..HEADERS_LEN), frame.get(..HEADERS_LEN)) {
+                    to.copy_from_slice(from);
+                }
+            }
+            Mode::Icrc => {
+                buf.copy_from_slice(frame);
+                let end = buf.len().saturating_sub(ICRC_LEN);
+                let crc = buf.get(IP_START..end).and_then(|covered| icrc::compute(covered).ok()).unwrap_or(0);
+                if let Some(trailer) = buf.get_mut(end..) {
+                    trailer.copy_from_slice(&crc.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+impl core::fmt::Display for Mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Mode::Copy => f.write_str("a copy per frame"),
+            Mode::Prebuilt => f.write_str("prebuilt: headers only"),
+            Mode::Icrc => write!(f, "a copy and an ICRC per frame, by {}", icrc::Path::best()),
+        }
+    }
+}
 
 struct TxJob {
     /// The link the frames go out on.
     link: usize,
     dst: Ipv4Address,
     frame_len: usize,
+    mode: Mode,
     duration: Duration,
     frame: Option<Vec<u8>>,
     started: Instant,
@@ -59,13 +129,15 @@ impl Sender {
         finish(self, "");
     }
 
-    /// Starts sending `frame_len`-byte frames to `dst` on `link` for `duration`.
+    /// Starts sending `frame_len`-byte frames to `dst` on `link` for
+    /// `duration`, doing `mode`'s work for each.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         &mut self,
         link: usize,
         dst: Ipv4Address,
         frame_len: usize,
+        mode: Mode,
         duration: Duration,
         now: Instant,
         ready: Rc<Cell<bool>>,
@@ -75,6 +147,7 @@ impl Sender {
             link,
             dst,
             frame_len,
+            mode,
             duration,
             frame: None,
             started: now,
@@ -147,17 +220,19 @@ pub fn poll(sender: &mut Sender, net: &mut Net, now: Instant) -> bool {
     if now >= job.until {
         let (fps, gbps) = rate(job.sent, job.sent * frame.len() as u64, now.saturating_since(job.started).as_micros());
         println!(
-            "netbench: sent {} frames of {} bytes in {} ms: {fps} frames/s, {gbps:.3} Gb/s (queue full {} times)",
+            "netbench: sent {} frames of {} bytes in {} ms: {fps} frames/s, {gbps:.3} Gb/s (queue full {} times; {})",
             job.sent,
             frame.len(),
             job.duration.as_micros() / 1000,
-            job.queue_full
+            job.queue_full,
+            job.mode
         );
         return finish(sender, "");
     }
     let mut sent = 0;
+    let mode = job.mode;
     while sent < TX_BATCH {
-        if link.nic.transmit(frame.len(), |buf| buf.copy_from_slice(frame)).is_none() {
+        if link.nic.transmit(frame.len(), |buf| mode.fill(frame, buf)).is_none() {
             job.queue_full += 1;
             job.retry_at = now + BACKOFF;
             break;

@@ -39,7 +39,7 @@ pub static COMMANDS: &[Command] = &[
     },
     Command {
         name: "netbench",
-        usage: "netbench send <ip> <frame bytes> <ms> | netbench rx | netbench reset",
+        usage: "netbench send <ip> <frame bytes> <ms> [copy|prebuilt|icrc] | netbench rx | netbench reset",
         help: "measure the raw wire with UDP frames to the discard port",
         run: super::net::netbench,
     },

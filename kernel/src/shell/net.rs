@@ -131,7 +131,12 @@ pub fn ping(ctx: &mut Context, args: &[&str]) -> CommandResult {
 
 pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
     with_net(ctx, |net, ctx| match args {
-        ["send", dst, len, ms] => {
+        ["send", dst, len, ms, mode @ ..] if mode.len() <= 1 => {
+            let mode = match mode.first() {
+                None => netbench::Mode::Copy,
+                Some(m) => netbench::Mode::parse(m)
+                    .ok_or_else(|| fail(format!("'{m}' is not a mode (copy, prebuilt, icrc)")))?,
+            };
             let dst = dst.parse().map_err(|_| fail(format!("'{dst}' is not an IPv4 address")))?;
             let link = net.link_for(dst);
             let max = net.links.get(link).map_or(0, |l| drivers::nic::Nic::max_frame_len(&l.nic));
@@ -148,7 +153,8 @@ pub fn netbench(ctx: &mut Context, args: &[&str]) -> CommandResult {
             if ctx.jobs.netbench.running() {
                 return Err(fail("a send is already running"));
             }
-            ctx.jobs.netbench.start(link, dst, len, time::Duration::from_millis(ms), time::now(), ctx.ready.clone());
+            let duration = time::Duration::from_millis(ms);
+            ctx.jobs.netbench.start(link, dst, len, mode, duration, time::now(), ctx.ready.clone());
             Ok(())
         }
         ["rx"] => {

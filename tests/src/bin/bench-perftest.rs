@@ -2,15 +2,20 @@
 //! one kind of wire (QEMU's UDP socket netdev, 9000-byte netdevs, RoCE MTU
 //! 4096): Linux<->Linux with Linux's `ib_*` programs; the appliance (host
 //! tools through its verbs ring) against Linux, in both roles; appliance<->
-//! appliance; and the raw frame limit (`netbench`) at the frame size of an
-//! MTU-4096 WRITE. RDMA WRITE bandwidth at 64 B, 4 KiB and 64 KiB, its
-//! message rate at 64 B, and SEND latency at 2 B (median and 99th
-//! percentile); medians of several runs, each figure with its ratio to
-//! Linux<->Linux. The appliance pairs run twice: with our Rust host tools,
+//! appliance; the wire's own limits between the same two appliances
+//! (`netbench`) at the frame size of an MTU-4096 WRITE: the raw frame limit
+//! (a copy per frame), the raw wire limit (prebuilt frames: what the wire
+//! and QEMU move when the sender does no per-byte work) and the limit with a
+//! copy and an ICRC per frame (what any RoCE implementation pays); and the
+//! wire's ping round trip, beside the SEND latency. RDMA WRITE bandwidth at
+//! 64 B, 4 KiB and 64 KiB, its message rate at 64 B, and SEND latency at 2 B
+//! (median and 99th percentile); medians of several runs, each figure with
+//! its ratio to Linux<->Linux. The appliance pairs run twice: with our Rust host tools,
 //! and with Debian's unmodified `ib_*` programs over our `libibverbs.so.1`
 //! (`make abi`), whose cost against the Rust tools is a table of its own.
 //!
-//! Usage: bench-perftest [runs]; writes target/bench/perftest.{md,csv,png}.
+//! Usage: bench-perftest [runs]; writes target/bench/perftest.{md,csv,png}
+//! and perftest-latency.png.
 //! Needs the Linux peer (`make linux-peer`) and the verbs tools.
 
 #![deny(unsafe_code)]
@@ -20,8 +25,9 @@ use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
+use tests::echo::Summary;
 use tests::progress::Progress;
-use tests::report::{median, number_after, perftest_row, write_chart, write_tables};
+use tests::report::{median, number_after, perftest_row, ping_times_ms, write_chart, write_tables};
 use tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
     free_udp_port,
@@ -38,6 +44,18 @@ const LAT_ITERS: u32 = 500;
 /// An MTU-4096 RDMA WRITE MIDDLE frame: Ethernet, IPv4, UDP, BTH, payload, ICRC.
 const ROCE_FRAME: usize = 14 + 20 + 8 + 12 + 4096 + 4;
 const MIB: f64 = (1u64 << 20) as f64;
+/// `netbench send`'s modes, each a row: the sender's work per frame, and the
+/// row's name (before the frame size; no commas, for the CSV). The first is
+/// the raw frame limit the table always had.
+const LIMITS: [(&str, &str); 3] =
+    [("copy", "raw frame limit"), ("prebuilt", "raw wire limit with prebuilt frames"), ("icrc", "copy + ICRC limit")];
+/// Each netbench run's length.
+const NETBENCH_MS: u64 = 2000;
+/// Echoes per ping run between the two appliances, and their interval (ms).
+const PINGS: u32 = 100;
+const PING_INTERVAL_MS: u32 = 10;
+/// The ping row's name (no commas, for the CSV).
+const PING_ROW: &str = "wire ping: half round trip (appliance <-> appliance)";
 
 /// Which host programs drive an appliance.
 #[derive(Clone, Copy, PartialEq)]
@@ -354,21 +372,66 @@ fn appliance(nic: Nic, ip: &str, tag: &str) -> Res<End> {
     Ok(End::Appliance { app, ring, port: free_tcp_port(), host: Host::Rust })
 }
 
-/// `netbench` frames per second and Gb/s received at `size`-byte frames (medians).
-fn raw_limit(tx: &mut Appliance, rx: &mut Appliance, rx_ip: &str, size: usize, runs: usize) -> Res<(f64, f64)> {
-    let ms = 2000u64;
-    let (mut fps, mut gbps) = (vec![], vec![]);
-    for _ in 0..runs {
-        rx.cmd("netbench reset")?;
-        tx.cmd(&format!("netbench send {rx_ip} {size} {ms}"))?;
-        std::thread::sleep(Duration::from_millis(100));
-        let out = rx.cmd("netbench rx")?;
-        let got = number_after(&out, "rx:").ok_or(format!("unexpected output: {out}"))?;
-        let secs = ms as f64 / 1000.0;
-        fps.push(got / secs);
-        gbps.push(got * size as f64 * 8.0 / secs / 1e9);
+/// What a netbench mode reached: medians of frames/s and Gb/s received.
+#[derive(Clone, Copy, Debug)]
+struct Limit {
+    fps: f64,
+    gbps: f64,
+}
+
+/// Each [`LIMITS`] mode's frames per second and Gb/s received at
+/// `size`-byte frames (medians of `runs`; each run takes every mode once,
+/// the order alternating), and the CRC path the `icrc` mode used.
+fn limits(
+    tx: &mut Appliance,
+    rx: &mut Appliance,
+    rx_ip: &str,
+    size: usize,
+    runs: usize,
+    progress: &mut Progress,
+) -> Res<(Vec<Limit>, String)> {
+    let mut samples = vec![(vec![], vec![]); LIMITS.len()];
+    let mut crc_path = String::from("?");
+    for k in 0..runs {
+        let mut order: Vec<usize> = (0..LIMITS.len()).collect();
+        if k % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (mode, label) = LIMITS[i];
+            progress.step(&format!("{label} at {size} B, run {}/{runs}", k + 1));
+            rx.cmd("netbench reset")?;
+            let sent = tx.cmd(&format!("netbench send {rx_ip} {size} {NETBENCH_MS} {mode}"))?;
+            if let Some(path) = sent.split("ICRC per frame, by ").nth(1).and_then(|t| t.split(')').next()) {
+                crc_path = path.to_string();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            let out = rx.cmd("netbench rx")?;
+            let got = number_after(&out, "rx:").ok_or(format!("unexpected output: {out}"))?;
+            let secs = NETBENCH_MS as f64 / 1000.0;
+            samples[i].0.push(got / secs);
+            samples[i].1.push(got * size as f64 * 8.0 / secs / 1e9);
+        }
     }
-    Ok((median(&mut fps), median(&mut gbps)))
+    let limits = samples.iter_mut().map(|(f, g)| Limit { fps: median(f), gbps: median(g) }).collect();
+    Ok((limits, crc_path))
+}
+
+/// The wire's ping round trip between the two appliances (the console's
+/// `ping`, timed by the pinging appliance): every reply's, in µs, over
+/// `runs` runs of [`PINGS`].
+fn ping_rtts(tx: &mut Appliance, rx_ip: &str, runs: usize, progress: &mut Progress) -> Res<Vec<f64>> {
+    let mut rtts = Vec::new();
+    for k in 0..runs {
+        progress.step(&format!("ping appliance <-> appliance, run {}/{runs}", k + 1));
+        let out = tx.cmd(&format!("ping {rx_ip} -c {PINGS} -i {PING_INTERVAL_MS}"))?;
+        let times = ping_times_ms(&out);
+        if times.is_empty() {
+            return Err(format!("ping: no replies:\n{out}").into());
+        }
+        rtts.extend(times.iter().map(|ms| ms * 1000.0));
+    }
+    Ok(rtts)
 }
 
 fn main() -> Res<()> {
@@ -385,7 +448,7 @@ fn main() -> Res<()> {
     let mut rows: Vec<(String, Figures)> = Vec::new();
     // Each appliance pair with the Rust tools and with the C ABI, for the cost table.
     let mut cabi: Vec<(&str, Samples, Samples)> = Vec::new();
-    let mut progress = Progress::new("bench-perftest", PAIRS * STEPS * runs);
+    let mut progress = Progress::new("bench-perftest", (PAIRS * STEPS + LIMITS.len() + 1) * runs);
     let p = &mut progress;
     let both = [Host::Rust, Host::CAbi];
     let mut record = |rows: &mut Vec<(String, Figures)>, label: &'static str, samples: Vec<Samples>| {
@@ -418,7 +481,7 @@ fn main() -> Res<()> {
         let label = "Linux client, appliance server";
         record(&mut rows, label, measure(label, &mut a, &mut l, &both, runs, p)?);
     }
-    let raw;
+    let (limits, crc_path, ping);
     {
         let (p1, p2) = (free_udp_port(), free_udp_port());
         let mut a = appliance(wire("52:54:00:00:00:01", p1, p2), "10.0.0.1", "bench-a")?;
@@ -426,8 +489,13 @@ fn main() -> Res<()> {
         let label = "appliance <-> appliance";
         record(&mut rows, label, measure(label, &mut a, &mut b, &both, runs, p)?);
         let (End::Appliance { app: tx, .. }, End::Appliance { app: rx, .. }) = (&mut a, &mut b) else { unreachable!() };
-        raw = raw_limit(tx, rx, "10.0.0.2", ROCE_FRAME, runs)?;
-        println!("raw frame limit at {ROCE_FRAME} B: {:.0} frames/s, {:.3} Gb/s", raw.0, raw.1);
+        (limits, crc_path) = self::limits(tx, rx, "10.0.0.2", ROCE_FRAME, runs, p)?;
+        for ((_, label), l) in LIMITS.iter().zip(&limits) {
+            println!("{label} at {ROCE_FRAME} B: {:.0} frames/s, {:.3} Gb/s", l.fps, l.gbps);
+        }
+        let rtts = ping_rtts(tx, "10.0.0.2", runs, p)?;
+        ping = Summary::of(&rtts).ok_or("ping: no replies")?;
+        println!("ping appliance <-> appliance: median {:.1} us, p99 {:.1} us round trip", ping.median, ping.p99);
     }
     // The table lists the Rust tools' rows first, then the C ABI's, as before.
     rows.sort_by_key(|(label, _)| label.starts_with("C ABI"));
@@ -460,26 +528,56 @@ fn main() -> Res<()> {
         md.push('\n');
         csv.push('\n');
     }
-    // The wire's ceiling for MTU-sized frames: the 4 KiB and 64 KiB columns.
-    write!(md, "| raw frame limit ({ROCE_FRAME} B frames) | | |")?;
-    write!(csv, "raw frame limit ({ROCE_FRAME} B frames),,")?;
-    for b in &base.gbps[1..] {
-        write!(md, " {:.4} | {:.2} |", raw.1, raw.1 / b)?;
-        write!(csv, ",{:.5},{:.4}", raw.1, raw.1 / b)?;
+    // The wire's ceilings for MTU-sized frames: the 4 KiB and 64 KiB columns.
+    for ((_, label), l) in LIMITS.iter().zip(&limits) {
+        write!(md, "| {label} ({ROCE_FRAME} B frames) | | |")?;
+        write!(csv, "{label} ({ROCE_FRAME} B frames),,")?;
+        for b in &base.gbps[1..] {
+            write!(md, " {:.4} | {:.2} |", l.gbps, l.gbps / b)?;
+            write!(csv, ",{:.5},{:.4}", l.gbps, l.gbps / b)?;
+        }
+        md.push_str(&" | |".repeat(3));
+        csv.push_str(&",,".repeat(3));
+        md.push('\n');
+        csv.push('\n');
     }
-    md.push_str(&" | |".repeat(3));
-    csv.push_str(&",,".repeat(3));
+    // The wire's own latency: half the ping's round trip, as perftest's
+    // send_lat reports half of its round trip.
+    let (ping_half, ping_half_p99) = (ping.median / 2.0, ping.p99 / 2.0);
+    write!(md, "| {PING_ROW} |")?;
+    write!(csv, "{PING_ROW}")?;
+    md.push_str(&" | |".repeat(BW.len() + 1));
+    csv.push_str(&",,".repeat(BW.len() + 1));
+    for (x, b) in [(ping_half, base.lat_median), (ping_half_p99, base.lat_p99)] {
+        write!(md, " {x:.1} | {:.2} |", x / b)?;
+        write!(csv, ",{x:.5},{:.4}", x / b)?;
+    }
     md.push('\n');
     csv.push('\n');
     let figures = |label: &str| rows.iter().find(|(l, _)| l == label).map(|(_, f)| f);
-    let app_64k = figures("appliance <-> appliance").map_or(f64::NAN, |f| f.gbps[BW.len() - 1]);
+    let app = figures("appliance <-> appliance");
+    let app_64k = app.map_or(f64::NAN, |f| f.gbps[BW.len() - 1]);
+    let share = |l: &Limit| 100.0 * app_64k / l.gbps;
     writeln!(
         md,
-        "\nThe raw frame limit is netbench between the two appliances: {:.0} frames/s of {ROCE_FRAME} bytes. \
-         appliance<->appliance 64 KiB WRITE reaches {:.1}% of it. Ratios: bandwidth and message rate over \
+        "\nThe limits are netbench between the two appliances at {ROCE_FRAME}-byte frames (an MTU-4096 WRITE's): \
+         {:.0} frames/s with a copy per frame, {:.0} prebuilt (headers written, no per-byte work), {:.0} with a \
+         copy and an ICRC per frame (by {crc_path}). appliance<->appliance 64 KiB WRITE reaches {:.1}% of the raw \
+         frame limit, {:.1}% of the raw wire limit and {:.1}% of the copy + ICRC limit. The ping row is half the \
+         round trip of the console's `ping` between the two appliances ({} runs of {PINGS}, {PING_INTERVAL_MS} ms \
+         apart; median round trip {:.1} us, p99 {:.1} us), as perftest's SEND latency is half its round trip: \
+         appliance<->appliance SEND 2 B is {:.2}x it. Ratios: bandwidth and message rate over \
          Linux<->Linux (higher is better), latency over Linux<->Linux (lower is better).",
-        raw.0,
-        100.0 * app_64k / raw.1
+        limits[0].fps,
+        limits[1].fps,
+        limits[2].fps,
+        share(&limits[0]),
+        share(&limits[1]),
+        share(&limits[2]),
+        runs,
+        ping.median,
+        ping.p99,
+        app.map_or(f64::NAN, |f| f.lat_median / ping_half),
     )?;
     cabi_table(&mut md, &mut csv, &cabi, runs)?;
     let repeated = REPEATED.load(std::sync::atomic::Ordering::Relaxed);
@@ -489,11 +587,26 @@ fn main() -> Res<()> {
     println!("\n{md}");
     write_tables("perftest", &md, &csv, &load)?;
     let groups: Vec<String> = BW.iter().map(|(s, _)| format!("WRITE {s} B")).collect();
-    let series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (l.as_str(), f.gbps.clone())).collect();
+    let mut series: Vec<(&str, Vec<f64>)> = rows.iter().map(|(l, f)| (l.as_str(), f.gbps.clone())).collect();
+    // The limits apply to MTU-sized frames: none at 64 B.
+    for ((_, label), l) in LIMITS.iter().zip(&limits) {
+        series.push((label, vec![0.0, l.gbps, l.gbps]));
+    }
     write_chart(
         "perftest",
         "RDMA WRITE bandwidth (ib_write_bw / write_bw, Gb/s, higher is faster)",
         "Gb/s",
+        &groups,
+        &series,
+    );
+    let groups = vec!["SEND 2 B median".to_string(), "SEND 2 B p99".to_string()];
+    let mut series: Vec<(&str, Vec<f64>)> =
+        rows.iter().map(|(l, f)| (l.as_str(), vec![f.lat_median, f.lat_p99])).collect();
+    series.push((PING_ROW, vec![ping_half, ping_half_p99]));
+    write_chart(
+        "perftest-latency",
+        "SEND 2 B latency and the wire's ping (us, lower is faster)",
+        "us",
         &groups,
         &series,
     );
