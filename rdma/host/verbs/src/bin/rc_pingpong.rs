@@ -6,7 +6,9 @@
 //! (`verbs_ring::show::pingpong`): the client marks its message, and each
 //! side checks every message it receives against the marked fill, printing
 //! rdma-core's `invalid data in page N` lines after the results (and, unlike
-//! rdma-core, exiting 1 then). Without `-c` nothing is checked.
+//! rdma-core, exiting 1 then). Without `-c` nothing is checked. `-e` sleeps
+//! on each completion event (the appliance's doorbell) without spinning
+//! first; without a doorbell both ways poll.
 
 use std::time::{Duration, Instant};
 
@@ -33,7 +35,6 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    let _ = cli.pp.events;
     let Some(mtu) = names::mtu_enum(cli.pp.mtu) else { die("Invalid MTU (256, 512, 1024, 2048 or 4096)") };
     if cli.pp.size == 0 || cli.pp.size > u32::MAX as usize || cli.pp.iters == 0 || cli.pp.rx_depth == 0 {
         die("size, iters and rx-depth must be positive");
@@ -124,7 +125,10 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let mut bad_pages = std::collections::BTreeSet::new();
     let mut last_progress = Instant::now();
     while rcnt < cli.pp.iters || scnt < cli.pp.iters {
-        let wc = cq.wait(STALL).map_err(|e| match e {
+        // -e: arm and sleep on the completion event at once, as rdma-core's
+        // with its completion channel; else a short spin first.
+        let wc = if cli.pp.events { cq.wait_event(STALL) } else { cq.wait(STALL) };
+        let wc = wc.map_err(|e| match e {
             Error::TimedOut { .. } => {
                 die(&format!("no completion for {}s (scnt={scnt}, rcnt={rcnt})", STALL.as_secs()))
             }
