@@ -211,8 +211,9 @@ pub fn start(mem: Rc<IvshmemRegion>, f: &Function, cmdline: &str, now: Instant) 
 
 impl Verbs {
     /// Serves the ring with the network its owner lends for this pass: the
-    /// data path every time, commands on the beat; returns whether anything
-    /// moved.
+    /// data path every time, commands on the beat (with a doorbell, on every
+    /// pass), and rings the hosts whose completion events came; returns
+    /// whether anything moved.
     pub fn poll(&mut self, now: Instant, net: Option<&mut Net>) -> bool {
         // Awake: hosts need not ring until the next halt.
         if self.idle.awake(&*self.mem).is_err() {
@@ -285,6 +286,9 @@ impl Verbs {
     /// Rings the hosts whose armed CQs got their completions.
     fn ring_hosts(&mut self, wake: &wake::ContextSet) {
         let Some(d) = self.doorbell.as_mut() else { return };
+        if wake.is_empty() {
+            return;
+        }
         let fw_peer = u32::from(d.position());
         for ctx in wake.iter() {
             if let Some(peer) = wake::host_peer(&*self.mem, self.firmware.layout(), ctx, fw_peer) {
