@@ -57,13 +57,18 @@ pub struct Options {
     pub heartbeat_thread: bool,
     /// Use the appliance's doorbell when it has one (`ivshmem-doorbell`):
     /// ring it after posting, sleep on completion events. False polls, as
-    /// with `ivshmem-plain`.
+    /// with `ivshmem-plain` (the default is true unless `$RDMA_DOORBELL` is
+    /// `0`, which also reaches C programs over our libibverbs).
     pub doorbell: bool,
 }
 
+/// The environment variable that turns the doorbell off (`0`).
+pub const DOORBELL_ENV: &str = "RDMA_DOORBELL";
+
 impl Default for Options {
     fn default() -> Self {
-        Options { timeout: Duration::from_secs(5), heartbeat_thread: true, doorbell: true }
+        let doorbell = std::env::var(DOORBELL_ENV).map_or(true, |v| v != "0");
+        Options { timeout: Duration::from_secs(5), heartbeat_thread: true, doorbell }
     }
 }
 
