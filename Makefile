@@ -52,12 +52,21 @@ QEMU_NIC = -netdev socket,id=n0,udp=127.0.0.1:$(PEER_PORT),localaddr=127.0.0.1:$
 QEMU_MACHINE = -nodefaults -display none -no-reboot \
 	-chardev stdio,id=console,mux=on,signal=off -serial chardev:console -monitor none \
 	-device isa-debug-exit,iobase=0xf4,iosize=0x04 -m $(MEM) $(ACCEL_ARGS) -cpu qemu64,+pclmulqdq
-QEMU_RING = -object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
-	-device ivshmem-plain,memdev=shm \
-	-kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
+# The ring: DOORBELL=1 (the default) is ivshmem-doorbell, whose ivshmem server
+# (our ivshmem-server, started and stopped with QEMU) owns the ring file and
+# listens beside it on $(RING).sock, so host programs and the appliance wake
+# each other; DOORBELL=0 is ivshmem-plain, polled both ways.
+DOORBELL ?= 1
+RING_SOCK := $(RING).sock
+IVSHMEM_SERVER := $(abspath target/release/ivshmem-server)
+QEMU_RING_PLAIN = -object memory-backend-file,id=shm,mem-path=$(RING),size=$(RING_SIZE),share=on \
+	-device ivshmem-plain,memdev=shm
+QEMU_RING_DOORBELL = -chardev socket,path=$(RING_SOCK),id=ivsh -device ivshmem-doorbell,chardev=ivsh,vectors=1
+QEMU_KERNEL = -kernel $(IMAGE) $(if $(APPEND),-append "$(APPEND)")
+QEMU_RING = $(if $(filter 0,$(DOORBELL)),$(QEMU_RING_PLAIN),$(QEMU_RING_DOORBELL)) $(QEMU_KERNEL)
 QEMU_ARGS = $(QEMU_MACHINE) $(QEMU_NIC) $(QEMU_RING)
 
-.PHONY: qemu-7.2 qemu-7.2-path bench-qemu bench-turnaround deps-rdma-core abi abi-path all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
+.PHONY: qemu-7.2 qemu-7.2-path bench-qemu bench-turnaround deps-rdma-core abi abi-path ivshmem-server all run run-passthrough boot-passthrough boot install uninstall test host-test qemu-test image image-path boot-time bench bench-net bench-nics bench-rdma bench-verbs bench-interop bench-perftest fuzz fuzz-wire deps deps-rust deps-qemu clean linux-peer linux-peer-backports interop interop-smoke deps-tshark deps-fonts deps-vde fabric iso iso-path deps-iso iso-test soak
 
 all: image
 
@@ -130,11 +139,25 @@ iso-path:
 iso-test: iso deps-qemu
 	APPLIANCE_IMAGE=$(IMAGE) APPLIANCE_ISO=$(ISO) cargo test -p tests --test iso -- --test-threads=1
 
+## ivshmem-server: the ring's ivshmem server (QEMU's protocol), which `make run` starts
+ivshmem-server:
+	@cargo build --release -q -p ivshmem --bin ivshmem-server
+
+# With DOORBELL (not 0): start the ring's ivshmem server beside the ring (the
+# kernel kills it if the shell dies first) and wait for its socket.
+define START_SERVER
+$(if $(filter 0,$(DOORBELL)),,\
+pdeath=$$(command -v setpriv >/dev/null && echo setpriv --pdeathsig TERM); \
+$$pdeath $(IVSHMEM_SERVER) --shm $(RING) --socket $(RING_SOCK) 9>&- 8>&- & server=$$!; \
+for i in $$(seq 100); do [ -S $(RING_SOCK) ] && break; sleep 0.05; done; \
+if ! [ -S $(RING_SOCK) ]; then echo "error: the ivshmem server did not start on $(RING_SOCK)"; kill $$server 2>/dev/null; exit 1; fi;)
+endef
+
 # Boots one appliance on the console. Locks on the ring file and the UDP port,
 # inherited by QEMU and so held until it exits, refuse a second appliance on
 # either. The ring is sized every time (QEMU refuses a backing file of another
 # size; the firmware lays the ring out afresh at boot) and removed when QEMU
-# exits.
+# exits, with the ivshmem server and its socket.
 define BOOT
 exec 8<>$(RING) 9<>$(PORT_LOCK); \
 if ! flock -n 8; then \
@@ -145,17 +168,20 @@ if ! flock -n 9; then \
 	echo "error: UDP port $(PORT) is taken by another appliance (lock $(PORT_LOCK)); choose another NODE or PORT_BASE."; \
 	exit 1; fi; \
 truncate -s $(RING_SIZE) $(RING); \
-echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$(PORT) <-> 127.0.0.1:$(PEER_PORT), mtu $(MTU), ring $(RING)"; \
+server=; $(START_SERVER) \
+echo "node $(NODE): MAC $(MAC), wire udp 127.0.0.1:$(PORT) <-> 127.0.0.1:$(PEER_PORT), mtu $(MTU), ring $(RING)$(if $(filter 0,$(DOORBELL)), (polled), doorbell $(RING_SOCK))"; \
 echo "(type 'shutdown' to power off; Ctrl-C interrupts a command; Ctrl-A x kills QEMU)"; \
 $(if $(and $(filter e1000e igb,$(NIC)),$(filter-out 1500,$(MTU))),echo "$(NIC): eth0 starts at mtu 1500; type 'ip link set eth0 mtu $(MTU)'";) \
 $(QEMU) $(QEMU_ARGS); status=$$?; \
-rm -f $(RING); exit $$status
+[ -n "$$server" ] && kill $$server 2>/dev/null; wait 2>/dev/null; \
+rm -f $(RING) $(RING_SOCK); exit $$status
 endef
 
 ## run: build the image and boot one appliance (NODE=2 in a second terminal
 ## joins the same wire; MTU=9000 for jumbo frames and RoCE MTU 4096;
-## NIC=e1000e or NIC=igb for an Intel 82574L or 82576 instead of virtio-net)
-run: image deps-qemu
+## NIC=e1000e or NIC=igb for an Intel 82574L or 82576 instead of virtio-net;
+## DOORBELL=0 for a polled ivshmem-plain ring without the ivshmem server)
+run: image deps-qemu ivshmem-server
 	@$(BOOT)
 
 ## run-passthrough: the appliance on a host NIC handed over through VFIO
@@ -169,7 +195,7 @@ boot-passthrough: deps-qemu
 	@[ -n "$(PCI)" ] || { echo "usage: make run-passthrough PCI=0000:03:00.0 (lspci -D -nn lists the NICs; see HARDWARE.md)"; exit 2; }
 	@cargo build -q --release -p tests --bin passthrough-check
 	@dev=$$($(abspath target/release/passthrough-check) '$(PCI)') || exit 2; \
-	cmd="$(QEMU) $(QEMU_MACHINE) -device $$dev $(QEMU_RING)"; \
+	cmd="$(QEMU) $(QEMU_MACHINE) -device $$dev $(QEMU_RING_PLAIN) $(QEMU_KERNEL)"; \
 	if [ -n "$(DRY_RUN)" ]; then echo "$$cmd"; exit 0; fi; \
 	exec 8<>$(RING); \
 	if ! flock -n 8; then echo "error: the ring $(RING) is in use by another appliance (RING=... picks another)"; exit 1; fi; \
@@ -178,7 +204,7 @@ boot-passthrough: deps-qemu
 	$$cmd; status=$$?; rm -f $(RING); exit $$status
 
 ## boot: boot the image as it is, without building it (the tests use this)
-boot: deps-qemu
+boot: deps-qemu ivshmem-server
 	@$(BOOT)
 
 ## install: the host tools as roce-<tool> in $(BINDIR) (default ~/.local/bin):

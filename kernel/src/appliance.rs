@@ -46,6 +46,10 @@ impl Task for Appliance {
         busy
     }
 
+    fn may_halt(&mut self) -> bool {
+        self.verbs.as_mut().is_none_or(|v| v.may_halt())
+    }
+
     fn deadline(&mut self, now: Instant) -> Option<Instant> {
         let net = self.net.as_mut().and_then(|n| n.deadline(now));
         let verbs = self.verbs.as_ref().and_then(|v| v.deadline(now));

@@ -18,6 +18,13 @@ pub trait Task {
     fn deadline(&mut self, _now: Instant) -> Option<Instant> {
         None
     }
+
+    /// Called when no task had work, just before the loop halts: false
+    /// keeps it awake for another pass (a task that, having told its
+    /// peers it sleeps, found work they posted meanwhile).
+    fn may_halt(&mut self) -> bool {
+        true
+    }
 }
 
 /// A deferred action, run by the loop at its deadline.
@@ -40,7 +47,7 @@ pub fn run(tasks: &mut [&mut dyn Task]) -> ! {
         for task in tasks.iter_mut() {
             busy |= task.poll(now, &mut timers);
         }
-        if !busy {
+        if !busy && tasks.iter_mut().all(|t| t.may_halt()) {
             let deadline = tasks.iter_mut().filter_map(|t| t.deadline(now)).chain(timers.next_deadline()).min();
             idle(deadline);
         }

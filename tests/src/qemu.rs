@@ -150,18 +150,97 @@ impl Nic {
     }
 }
 
-/// An ivshmem-plain device backed by a file in /dev/shm, created (sized) before
-/// QEMU starts and removed when the appliance is dropped.
+/// The ring's device: backed by a file in /dev/shm, created (sized) before
+/// QEMU starts and removed when the appliance is dropped. With `doorbell`,
+/// an `ivshmem-doorbell` whose ivshmem server (this process runs it, in a
+/// thread, on the socket beside the file, as `make run` runs the
+/// `ivshmem-server` tool) hands QEMU the file, so host programs and the
+/// appliance ring each other; without, `ivshmem-plain`, polled.
+///
+/// Which suites run which: every suite gets the doorbell by default, as
+/// `make run` does (`APPLIANCE_DOORBELL=0` makes that plain for a whole
+/// run); golden.rs, cm.rs, scale.rs and fuzz_wire.rs always run plain
+/// ([`Ivshmem::temp_plain`]), and doorbell.rs runs its pingpongs both ways, so
+/// `make test` keeps both modes tested.
 #[derive(Clone, Debug)]
 pub struct Ivshmem {
     pub path: PathBuf,
     pub size: u64,
+    pub doorbell: bool,
 }
 
 impl Ivshmem {
-    /// A unique file name for this process and tag.
+    /// A unique file name for this process and tag, with a doorbell unless
+    /// `$APPLIANCE_DOORBELL` is `0`.
     pub fn temp(tag: &str, size: u64) -> Self {
-        Ivshmem { path: PathBuf::from(format!("/dev/shm/roce-test-{}-{tag}", std::process::id())), size }
+        let doorbell = std::env::var("APPLIANCE_DOORBELL").map_or(true, |v| v != "0");
+        Ivshmem { path: PathBuf::from(format!("/dev/shm/roce-test-{}-{tag}", std::process::id())), size, doorbell }
+    }
+
+    /// [`Ivshmem::temp`] as `ivshmem-plain`, whatever the environment says.
+    pub fn temp_plain(tag: &str, size: u64) -> Self {
+        Ivshmem { doorbell: false, ..Ivshmem::temp(tag, size) }
+    }
+
+    /// The ivshmem server's socket (doorbell only).
+    pub fn socket(&self) -> PathBuf {
+        ivshmem::socket_for(&self.path)
+    }
+
+    /// Creates (sizes) the file, and with a doorbell starts its server.
+    fn prepare(&self) -> Result<Option<Server>, Error> {
+        std::fs::File::create(&self.path)
+            .and_then(|f| f.set_len(self.size))
+            .map_err(|e| plain_error(format!("cannot create {}: {e}", self.path.display())))?;
+        if !self.doorbell {
+            return Ok(None);
+        }
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| plain_error(format!("cannot open {}: {e}", self.path.display())))?;
+        let mut server = ivshmem::Server::bind(&self.socket(), file, 1)
+            .map_err(|e| plain_error(format!("ivshmem server on {}: {e}", self.socket().display())))?;
+        let stopper = server.stopper();
+        let thread = std::thread::spawn(move || {
+            let _ = server.run();
+        });
+        Ok(Some(Server { stopper, thread: Some(thread) }))
+    }
+
+    /// QEMU's arguments for the device.
+    fn qemu_args(&self) -> Vec<String> {
+        if self.doorbell {
+            vec![
+                "-chardev".into(),
+                format!("socket,path={},id=ivsh", self.socket().display()),
+                "-device".into(),
+                "ivshmem-doorbell,chardev=ivsh,vectors=1".into(),
+            ]
+        } else {
+            vec![
+                "-object".into(),
+                format!("memory-backend-file,id=shm,mem-path={},size={},share=on", self.path.display(), self.size),
+                "-device".into(),
+                "ivshmem-plain,memdev=shm".into(),
+            ]
+        }
+    }
+}
+
+/// A ring's ivshmem server running in this process; stopped on drop.
+struct Server {
+    stopper: ivshmem::Stopper,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stopper.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -264,6 +343,8 @@ impl std::error::Error for Error {}
 pub struct Appliance {
     guest: Guest,
     opts: Options,
+    /// The ring's ivshmem server, with a doorbell.
+    _server: Option<Server>,
 }
 
 const EXIT_FAILED: i32 = 3; // isa-debug-exit: (1 << 1) | 1
@@ -313,13 +394,12 @@ impl Appliance {
 
     /// Starts QEMU without waiting for anything.
     pub fn start(opts: Options) -> Result<Self, Error> {
-        if let Some(shm) = &opts.ivshmem {
-            std::fs::File::create(&shm.path)
-                .and_then(|f| f.set_len(shm.size))
-                .map_err(|e| plain_error(format!("cannot create {}: {e}", shm.path.display())))?;
-        }
+        let server = match &opts.ivshmem {
+            Some(shm) => shm.prepare()?,
+            None => None,
+        };
         let guest = Guest::spawn(appliance_command(&opts), PROMPT, 30, "`make test` installs it")?;
-        Ok(Appliance { guest, opts })
+        Ok(Appliance { guest, opts, _server: server })
     }
 
     /// Like [`Appliance::boot`], from `medium` instead of `-kernel` with the
@@ -334,14 +414,13 @@ impl Appliance {
 
     /// Like [`Appliance::start`], from `medium`.
     pub fn start_from(medium: &Medium, opts: Options) -> Result<Self, Error> {
-        if let Some(shm) = &opts.ivshmem {
-            std::fs::File::create(&shm.path)
-                .and_then(|f| f.set_len(shm.size))
-                .map_err(|e| plain_error(format!("cannot create {}: {e}", shm.path.display())))?;
-        }
+        let server = match &opts.ivshmem {
+            Some(shm) => shm.prepare()?,
+            None => None,
+        };
         let cmd = qemu_command_from(&opts, medium);
         let guest = Guest::spawn(cmd, PROMPT, 30, "`make deps-iso` installs it")?;
-        Ok(Appliance { guest, opts })
+        Ok(Appliance { guest, opts, _server: server })
     }
 
     /// Sends raw bytes to the console.
@@ -472,12 +551,7 @@ pub fn qemu_command_from(opts: &Options, medium: &Medium) -> Command {
         cmd.args(["-netdev", &nic.netdev("n0"), "-device", &nic.model.device("n0", &nic.mac, nic.host_mtu)]);
     }
     if let Some(shm) = &opts.ivshmem {
-        cmd.args([
-            "-object",
-            &format!("memory-backend-file,id=shm,mem-path={},size={},share=on", shm.path.display(), shm.size),
-            "-device",
-            "ivshmem-plain,memdev=shm",
-        ]);
+        cmd.args(shm.qemu_args());
     }
     match medium {
         Medium::Kernel(image) => {

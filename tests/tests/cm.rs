@@ -32,7 +32,7 @@ fn setup(tag: &str, capture: Option<&Path>) -> (Appliance, LinuxPeer, Ivshmem) {
 fn setup_wire(tag: &str, capture: Option<&Path>, a: (u16, u16), b: (u16, u16)) -> (Appliance, LinuxPeer, Ivshmem) {
     let (p1, p2) = a;
     let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", b.0, b.1), "10.0.0.3/24")).unwrap();
-    let shm = Ivshmem::temp(tag, REGION);
+    let shm = Ivshmem::temp_plain(tag, REGION);
     let extra =
         capture.map_or(vec![], |f| vec!["-object".into(), format!("filter-dump,id=f0,netdev=n0,file={}", f.display())]);
     let mut app = Appliance::boot(Options {

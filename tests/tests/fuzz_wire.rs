@@ -256,7 +256,7 @@ fn fuzz_live_appliance(frames: u64) {
     let seed = env_u64("FUZZ_WIRE_SEED", 1);
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let relay = Relay::start(p1, p2, Faults::default(), seed).unwrap();
-    let (s1, s2) = (Ivshmem::temp("fuzz-a", REGION), Ivshmem::temp("fuzz-b", REGION));
+    let (s1, s2) = (Ivshmem::temp_plain("fuzz-a", REGION), Ivshmem::temp_plain("fuzz-b", REGION));
     let node = |mac: [u8; 6], local, peer, ip: &str, shm: &Ivshmem| Options {
         nic: Some(Nic::new(&mac_text(mac), local, peer)),
         append: format!("ip={ip}"),

@@ -147,7 +147,7 @@ fn same(what: &str, ours: &str, linux: &str) {
 
 fn boot(tag: &str) -> (Appliance, Ivshmem) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let shm = Ivshmem::temp(tag, 64 << 20);
+    let shm = Ivshmem::temp_plain(tag, 64 << 20);
     let mut a = Appliance::boot(Options {
         nic: Some(Nic::new("52:54:00:00:01:03", p1, p2)),
         append: "ip=10.0.0.3/24 log=warn".into(),

@@ -1,6 +1,8 @@
 //! `make run` as a user at a terminal meets it (`make boot`, the same recipe
 //! without the build, under a pty): Ctrl-C reaches the guest, a second run of
-//! the same node is refused, `MTU=` sizes eth0, and the ring file goes away.
+//! the same node is refused, `MTU=` sizes eth0, and the ring file goes away;
+//! the ring's ivshmem server starts with it (the doorbell) and stops with
+//! it, and `DOORBELL=0` boots a polled `ivshmem-plain` ring without one.
 
 #![deny(unsafe_code)]
 
@@ -21,6 +23,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
         let _ = std::fs::remove_file(format!("{}.udp.lock", self.0));
+        let _ = std::fs::remove_file(format!("{}.sock", self.0));
     }
 }
 
@@ -124,6 +127,50 @@ fn mtu_9000_gives_jumbo_frames_and_rdma_mtu_4096() {
     let out = quiet(run.cmd("ip link set eth0 mtu 9001").unwrap());
     assert!(out.starts_with("error: ") && out.contains("9001"), "{out}");
     assert!(run.cmd("ip link show eth0").unwrap().contains("mtu 4200 "));
+    let (ok, run) = shutdown(run);
+    assert!(ok, "{}", run.transcript());
+}
+
+/// `make run`'s doorbell: its ivshmem server starts beside the ring, the
+/// appliance becomes a peer of it, a host tool attaches through it (and so
+/// rings the appliance for its commands), and server and socket go when
+/// QEMU exits. `DOORBELL=0`: no server, a polled ring the same tool uses.
+#[test]
+fn make_run_starts_and_stops_the_ivshmem_server_and_doorbell_0_polls() {
+    let (ring, base, _cleanup) = unique("doorbell");
+    let socket = format!("{ring}.sock");
+    let mut run = boot(&MakeRun::args(1, base, &ring));
+    assert!(run.transcript().contains(&format!("doorbell {socket}")), "{}", run.transcript());
+    assert!(std::path::Path::new(&socket).exists(), "no socket beside the ring");
+    let status = quiet(run.cmd("ring").unwrap());
+    assert!(status.starts_with("ring: doorbell ivshmem peer "), "{status}");
+    let rdma_link = || {
+        let child = tests::tool::spawn("rdma", std::path::Path::new(&ring), "link").unwrap();
+        let (ok, out) = tests::tool::finish(child, Duration::from_secs(120)).unwrap();
+        assert!(ok, "{out}");
+    };
+    rdma_link();
+    let status = quiet(run.cmd("ring").unwrap());
+    let interrupts: u64 = status
+        .split_whitespace()
+        .skip_while(|w| *w != "interrupts")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(interrupts > 0, "the tool's commands rang the appliance: {status}");
+    let (ok, run) = shutdown(run);
+    assert!(ok, "{}", run.transcript());
+    assert!(!run.ring().exists(), "make run left {} behind", run.ring().display());
+    assert!(!std::path::Path::new(&socket).exists(), "make run left {socket} behind");
+
+    let mut args = MakeRun::args(1, base, &ring);
+    args.push("DOORBELL=0".into());
+    let mut run = boot(&args);
+    assert!(run.transcript().contains("(polled)"), "{}", run.transcript());
+    assert!(!std::path::Path::new(&socket).exists(), "DOORBELL=0 starts no server");
+    let status = quiet(run.cmd("ring").unwrap());
+    assert!(status.starts_with("ring: polled"), "{status}");
+    rdma_link();
     let (ok, run) = shutdown(run);
     assert!(ok, "{}", run.transcript());
 }

@@ -28,7 +28,7 @@ const IBV_MTU_1024: u32 = 3;
 /// `append_b` on their command lines, each with a `region`-byte ring.
 fn pair(tag: &str, region: u64, append_a: &str, append_b: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let (s1, s2) = (Ivshmem::temp(&format!("{tag}-a"), region), Ivshmem::temp(&format!("{tag}-b"), region));
+    let (s1, s2) = (Ivshmem::temp_plain(&format!("{tag}-a"), region), Ivshmem::temp_plain(&format!("{tag}-b"), region));
     let node = |mac: &str, local, peer, ip: &str, extra: &str, shm: &Ivshmem| Options {
         nic: Some(Nic::new(mac, local, peer)),
         append: format!("ip={ip} {extra}"),

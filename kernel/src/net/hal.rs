@@ -64,10 +64,10 @@ impl ConfigurationAccess for PciConfig {
     }
 }
 
-/// An Intel NIC's register window: BAR0 of `f` (memory, at least `len`
-/// bytes: 128 KiB on the 82574 and the 82576), which `pci::scan` mapped
-/// uncached; `None` when the BAR is not that or not mapped.
-pub fn intel_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::intel::Mmio> {
+/// A device's register window: BAR0 of `f` (memory, at least `len` bytes:
+/// 128 KiB on the 82574 and the 82576, 256 on ivshmem), which `pci::scan`
+/// mapped uncached; `None` when the BAR is not that or not mapped.
+pub fn bar0_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::intel::Mmio> {
     let Some(kbase::pci::Bar::Memory { addr, size, .. }) = f.bars[0] else { return None };
     if size < len as u64 || crate::mem::paging::translate(addr).is_none() {
         return None;
@@ -76,8 +76,9 @@ pub fn intel_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::
     let base = NonNull::new(addr as *mut u8)?;
     // SAFETY: `addr..addr + len` is the function's own memory BAR (checked
     // above to be at least `len` long and mapped at both ends), identity-
-    // mapped uncached by `pci::scan` for the life of the kernel; the probe
-    // makes one driver per function, so nothing else touches it.
+    // mapped uncached by `pci::scan` for the life of the kernel; each
+    // function has one driver (a NIC's probe, the ring's doorbell), so
+    // nothing else touches it.
     Some(unsafe { drivers::intel::Mmio::new(base, len) })
 }
 

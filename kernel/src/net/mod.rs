@@ -10,7 +10,7 @@
 
 mod device;
 pub mod discard;
-mod hal;
+pub(crate) mod hal;
 pub mod memory;
 mod nic;
 pub mod rdma;
@@ -121,7 +121,7 @@ fn probe_virtio(f: &Function) -> Option<NetDevice> {
 /// The 82574L at its default MTU; the netdev's MTU reaches it later
 /// (`ip link set eth0 mtu 9000`), as Linux's e1000e resizes on change.
 fn probe_e1000e(f: &Function) -> Option<NetDevice> {
-    let Some(regs) = hal::intel_registers(f, drivers::intel::regs::BAR0_LEN) else {
+    let Some(regs) = hal::bar0_registers(f, drivers::intel::regs::BAR0_LEN) else {
         log::error!("{}: e1000e: BAR0 is not a mapped 128 KiB memory window", f.bdf);
         return None;
     };
@@ -135,7 +135,7 @@ fn probe_e1000e(f: &Function) -> Option<NetDevice> {
 /// the first link-change interrupt, once the PHY the reset restarted has
 /// negotiated.
 fn probe_igb(f: &Function) -> Option<NetDevice> {
-    let Some(regs) = hal::intel_registers(f, drivers::intel::regs::BAR0_LEN) else {
+    let Some(regs) = hal::bar0_registers(f, drivers::intel::regs::BAR0_LEN) else {
         log::error!("{}: igb: BAR0 is not a mapped 128 KiB memory window", f.bdf);
         return None;
     };

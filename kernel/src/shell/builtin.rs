@@ -11,6 +11,12 @@ pub static COMMANDS: &[Command] = &[
     Command { name: "help", usage: "help [command]", help: "list commands, or show one command's usage", run: help },
     Command { name: "version", usage: "version", help: "show the firmware version", run: version },
     Command { name: "uptime", usage: "uptime", help: "time since boot, idle halts and interrupts", run: uptime },
+    Command {
+        name: "ring",
+        usage: "ring",
+        help: "how hosts wake the appliance through the verbs ring, and are woken",
+        run: ring,
+    },
     Command { name: "mem", usage: "mem [-b]", help: "heap and physical frame usage (-b: exact bytes)", run: mem_cmd },
     Command { name: "lspci", usage: "lspci [-v]", help: "list PCI devices (-v: BARs and capabilities)", run: lspci },
     Command {
@@ -153,6 +159,15 @@ fn uptime(_: &mut Context, args: &[&str]) -> CommandResult {
         irq(crate::arch::irq::IRQ_COM1),
         crate::arch::irq::spurious(),
     );
+    Ok(())
+}
+
+fn ring(ctx: &mut Context, args: &[&str]) -> CommandResult {
+    no_args(args)?;
+    match ctx.verbs.as_deref() {
+        Some(v) => println!("{}", v.wake_status()),
+        None => println!("ring: none (no ivshmem device)"),
+    }
     Ok(())
 }
 

@@ -299,6 +299,7 @@ fn send<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdic
         return Verdict::Done;
     }
     let mut wc = recv_wc(qp, WcStatus::Success, WcOpcode::Recv, end);
+    wc.solicited = rx.repr.roce.bth.solicited;
     let ext = rx.repr.roce.ext;
     if let Some(imm) = ext.immdt {
         wc.imm_data = imm.imm;
@@ -414,6 +415,7 @@ fn write<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>) -> Verdi
     }
     if let Some(imm) = imm {
         let mut wc = recv_wc(qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, u64::from(total));
+        wc.solicited = rx.repr.roce.bth.solicited;
         wc.imm_data = imm.imm;
         wc.wc_flags.0 |= WcFlags::WITH_IMM;
         finish_recv(qp, dev, wc);
@@ -709,6 +711,7 @@ fn ud<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, frame: &[u8
     let total = (GRH_LEN + payload.len()) as u64;
     let mut wc = recv_wc(qp, WcStatus::Success, WcOpcode::Recv, total);
     wc.src_qp = deth.src_qpn;
+    wc.solicited = rx.repr.roce.bth.solicited;
     if total > length {
         wc.status = WcStatus::LocLenErr;
         finish_recv(qp, dev, wc);

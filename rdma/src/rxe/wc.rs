@@ -99,6 +99,11 @@ pub struct WorkCompletion {
     pub slid: u16,
     pub sl: u8,
     pub dlid_path_bits: u8,
+    /// A receive completion for a message whose last packet had the BTH's
+    /// solicited-event bit (IBA 9.2.1, 10.2.1.3: it satisfies a CQ armed for
+    /// solicited completions only, as unsuccessful ones do). Not an
+    /// `ibv_wc` field: rxe hands it to `rxe_cq_post` beside the CQE.
+    pub solicited: bool,
 }
 
 impl WorkCompletion {
@@ -118,6 +123,14 @@ impl WorkCompletion {
             slid: 0,
             sl: 0,
             dlid_path_bits: 0,
+            solicited: false,
         }
+    }
+
+    /// Whether the completion satisfies a CQ armed for solicited
+    /// completions only: a solicited receive, or any unsuccessful
+    /// completion (IBA 11.4.2.2).
+    pub fn raises_solicited_event(&self) -> bool {
+        self.solicited || self.status != WcStatus::Success
     }
 }

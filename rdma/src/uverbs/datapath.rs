@@ -17,6 +17,11 @@
 //!    dropped and the CQ raises `CQ_ERR`, as rxe's `rxe_cq_post` does;
 //! 4. the transport's async events go to the owning context.
 //!
+//! A CQ whose host asked for an event (`ibv_req_notify_cq`, the ring's `arm`
+//! word) and got completions that satisfy it is answered in the ring, and its
+//! context is in the report's [`PumpReport::wake`]: the kernel rings that
+//! host's doorbell ([`verbs_ring::wake`]).
+//!
 //! A ring whose peer index breaks the protocol poisons only its object: a
 //! QP goes to ERR (its WQEs flush) with `QP_FATAL`, a CQ stops being
 //! written with `CQ_ERR`, an SRQ stops being read with `SRQ_ERR`.
@@ -28,6 +33,7 @@ use verbs_ring::cmd::event_type;
 use verbs_ring::dispatch::{Dispatcher, EventSource, Handles, ObjId, ObjKind};
 use verbs_ring::ring::Consumer;
 use verbs_ring::shm::SharedMem;
+use verbs_ring::wake::ContextSet;
 use verbs_ring::wire::Wire;
 use verbs_ring::wqe::{SendPayload, decode_recv, decode_send};
 
@@ -65,6 +71,9 @@ pub struct PumpReport {
     pub overruns: u32,
     /// Async events handed to contexts.
     pub events: u32,
+    /// Contexts with a CQ whose requested completion event came: their
+    /// hosts are owed a doorbell.
+    pub wake: ContextSet,
 }
 
 impl PumpReport {
@@ -126,6 +135,7 @@ fn pump_with<A: CoreAccess + TransportAccess>(
             report.recvs += r.recvs;
             report.cqes += r.cqes;
             report.overruns += r.overruns;
+            report.wake.extend(&r.wake);
         }
     }
     report.events = events.len() as u32;
@@ -164,9 +174,12 @@ fn pump_dev<M: Memory, S: SharedMem + ?Sized>(p: &mut Pump<'_, '_, M, S>, dev: u
     p.forward_events();
     let cqs: Vec<ObjId> = p.objs.cqs.iter().filter(|(_, c)| c.dev == dev).map(|(id, _)| *id).collect();
     for id in cqs {
-        let (n, lost) = p.drain_cq(id);
+        let (n, lost, fired) = p.drain_cq(id);
         r.cqes += n;
         r.overruns += lost;
+        if fired && let Some(ctx) = p.handles.owner((ObjKind::Cq, id)) {
+            r.wake.insert(ctx);
+        }
     }
     r
 }
@@ -572,15 +585,16 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
     }
 
     /// Move CQ `id`'s completions (the transport's, then the provider's own)
-    /// into its ring; returns (written, dropped).
-    fn drain_cq(&mut self, id: ObjId) -> (u32, u32) {
-        let Some(c) = self.objs.cqs.get_mut(&id) else { return (0, 0) };
+    /// into its ring; returns (written, dropped, whether they answer the
+    /// host's request for an event).
+    fn drain_cq(&mut self, id: ObjId) -> (u32, u32, bool) {
+        let Some(c) = self.objs.cqs.get_mut(&id) else { return (0, 0, false) };
         // Nothing to write: leave the ring alone (a broken consumer index is
         // found when there is something to write).
         if c.local.is_empty() && self.t.cq(CqHandle::from_raw(super::objects::raw(id))).is_none_or(|q| q.is_empty()) {
-            return (0, 0);
+            return (0, 0, false);
         }
-        let CqObj { ring, local, overruns, dead, .. } = c;
+        let CqObj { ring, local, overruns, dead, notify, .. } = c;
         let was_dead = *dead;
         let mut room = match (*dead, ring.free(self.shm)) {
             (true, _) => 0,
@@ -593,14 +607,15 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
                 0
             }
         };
-        let (mut written, mut lost) = (0u32, 0u32);
+        let (mut written, mut lost, mut solicited) = (0u32, 0u32, false);
         let mut b = [0u8; Cqe::SIZE];
         let cq = CqHandle::from_raw(super::objects::raw(id));
         loop {
-            let cqe = match self.t.poll_one(cq) {
-                Ok(Some(wc)) => cqe_of(&wc),
+            let (cqe, sol) = match self.t.poll_one(cq) {
+                Ok(Some(wc)) => (cqe_of(&wc), wc.raises_solicited_event()),
                 _ => match local.pop_front() {
-                    Some(c) => c,
+                    // The provider's own are all errors.
+                    Some(c) => (c, true),
                     None => break,
                 },
             };
@@ -610,10 +625,15 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
             }
             room -= 1;
             written += 1;
+            solicited |= sol;
         }
         if written > 0 && ring.publish(self.shm).is_err() {
             *dead = true;
         }
+        // The completions are published: now, and only now, look at the
+        // host's request (the order `wake` depends on).
+        let fired =
+            written > 0 && !*dead && notify.completions_added(self.shm, ring.geometry(), solicited).unwrap_or(false);
         if lost > 0 {
             *overruns += u64::from(lost);
             // An overrun of a live ring: one CQ_ERR per drain that lost
@@ -622,6 +642,6 @@ impl<M: Memory, S: SharedMem + ?Sized> Pump<'_, '_, M, S> {
                 self.events.push((EventSource::Object(ObjKind::Cq, id), event_type::CQ_ERR));
             }
         }
-        (written, lost)
+        (written, lost, fired)
     }
 }

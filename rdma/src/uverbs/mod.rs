@@ -137,6 +137,23 @@ impl Uverbs {
     pub fn cq_overruns(&self) -> u64 {
         self.objs.cqs.values().map(|c| c.overruns).sum()
     }
+
+    /// Whether a host posted work since the pump last looked: a new entry
+    /// in a live QP's send or receive ring or an SRQ's ring (a ring whose
+    /// index broke the protocol counts, so the next pump fails it). What an
+    /// appliance that asked to be rung looks at before it halts
+    /// ([`verbs_ring::wake`]). Entries the pump saw and left (a QP not yet
+    /// in RTS, a full transport queue) do not count: what frees them (a
+    /// command, an ACK) wakes the appliance itself.
+    pub fn rings_pending<S: SharedMem + ?Sized>(&mut self, shm: &S) -> bool {
+        let waiting = |r: &mut verbs_ring::ring::Consumer| r.producer_moved(shm).unwrap_or(true);
+        self.objs
+            .qps
+            .values_mut()
+            .filter(|q| !q.failed)
+            .any(|q| waiting(&mut q.sq) || q.rq.as_mut().is_some_and(waiting))
+            || self.objs.srqs.values_mut().filter(|s| !s.failed).any(|s| waiting(&mut s.ring))
+    }
 }
 
 /// Takes what the server's client heard from the core since the last call
@@ -537,8 +554,14 @@ impl<A: CoreAccess + TransportAccess> VerbsProvider for CoreVerbs<'_, A> {
             let depth = (cq.cqe as usize).min(objects::MAX_TRANSPORT_CQE);
             Ok((t.create_cq(depth).map_err(|e| verbs_status(&e))?, ring))
         })?;
-        let obj =
-            CqObj { dev: cq.dev_index, ring: Producer::new(ring), local: Default::default(), overruns: 0, dead: false };
+        let obj = CqObj {
+            dev: cq.dev_index,
+            ring: Producer::new(ring),
+            local: Default::default(),
+            overruns: 0,
+            dead: false,
+            notify: Default::default(),
+        };
         let id = objects::obj_id(cq.dev_index, h.raw())?;
         self.u.objs.cqs.insert(id, obj);
         Ok(id)

@@ -100,6 +100,8 @@ pub(super) struct CqObj {
     pub overruns: u64,
     /// The host broke the ring protocol: nothing more is written.
     pub dead: bool,
+    /// The host's completion event requests, as answered ([`verbs_ring::wake`]).
+    pub notify: verbs_ring::wake::CqNotify,
 }
 
 /// A QP: its rings (consumed by the pump) and what decoding needs.

@@ -122,6 +122,8 @@ struct Appliance {
     fw: RefCell<Firmware>,
     uverbs: RefCell<Uverbs>,
     now: RefCell<u64>,
+    /// Contexts the pumps said are owed a doorbell, since the last take.
+    wakes: RefCell<verbs_ring::wake::ContextSet>,
 }
 
 impl Appliance {
@@ -130,7 +132,13 @@ impl Appliance {
         let params = LayoutParams { num_contexts: 2, queue_area_size: 256 << 10, ..LayoutParams::default() };
         let layout = Layout::new(node.shm.len() as u64, params).unwrap();
         let fw = Firmware::new(&*node.shm, layout, Limits::default(), 16).unwrap();
-        let a = Appliance { node, fw: RefCell::new(fw), uverbs: RefCell::default(), now: RefCell::new(0) };
+        let a = Appliance {
+            node,
+            fw: RefCell::new(fw),
+            uverbs: RefCell::default(),
+            now: RefCell::new(0),
+            wakes: RefCell::default(),
+        };
         let mut host = a.attach(1);
         let add = LinkAddReq { dev_name: name("rxe0"), link_type: name("rxe"), netdev: name("eth0") };
         let dev: HandleResp = host.call(&*node.shm, nr::LINK_ADD, &add, || a.step()).unwrap();
@@ -156,7 +164,8 @@ impl Appliance {
         let mut p = uverbs.provider(&mut node);
         deliver_events(fw.dispatcher_mut(), &mut p);
         let ok = fw.tick(&*self.node.shm, &mut p).is_ok();
-        pump(fw.dispatcher_mut(), &mut p, Instant::from_micros(now));
+        let r = pump(fw.dispatcher_mut(), &mut p, Instant::from_micros(now));
+        self.wakes.borrow_mut().extend(&r.wake);
         let sent = &self.node.sent;
         self.node.with_first_transport(|t| t.poll(Instant::from_micros(now), &mut *sent.borrow_mut()));
         ok
@@ -920,4 +929,58 @@ proptest::proptest! {
             Ok(())
         })?;
     }
+}
+
+/// `ibv_req_notify_cq` through the ring: a CQ armed for solicited
+/// completions only stays armed through an ordinary SEND's receive and
+/// fires, once, for a SEND with the solicited-event bit; an armed CQ fires
+/// for the next completion of any kind. Each event names the owner's
+/// context for its doorbell. And the pump's "work waiting" answers only
+/// for entries posted since it last looked.
+#[test]
+fn armed_cqs_fire_for_the_completions_they_asked_for() {
+    use verbs_ring::wake::CqArm;
+    let (a, b) = pair();
+    let (mut x, mut y) = (setup(&a, 10, access::LOCAL_WRITE), setup(&b, 20, access::LOCAL_WRITE));
+    let (xq, yq) = (x.qp.qp_num, y.qp.qp_num);
+    connect(&a, &mut x, yq, 2);
+    connect(&b, &mut y, xq, 1);
+    let (am, bm) = (a.node.shm.clone(), b.node.shm.clone());
+    let y_ctx = y.host.ctx();
+    let y_ring = *y.cq_ring.geometry();
+    let mut arm = CqArm::default();
+    arm.arm(&*bm, &y_ring, true).unwrap();
+    b.wakes.take();
+    for (wr_id, flags) in [(1u64, 0), (2, send_flags::SOLICITED)] {
+        post_recv(&b, &mut y.rq, wr_id, &[Sge { addr: y.buf, length: 64, lkey: y.mr.lkey }]);
+        let send = verbs_ring::abi::SendWqe {
+            wr_id,
+            opcode: wr_opcode::SEND,
+            send_flags: send_flags::SIGNALED | flags,
+            ..Default::default()
+        };
+        assert!(!a.uverbs.borrow_mut().rings_pending(&*am), "nothing posted yet");
+        post_send(&a, &mut x.sq, send, &[Sge { addr: x.buf, length: 8, lkey: x.mr.lkey }]);
+        assert!(a.uverbs.borrow_mut().rings_pending(&*am), "a send waits in the ring");
+        let rc = wait_cqe(&a, &b, &mut y, &bm);
+        assert_eq!((rc.wr_id, rc.status), (wr_id, wc_status::SUCCESS));
+        let solicited = flags != 0;
+        assert_eq!(arm.fired(&*bm, &y_ring).unwrap(), solicited, "send {wr_id}");
+        assert_eq!(b.wakes.take().contains(y_ctx), solicited, "send {wr_id}");
+        wait_cqe(&a, &b, &mut x, &am);
+    }
+    // Answered: no second event until armed again; then any completion fires.
+    arm.arm(&*bm, &y_ring, false).unwrap();
+    post_recv(&b, &mut y.rq, 3, &[Sge { addr: y.buf, length: 64, lkey: y.mr.lkey }]);
+    let send = verbs_ring::abi::SendWqe {
+        wr_id: 3,
+        opcode: wr_opcode::SEND,
+        send_flags: send_flags::SIGNALED,
+        ..Default::default()
+    };
+    post_send(&a, &mut x.sq, send, &[Sge { addr: x.buf, length: 8, lkey: x.mr.lkey }]);
+    wait_cqe(&a, &b, &mut y, &bm);
+    assert!(arm.fired(&*bm, &y_ring).unwrap());
+    assert!(b.wakes.take().contains(y_ctx));
+    assert!(!a.wakes.take().contains(x.host.ctx()), "x never armed its CQ");
 }

@@ -26,13 +26,16 @@ pub const ABI_MAJOR: u32 = 1;
 /// windows, fast-register MRs, multicast; 4: the slot's `host_comm`,
 /// RES_ENTRY; 5: RES_ENTRY's contexts and SRQs, the entry grown to carry an
 /// SRQ's QPs at its end; 6: RESIZE_SRQ, and the alternate path (`AltPath`)
-/// after MODIFY_QP's request and QUERY_QP's answer). An older host leaves
+/// after MODIFY_QP's request and QUERY_QP's answer; 7: wake-ups without
+/// polling, [`crate::wake`]: the wake block after the superblock, the slot's
+/// `host_peer`, the completion rings' `notified` and `arm` words). An older
+/// host leaves
 /// `host_comm` zero: its objects list with a pid and no name. A 1.5 host's
 /// MODIFY_QP is taken (its alternate path reads as zeros), but its
 /// QUERY_QP gets the longer 1.6 answer, which that host refuses, as a 1.4
 /// host refused 1.5's longer RES_ENTRY: host and firmware are built from
 /// one tree.
-pub const ABI_MINOR: u32 = 6;
+pub const ABI_MINOR: u32 = 7;
 /// The `abi_version` field: major in the high 16 bits, minor in the low 16.
 pub const ABI_VERSION: u32 = (ABI_MAJOR << 16) | ABI_MINOR;
 
@@ -197,8 +200,14 @@ wire_struct! {
         /// older host). Only informational: the firmware reads it through
         /// [`sanitize_comm`], whatever a host wrote.
         pub host_comm: [u8; COMM_LEN],
+        /// The owner's ivshmem peer ID plus one, written right after the
+        /// claim (ABI 1.7): whom the firmware rings when one of the
+        /// owner's armed CQs gets a completion ([`crate::wake`]). Zero: the
+        /// owner has no doorbell and polls. Checked at each use (at most
+        /// 65536, never the appliance's own ID).
+        pub host_peer: u32,
         /// Zero.
-        pub reserved: [u32; 7],
+        pub reserved: [u32; 6],
     }
 }
 
@@ -212,6 +221,8 @@ pub const SLOT_HOST_HEARTBEAT: usize = core::mem::offset_of!(ContextSlot, host_h
 pub const SLOT_HOST_PID: usize = core::mem::offset_of!(ContextSlot, host_pid);
 /// Slot-relative offset of `ContextSlot::host_comm`.
 pub const SLOT_HOST_COMM: usize = core::mem::offset_of!(ContextSlot, host_comm);
+/// Slot-relative offset of `ContextSlot::host_peer`.
+pub const SLOT_HOST_PEER: usize = core::mem::offset_of!(ContextSlot, host_peer);
 
 /// Size of a command name field (Linux's `TASK_COMM_LEN`).
 pub const COMM_LEN: usize = 16;
@@ -239,11 +250,22 @@ wire_struct! {
     /// `i & (entries - 1)`. Capacity and entry size are not here: each side
     /// holds them privately (the firmware from its own layout), so the peer
     /// cannot change them.
+    ///
+    /// Completion rings use one more word on each line (ABI 1.7; zero on
+    /// every other ring): `arm`, the host's request for a completion event,
+    /// on the consumer's line, and `notified`, the firmware's answer, on
+    /// the producer's ([`crate::wake`]).
     pub struct RingHeader, size 128 {
         pub producer: u32,
-        pub reserved0: [u32; 15],
+        /// Completion rings: the `arm` value the firmware last answered
+        /// with an event (written by the firmware, the producer).
+        pub notified: u32,
+        pub reserved0: [u32; 14],
         pub consumer: u32,
-        pub reserved1: [u32; 15],
+        /// Completion rings: the host's request for an event, a sequence
+        /// and the solicited-only bit (written by the host, the consumer).
+        pub arm: u32,
+        pub reserved1: [u32; 14],
     }
 }
 
@@ -251,6 +273,19 @@ wire_struct! {
 pub const RING_PRODUCER: usize = core::mem::offset_of!(RingHeader, producer);
 /// Ring-relative offset of the consumer index.
 pub const RING_CONSUMER: usize = core::mem::offset_of!(RingHeader, consumer);
+/// Ring-relative offset of a completion ring's `notified` word.
+pub const RING_NOTIFIED: usize = core::mem::offset_of!(RingHeader, notified);
+/// Ring-relative offset of a completion ring's `arm` word.
+pub const RING_ARM: usize = core::mem::offset_of!(RingHeader, arm);
+
+// The layout the two sides agree on, checked where the compiler sees it: each
+// side writes only its own cache line of a ring header, and a slot's
+// `host_peer` is where ABI 1.6 had its first reserved word.
+const _: () = {
+    assert!(RING_PRODUCER == 0 && RING_NOTIFIED == 4);
+    assert!(RING_CONSUMER == CACHE_LINE as usize && RING_ARM == RING_CONSUMER + 4);
+    assert!(SLOT_HOST_PEER == 36 && ContextSlot::SIZE == 64);
+};
 /// Entries start this far after the ring header.
 pub const RING_HEADER_SIZE: usize = RingHeader::SIZE;
 /// Largest ring capacity the ABI allows.
@@ -522,9 +557,10 @@ impl Layout {
         Layout::from_superblock(&sb, mem.len() as u64)
     }
 
-    /// Firmware side: write the superblock and zero the slots and every ring
-    /// header, then publish READY with a release store.
-    pub fn init<M: SharedMem + ?Sized>(&self, mem: &M) -> Result<(), LayoutError> {
+    /// Firmware side: write the superblock and `wake` (the doorbell, see
+    /// [`crate::wake`]), zero the slots and every ring header, then publish
+    /// READY with a release store.
+    pub fn init<M: SharedMem + ?Sized>(&self, mem: &M, wake: &crate::wake::WakeBlock) -> Result<(), LayoutError> {
         if mem.len() as u64 != self.region_size {
             return Err(LayoutError::RegionSize { superblock: self.region_size, mapped: mem.len() as u64 });
         }
@@ -532,6 +568,8 @@ impl Layout {
         let mut b = [0u8; Superblock::SIZE];
         self.superblock(fw_state::BOOTING).encode(&mut b).ok_or(LayoutError::TooSmall)?;
         mem.write(0, &b)?;
+        mem.zero(crate::wake::WAKE_BLOCK, crate::wake::WAKE_BYTES)?;
+        wake.publish(mem)?;
         mem.zero(self.ctx_slots_off as usize, self.params.num_contexts as usize * ContextSlot::SIZE)?;
         for ctx in 0..self.params.num_contexts {
             for ring in [self.cmd_ring(ctx), self.resp_ring(ctx)].into_iter().flatten() {
@@ -850,7 +888,7 @@ mod tests {
         let m = HeapShm::new(4 << 20);
         assert_eq!(Layout::read(&m), Err(LayoutError::NotReady(fw_state::ABSENT)));
         let l = Layout::new(4 << 20, LayoutParams { num_contexts: 2, ..Default::default() }).unwrap();
-        l.init(&m).unwrap();
+        l.init(&m, &crate::wake::WakeBlock::NONE).unwrap();
         assert_eq!(Layout::read(&m), Ok(l));
         // A shifted offset is caught by recomputation.
         let off = core::mem::offset_of!(Superblock, buf_area_off);

@@ -518,6 +518,11 @@ impl Handles<'_> {
         let ctx = self.objs.get(self.by_id.get(&owner)?)?.ctx;
         self.objs.get(&handle).filter(|o| o.ctx == ctx && o.kind == kind).map(|o| o.id)
     }
+
+    /// The context that owns the provider's object `obj`.
+    pub fn owner(&self, obj: (ObjKind, ObjId)) -> Option<u32> {
+        Some(self.objs.get(self.by_id.get(&obj)?)?.ctx)
+    }
 }
 
 /// The dispatcher: one per appliance, serving every context. It owns the

@@ -6,7 +6,9 @@
 //! The kernel calls [`Firmware::tick`] from its poll loop (ivshmem-plain has
 //! no interrupt: a doorbell is noticed at the next tick). One tick is one
 //! heartbeat; leases are counted in ticks, so time is an argument, not a
-//! clock read, and tests replay exactly.
+//! clock read, and tests replay exactly. An appliance that hosts can ring
+//! ([`crate::wake`]) also calls [`Firmware::serve_commands`] when woken,
+//! which answers commands without beating.
 //!
 //! Slot state machine (the firmware's private view decides, the shared
 //! `state` word is only a request from the host):
@@ -25,13 +27,14 @@ use alloc::vec::Vec;
 
 use crate::abi::{
     COMM_LEN, ContextSlot, Layout, LayoutError, SB_FAIL_CODE, SB_FW_STATE, SB_HEARTBEAT, SLOT_GENERATION,
-    SLOT_HOST_COMM, SLOT_HOST_HEARTBEAT, SLOT_HOST_PID, SLOT_RECLAIM_REASON, SLOT_STATE, ctx_state, fw_state,
-    reclaim_reason,
+    SLOT_HOST_COMM, SLOT_HOST_HEARTBEAT, SLOT_HOST_PEER, SLOT_HOST_PID, SLOT_RECLAIM_REASON, SLOT_STATE, ctx_state,
+    fw_state, reclaim_reason,
 };
 use crate::cmd::Status;
 use crate::dispatch::{Dispatcher, Limits, TeardownReport, VerbsProvider};
 use crate::ring::{Consumer, Producer, RingError, RingGeometry};
 use crate::shm::{SharedMem, ShmError};
+use crate::wake::WakeBlock;
 
 /// The firmware's private view of one slot.
 enum Slot {
@@ -96,18 +99,32 @@ pub struct Firmware {
     budget: u32,
     req: Vec<u8>,
     resp: Vec<u8>,
+    /// The doorbell as published ([`crate::wake`]).
+    wake: WakeBlock,
 }
 
 impl Firmware {
     /// Lay out the region (superblock, slots, command rings) and publish
-    /// READY. `budget` is commands per context per tick.
+    /// READY, without a doorbell. `budget` is commands per context per tick.
     pub fn new<M: SharedMem + ?Sized>(
         mem: &M,
         layout: Layout,
         limits: Limits,
         budget: u32,
     ) -> Result<Self, LayoutError> {
-        layout.init(mem)?;
+        Firmware::with_wake(mem, layout, limits, budget, WakeBlock::NONE)
+    }
+
+    /// [`Firmware::new`] for an appliance that hosts can ring: `wake` is
+    /// published before READY, so every host that attaches sees it.
+    pub fn with_wake<M: SharedMem + ?Sized>(
+        mem: &M,
+        layout: Layout,
+        limits: Limits,
+        budget: u32,
+        wake: WakeBlock,
+    ) -> Result<Self, LayoutError> {
+        layout.init(mem, &wake)?;
         let slot_bytes = layout.params.cmd_slot_size as usize;
         Ok(Firmware {
             layout,
@@ -117,7 +134,13 @@ impl Firmware {
             budget: budget.max(1),
             req: vec![0; slot_bytes],
             resp: vec![0; slot_bytes],
+            wake,
         })
+    }
+
+    /// The doorbell this firmware published.
+    pub fn wake(&self) -> &WakeBlock {
+        &self.wake
     }
 
     pub fn dispatcher(&self) -> &Dispatcher {
@@ -166,10 +189,50 @@ impl Firmware {
                 report.events.push(SlotEvent::Reclaimed { ctx, reason: reclaim_reason::PROTOCOL, report: r });
             }
         }
+        // The doorbell block too: a host that changed it would make the
+        // others ring the wrong peer, or none.
+        if WakeBlock::read(mem)? != self.wake {
+            self.wake.publish(mem)?;
+        }
         for ctx in 0..self.layout.num_contexts() {
             self.tick_slot(mem, p, ctx, &mut report)?;
         }
         Ok(report)
+    }
+
+    /// Commands only, between heartbeats: up to `budget` per attached
+    /// context, without beating, counting leases or looking at slot
+    /// changes (a tick does those). What an appliance woken by a doorbell
+    /// runs, so a command is answered at once while leases still count
+    /// heartbeats, not doorbells.
+    pub fn serve_commands<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+    ) -> Result<TickReport, ShmError> {
+        let mut report = TickReport::default();
+        for ctx in 0..self.layout.num_contexts() {
+            if !matches!(self.slots.get(ctx as usize), Some(Slot::Active { .. })) {
+                continue;
+            }
+            if let Some(reason) = self.serve_commands_of(mem, p, ctx, &mut report)? {
+                let r = self.reclaim(mem, p, ctx, reason)?;
+                report.events.push(SlotEvent::Reclaimed { ctx, reason, report: r });
+            }
+        }
+        Ok(report)
+    }
+
+    /// Whether an attached context published a command since the last
+    /// look (a host that broke its ring counts: the next tick reclaims
+    /// it). What the appliance looks at after asking to be rung, before it
+    /// halts; commands seen and left waiting (their answers have no room)
+    /// do not keep it awake.
+    pub fn commands_pending<M: SharedMem + ?Sized>(&mut self, mem: &M) -> bool {
+        self.slots.iter_mut().any(|s| match s {
+            Slot::Active { cmd, .. } => cmd.producer_moved(mem).unwrap_or(true),
+            Slot::Free => false,
+        })
     }
 
     fn slot_field(&self, ctx: u32, field: usize) -> Result<usize, ShmError> {
@@ -248,7 +311,7 @@ impl Firmware {
         let hb = mem.load_u32_acquire(self.slot_field(ctx, SLOT_HOST_HEARTBEAT)?)?;
         let lease = self.layout.params.lease_beats;
         let beat = self.beat;
-        let Some(Slot::Active { cmd, resp, host_hb, changed_at }) = self.slots.get_mut(ctx as usize) else {
+        let Some(Slot::Active { host_hb, changed_at, .. }) = self.slots.get_mut(ctx as usize) else {
             return Ok(None);
         };
         if hb != *host_hb {
@@ -257,6 +320,20 @@ impl Firmware {
         } else if beat.wrapping_sub(*changed_at) > lease {
             return Ok(Some(reclaim_reason::LEASE_EXPIRED));
         }
+        self.serve_commands_of(mem, p, ctx, report)
+    }
+
+    /// Up to `budget` of `ctx`'s commands; `Some(reason)` to reclaim.
+    fn serve_commands_of<M: SharedMem + ?Sized, P: VerbsProvider + ?Sized>(
+        &mut self,
+        mem: &M,
+        p: &mut P,
+        ctx: u32,
+        report: &mut TickReport,
+    ) -> Result<Option<u32>, ShmError> {
+        let Some(Slot::Active { cmd, resp, .. }) = self.slots.get_mut(ctx as usize) else {
+            return Ok(None);
+        };
         for _ in 0..self.budget {
             // Backpressure: take a command only when its answer has room.
             match resp.free(mem) {
@@ -306,6 +383,7 @@ impl Firmware {
         mem.store_u32_release(slot + SLOT_RECLAIM_REASON, reason)?;
         mem.store_u32_release(slot + SLOT_HOST_PID, 0)?;
         mem.write(slot + SLOT_HOST_COMM, &[0u8; COMM_LEN])?;
+        mem.store_u32_release(slot + SLOT_HOST_PEER, 0)?;
         mem.store_u32_release(slot + SLOT_HOST_HEARTBEAT, 0)?;
         mem.store_u32_release(slot + SLOT_STATE, ctx_state::FREE)?;
         if let Some(s) = self.slots.get_mut(ctx as usize) {

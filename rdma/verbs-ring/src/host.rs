@@ -9,8 +9,8 @@
 //! firmware's do.
 
 use crate::abi::{
-    COMM_LEN, Layout, LayoutError, SLOT_GENERATION, SLOT_HOST_COMM, SLOT_HOST_HEARTBEAT, SLOT_HOST_PID, SLOT_STATE,
-    ctx_state,
+    COMM_LEN, Layout, LayoutError, SLOT_GENERATION, SLOT_HOST_COMM, SLOT_HOST_HEARTBEAT, SLOT_HOST_PEER, SLOT_HOST_PID,
+    SLOT_STATE, ctx_state,
 };
 use crate::cmd::{CmdHeader, HEADER_SIZE, Status};
 use crate::ring::{Consumer, Producer, RingError, RingGeometry, Violation};
@@ -131,6 +131,15 @@ impl HostContext {
     /// and its objects) and attach a new one.
     pub fn broken(&self) -> Option<Violation> {
         self.cmd.poisoned().or(self.resp.poisoned())
+    }
+
+    /// Records this host's ivshmem peer ID in the slot (ABI 1.7), so the
+    /// firmware rings it when an armed CQ of this context gets a completion
+    /// ([`crate::wake`]); `None`: this host has no doorbell and polls.
+    pub fn set_peer<M: SharedMem + ?Sized>(&self, mem: &M, peer: Option<u16>) -> Result<(), HostError> {
+        self.check_owned(mem)?;
+        mem.store_u32_release(self.slot + SLOT_HOST_PEER, peer.map_or(0, |p| u32::from(p) + 1))?;
+        Ok(())
     }
 
     /// Renew the lease, and check the slot is still ours.

@@ -13,6 +13,8 @@
 //!         |                                  |  region size, fw_state
 //!         |                                  |  (booting/ready/failed),
 //!         |                                  |  heartbeat, layout, lease
+//! 0x0100  | WakeBlock, FW_IDLE               |  doorbell kind, appliance's
+//!         |                                  |  peer ID; "ring me" (1.7)
 //! 0x1000  +----------------------------------+
 //!         | ContextSlot[num_contexts] (64 B) |  state (claimed by CAS),
 //!         |                                  |  generation, host heartbeat
@@ -50,7 +52,9 @@
 //!   command service); [`host`]: the host's attach, lease and call;
 //! - [`wqe`]: encoding (host) and checked decoding (transport) of send and
 //!   receive WQEs;
-//! - [`area`]: the range allocator both sides use for their areas.
+//! - [`area`]: the range allocator both sides use for their areas;
+//! - [`wake`]: wake-ups without polling (the ivshmem doorbell both ways,
+//!   with the "ring me" and CQ arm words that keep them rare).
 //! - [`show`]: the tools' text (`ibv_devinfo`, `ibv_devices`, `show_gids`,
 //!   `rdma link` / `rdma dev`) over the command types, one formatter each,
 //!   for the firmware console and the host tools alike.
@@ -85,6 +89,7 @@ pub mod shm;
 pub mod show;
 pub mod superblock;
 pub mod table;
+pub mod wake;
 pub mod wire;
 pub mod wqe;
 

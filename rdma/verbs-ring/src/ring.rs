@@ -80,12 +80,19 @@ impl RingGeometry {
         self.base + RING_HEADER_SIZE + (index & (self.entries - 1)) as usize * self.entry_size as usize
     }
 
-    /// Zero both indices (the owner of the layout does this before either
+    /// Zero the whole header: both indices and a completion ring's `arm`
+    /// and `notified` words (the owner of the layout does this before either
     /// side starts, e.g. when the firmware places a ring or frees a context).
     pub fn reset<M: SharedMem + ?Sized>(&self, mem: &M) -> Result<(), RingError> {
+        mem.zero(self.base, RING_HEADER_SIZE)?;
         mem.store_u32_release(self.producer_off(), 0)?;
         mem.store_u32_release(self.consumer_off(), 0)?;
         Ok(())
+    }
+
+    /// Region offset of the ring header (where [`crate::wake`]'s words are).
+    pub fn base(&self) -> usize {
+        self.base
     }
 }
 
@@ -287,6 +294,15 @@ impl Consumer {
         }
         self.prod_seen = p;
         Ok(())
+    }
+
+    /// Whether the producer published entries since this side last looked
+    /// (by this call, [`Consumer::available`] or a [`Consumer::peek`] of an
+    /// empty ring): new work, as opposed to entries seen and left waiting.
+    pub fn producer_moved(&mut self, mem: &(impl SharedMem + ?Sized)) -> Result<bool, RingError> {
+        let before = self.prod_seen;
+        self.refresh(mem)?;
+        Ok(self.prod_seen != before)
     }
 
     /// Entries ready to consume.

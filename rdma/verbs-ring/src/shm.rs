@@ -94,6 +94,15 @@ pub trait SharedMem {
     /// `new`, `Ok(Err(actual))` when it was `actual` and nothing changed.
     fn compare_exchange_u32(&self, off: usize, current: u32, new: u32) -> Result<Result<u32, u32>, ShmError>;
 
+    /// A full (sequentially consistent) fence: this side's earlier stores
+    /// are visible before its later loads. Acquire and release order one
+    /// side's accesses against the peer's matching operation; the wake-up
+    /// handshakes ([`crate::wake`]) need more, a store then a load of
+    /// another word (Dekker's pattern), which only a full fence orders.
+    fn fence(&self) {
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Copy `buf.len()` bytes out of the region.
     fn read(&self, off: usize, buf: &mut [u8]) -> Result<(), ShmError>;
 

@@ -208,8 +208,11 @@ pub(crate) unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr,
             }
             cur = w.next;
         }
-        if staged && let Err(e) = sq.ring.publish(mem) {
-            err = ring_errno(e);
+        if staged {
+            match sq.ring.publish(mem) {
+                Ok(()) => q.sh.ctx.kick(),
+                Err(e) => err = ring_errno(e),
+            }
         }
         if err != 0 && !bad.is_null() {
             // SAFETY: `bad` is the program's out pointer (C API).
@@ -254,6 +257,7 @@ impl RecvQueue {
         }
         if staged {
             self.ring.publish(mem).map_err(|e| (cur, ring_errno(e)))?;
+            sh.ctx.kick();
         }
         if err != 0 { Err((cur, err)) } else { Ok(()) }
     }
@@ -349,16 +353,17 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
     })
 }
 
-/// `ibv_req_notify_cq` (ops.req_notify_cq): arm the CQ's channel.
-pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+/// `ibv_req_notify_cq` (ops.req_notify_cq): arm the CQ (its ring's `arm`
+/// word: the appliance answers with an event) and its channel.
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: the program's CQ (C API).
         let Ok(c) = (unsafe { ffi::cq(cq) }) else { return libc::EINVAL };
         if c.cq.channel.is_null() {
             return libc::EINVAL;
         }
-        channel::arm(cq.cast::<CqObj>());
-        0
+        // SAFETY: checked above to be the program's CQ, ours.
+        unsafe { channel::arm(cq.cast::<CqObj>(), solicited_only != 0) }
     })
 }
 
@@ -412,8 +417,9 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
                     break;
                 }
             }
-            if let Err(e) = sq.ring.publish(mem) {
-                rc = ring_errno(e);
+            match sq.ring.publish(mem) {
+                Ok(()) => q.sh.ctx.kick(),
+                Err(e) => rc = ring_errno(e),
             }
         }
     });

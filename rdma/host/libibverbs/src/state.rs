@@ -36,6 +36,9 @@ pub struct Shared {
     /// The ring file, for mapping moved pages over the program's memory.
     pub fd: c_int,
     pub moved: Moved,
+    /// Completion channels hear of events from here: the doorbell's
+    /// listener, registered once (`channel`).
+    pub listening: std::sync::Once,
 }
 
 static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
@@ -56,7 +59,7 @@ pub fn shared() -> Result<Arc<Shared>, c_int> {
     if fd < 0 {
         return Err(libc::EACCES);
     }
-    let s = Arc::new(Shared { ctx, ring, fd, moved: Moved::default() });
+    let s = Arc::new(Shared { ctx, ring, fd, moved: Moved::default(), listening: std::sync::Once::new() });
     *g = Some(s.clone());
     detach_at_exit();
     Ok(s)
@@ -171,6 +174,8 @@ pub struct CqObj {
     /// Empty polls in a row: a program that spins on `ibv_poll_cq` backs
     /// off as our tools do, so it does not take a core from the appliance.
     pub idle: AtomicU32,
+    /// Event requests (`ibv_req_notify_cq`) in the ring's `arm` word.
+    pub arm: Mutex<verbs_ring::wake::CqArm>,
 }
 
 /// A receive queue's producer side (a QP's RQ or an SRQ).

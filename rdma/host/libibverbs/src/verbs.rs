@@ -718,6 +718,7 @@ pub unsafe extern "C" fn ibv_create_cq(
                 fw: 0,
                 ring: Mutex::new(Consumer::new(placeholder)),
                 idle: AtomicU32::new(0),
+                arm: Mutex::new(Default::default()),
             }));
             let req = cmd::CreateCqReq {
                 user_handle: obj as u64,

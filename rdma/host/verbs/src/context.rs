@@ -30,6 +30,8 @@ use verbs_ring::{SharedMem, Status, table};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::wake::Wake;
+use verbs_ring::wake::{WakeBlock, doorbell};
 
 /// The ring `make run` attaches (node 1).
 pub const DEFAULT_RING: &str = "/dev/shm/roce-appliance-1";
@@ -53,11 +55,20 @@ pub struct Options {
     /// Renew the lease from a background thread (else only on commands: a
     /// process idle longer than the lease loses its context).
     pub heartbeat_thread: bool,
+    /// Use the appliance's doorbell when it has one (`ivshmem-doorbell`):
+    /// ring it after posting, sleep on completion events. False polls, as
+    /// with `ivshmem-plain` (the default is true unless `$RDMA_DOORBELL` is
+    /// `0`, which also reaches C programs over our libibverbs).
+    pub doorbell: bool,
 }
+
+/// The environment variable that turns the doorbell off (`0`).
+pub const DOORBELL_ENV: &str = "RDMA_DOORBELL";
 
 impl Default for Options {
     fn default() -> Self {
-        Options { timeout: Duration::from_secs(5), heartbeat_thread: true }
+        let doorbell = std::env::var(DOORBELL_ENV).map_or(true, |v| v != "0");
+        Options { timeout: Duration::from_secs(5), heartbeat_thread: true, doorbell }
     }
 }
 
@@ -80,6 +91,8 @@ pub(crate) struct Inner {
     abandoned: Mutex<Option<String>>,
     /// Dropping it stops the heartbeat thread.
     hb_stop: Mutex<Option<mpsc::Sender<()>>>,
+    /// The appliance's doorbell, when it has one ([`crate::wake`]).
+    pub(crate) wake: Option<Wake>,
 }
 
 /// Lock, ignoring poisoning: every guarded state stays consistent across a
@@ -216,6 +229,7 @@ impl Inner {
         let Some(host) = guard.as_mut() else { return Err((self.lost_error(), false)) };
         host.heartbeat(&self.mem).map_err(|e| self.host_failure(name, e))?;
         let seq = host.submit(&self.mem, n, req).map_err(|e| self.host_failure(name, e))?;
+        self.kick();
         let mut out = [0u8; MAX_CMD_SLOT as usize];
         let start = Instant::now();
         let mut last_beat = start;
@@ -274,6 +288,14 @@ impl Inner {
 }
 
 impl Inner {
+    /// After publishing an entry the appliance consumes (a command, a WQE):
+    /// ring its doorbell if it asked to be rung.
+    pub(crate) fn kick(&self) {
+        if let Some(w) = &self.wake {
+            w.kick(&self.mem);
+        }
+    }
+
     /// Stop the heartbeat and give the slot back (once; later commands
     /// answer `Lost`).
     fn detach(&self) {
@@ -434,6 +456,24 @@ impl Context {
         let layout = *host.layout();
         let ctx = host.ctx();
         let (buf_off, buf_len) = host.buf_area();
+        // The doorbell the appliance published, if it has one and we may use it.
+        let block = WakeBlock::read(&mem).unwrap_or(WakeBlock::NONE);
+        let wake = match (opts.doorbell, block.doorbell) {
+            (true, doorbell::IVSHMEM) => match Wake::connect(path, &block) {
+                Ok(w) => {
+                    if let Err(e) = host.set_peer(&mem, Some(w.peer_id())) {
+                        let _ = host.detach(&mem);
+                        return Err(Error::Protocol(format!("attach: {e:?}")));
+                    }
+                    Some(w)
+                }
+                Err(e) => {
+                    let _ = host.detach(&mem);
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
         let (tx, rx) = mpsc::channel();
         let inner = Arc::new(Inner {
             mem,
@@ -447,6 +487,7 @@ impl Context {
             lost: AtomicBool::new(false),
             abandoned: Mutex::new(None),
             hb_stop: Mutex::new(Some(tx)),
+            wake,
         });
         remember(&inner);
         if opts.heartbeat_thread {
@@ -485,6 +526,19 @@ impl Context {
     /// The region layout the firmware published.
     pub fn layout(&self) -> &Layout {
         &self.inner.layout
+    }
+
+    /// The appliance's doorbell, when this context uses one: completion
+    /// events wake it instead of polling ([`crate::Cq::wait`]).
+    pub fn doorbell(&self) -> Option<&Wake> {
+        self.inner.wake.as_ref()
+    }
+
+    /// After publishing entries in this context's rings by hand (a layer
+    /// that keeps its own queues, as our libibverbs does): ring the
+    /// appliance if it asked to be rung. The library's own posts do this.
+    pub fn kick(&self) {
+        self.inner.kick();
     }
 
     /// Whether the firmware has reclaimed this context.

@@ -49,6 +49,10 @@ pub enum Error {
     QueueFull,
     /// The context's buffer area has no room for the memory asked (`ENOMEM`).
     OutOfBufferSpace { requested: u64, free: u64 },
+    /// The appliance has a doorbell (`ivshmem-doorbell`) but its ivshmem
+    /// server's socket, beside the ring, cannot be used (`ENOENT` when it is
+    /// gone, `ECONNREFUSED`, `EPROTO`, ...).
+    Doorbell { socket: PathBuf, source: io::Error },
 }
 
 /// `Result` with [`Error`].
@@ -72,6 +76,13 @@ impl Error {
             Error::InvalidArgument(_) => ("EINVAL", 22),
             Error::Name { .. } => ("ENAMETOOLONG", 36),
             Error::QueueFull | Error::OutOfBufferSpace { .. } => ("ENOMEM", 12),
+            Error::Doorbell { source, .. } => match source.kind() {
+                io::ErrorKind::NotFound => ("ENOENT", 2),
+                io::ErrorKind::ConnectionRefused => ("ECONNREFUSED", 111),
+                io::ErrorKind::PermissionDenied => ("EACCES", 13),
+                io::ErrorKind::InvalidData => ("EPROTO", 71),
+                _ => ("EIO", 5),
+            },
         }
     }
 
@@ -114,6 +125,12 @@ impl fmt::Display for Error {
             Error::OutOfBufferSpace { requested, free } => {
                 write!(f, "no room for {requested} bytes in the context's buffer area ({free} free)")
             }
+            Error::Doorbell { socket, source } => write!(
+                f,
+                "the appliance is rung through its ivshmem server, but {} cannot be used: {source} (was the \
+                 server stopped? `make run` starts it beside the ring)",
+                socket.display()
+            ),
         }
     }
 }
@@ -121,7 +138,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Open { source, .. } => Some(source),
+            Error::Open { source, .. } | Error::Doorbell { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -26,8 +26,11 @@
 //! longer than parents, and each is destroyed on drop (RAII). Commands go
 //! through the context's command ring and wait for the answer; the data
 //! path (post and poll) touches only the queue rings the firmware placed,
-//! with one release store as the doorbell. Every failure is an [`Error`]
-//! with the errno a libibverbs call would give.
+//! with one release store as the doorbell (and, when the appliance has an
+//! `ivshmem-doorbell` and asked to be rung, one eventfd write: [`wake`]).
+//! Waiting for a completion sleeps on the appliance's completion event
+//! where it can ([`Cq::wait`]), and polls with a back-off where it cannot.
+//! Every failure is an [`Error`] with the errno a libibverbs call would give.
 //!
 //! A first look at an appliance (`make run` boots one whose ring is
 //! `/dev/shm/roce-appliance-1`); `examples/rdma_write.rs` goes on to an RDMA
@@ -62,6 +65,7 @@ pub mod pd;
 pub mod perf;
 pub mod pingpong;
 pub mod queue;
+pub mod wake;
 
 pub use context::{AsyncEvent, Context, DEFAULT_RING, Link, Options, RING_ENV, SlotInfo, backoff, resolve_ring};
 pub use device::{Device, DeviceAttr, GidEntry, PortAttr, ResourceCounts};

@@ -17,6 +17,7 @@ use verbs_ring::SharedMem;
 use verbs_ring::abi::{CQE_SIZE, Cqe, RecvWqe, RingPlacement, SendWqe, Sge, range_within, send_flags, wr_opcode};
 use verbs_ring::cmd::{self, AltPath, QpAttr, QpCap, nr, qp_attr_mask, qp_state};
 use verbs_ring::ring::{Consumer, Producer, RingError, RingGeometry};
+use verbs_ring::wake::CqArm;
 use verbs_ring::wire::Wire;
 use verbs_ring::wqe;
 
@@ -119,7 +120,13 @@ pub struct Cq<'d> {
     handle: u32,
     cqe: u32,
     ring: Mutex<Consumer>,
+    /// Completion event requests (`ibv_req_notify_cq`), [`verbs_ring::wake`].
+    arm: Mutex<CqArm>,
 }
+
+/// Rounds of spinning and yielding before [`Cq::wait`] sleeps: a completion
+/// that is a few microseconds away is taken without a syscall.
+const SPIN_ROUNDS: u32 = 256;
 
 impl<'d> Cq<'d> {
     pub(crate) fn create(dev: &'d Device, cqe: u32, user_handle: u64) -> Result<Cq<'d>> {
@@ -128,7 +135,13 @@ impl<'d> Cq<'d> {
         let r: cmd::CreateCqResp = inner.call(nr::CREATE_CQ, &req)?;
         // From here the CQ exists: build the handle first, so that an
         // unusable ring still destroys it on the way out.
-        let mut cq = Cq { dev, handle: r.cq_handle, cqe: r.cqe, ring: Mutex::new(Consumer::new(placeholder())) };
+        let mut cq = Cq {
+            dev,
+            handle: r.cq_handle,
+            cqe: r.cqe,
+            ring: Mutex::new(Consumer::new(placeholder())),
+            arm: Mutex::new(CqArm::default()),
+        };
         let geo = ring_geometry(inner, r.ring, CQE_SIZE as usize, "completion")?;
         cq.ring = Mutex::new(Consumer::new(geo));
         Ok(cq)
@@ -167,22 +180,68 @@ impl<'d> Cq<'d> {
         Ok((self.poll(&mut wc)? == 1).then_some(wc[0]))
     }
 
-    /// Busy-poll for one completion for at most `timeout` (tools use this
-    /// where rc_pingpong would sleep on a completion channel).
+    /// `ibv_req_notify_cq`: ask for an event at the next completion
+    /// (`solicited_only`: the next solicited or unsuccessful one). Poll
+    /// afterwards: completions already in the ring raise no event. Without
+    /// a doorbell nobody is told; [`Cq::event_fired`] still says.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        let mem = &self.dev.ctx.inner.mem;
+        let geo = *lock(&self.ring).geometry();
+        lock(&self.arm).arm(mem, &geo, solicited_only).map_err(|e| Error::Protocol(e.to_string()))
+    }
+
+    /// Whether the event last asked for with [`Cq::req_notify`] has come.
+    pub fn event_fired(&self) -> bool {
+        let geo = *lock(&self.ring).geometry();
+        lock(&self.arm).fired(&self.dev.ctx.inner.mem, &geo).unwrap_or(false)
+    }
+
+    /// One completion, waiting at most `timeout`: a short spin (a completion
+    /// microseconds away costs no syscall), then, when the appliance has a
+    /// doorbell, sleep on its completion event (no CPU while nothing comes),
+    /// else poll with a back-off.
     pub fn wait(&self, timeout: Duration) -> Result<WorkCompletion> {
+        self.wait_with(timeout, SPIN_ROUNDS)
+    }
+
+    /// [`Cq::wait`] without the spin: arm and sleep at once (what
+    /// `ibv_rc_pingpong -e` does with a completion channel).
+    pub fn wait_event(&self, timeout: Duration) -> Result<WorkCompletion> {
+        self.wait_with(timeout, 0)
+    }
+
+    fn wait_with(&self, timeout: Duration, spin: u32) -> Result<WorkCompletion> {
         let start = Instant::now();
         let mut round = 0;
         loop {
             if let Some(wc) = self.poll_one()? {
                 return Ok(wc);
             }
-            if start.elapsed() > timeout {
+            let elapsed = start.elapsed();
+            if elapsed > timeout {
                 return Err(Error::TimedOut { cmd: "poll_cq", firmware_alive: true });
             }
             if round > 1024 && self.dev.ctx.is_lost() {
                 return Err(self.dev.ctx.inner.lost_error());
             }
-            backoff(&mut round);
+            match &self.dev.ctx.inner.wake {
+                Some(w) if round >= spin => {
+                    let seen = w.generation();
+                    self.req_notify(false)?;
+                    // Armed: what came before it is found here, what comes
+                    // after raises the event.
+                    if let Some(wc) = self.poll_one()? {
+                        return Ok(wc);
+                    }
+                    // Bounded, so a lost context is noticed.
+                    let left = (timeout - elapsed).min(Duration::from_millis(500));
+                    if !self.event_fired() {
+                        w.wait_after(seen, left);
+                    }
+                    round = round.saturating_add(1);
+                }
+                _ => backoff(&mut round),
+            }
         }
     }
 }
@@ -411,6 +470,15 @@ impl RecvQueue {
         }
         self.ring.publish(mem).map_err(ring_error)
     }
+}
+
+/// Posts through `post` on `inner`'s rings, then rings the appliance if it
+/// asked (after the entries are published, never before).
+fn posted(inner: &Inner, r: Result<()>) -> Result<()> {
+    if r.is_ok() {
+        inner.kick();
+    }
+    r
 }
 
 struct SendQueue {
@@ -655,13 +723,17 @@ impl<'a> Qp<'a> {
         for entry in sq.batch.chunks(size) {
             sq.ring.stage(mem, entry).map_err(ring_error)?;
         }
-        sq.ring.publish(mem).map_err(ring_error)
+        let r = sq.ring.publish(mem).map_err(ring_error);
+        drop(guard);
+        posted(&self.pd.dev.ctx.inner, r)
     }
 
     /// `ibv_post_recv` on the QP's own receive queue.
     pub fn post_recv(&self, wrs: &[(u64, &[Sge])]) -> Result<()> {
         let rq = self.rq.as_ref().ok_or(Error::InvalidArgument("the QP receives through an SRQ"))?;
-        lock(rq).post(&self.pd.dev.ctx.inner.mem, wrs)
+        let inner = &self.pd.dev.ctx.inner;
+        let r = lock(rq).post(&inner.mem, wrs);
+        posted(inner, r)
     }
 }
 
@@ -764,7 +836,9 @@ impl<'a> Srq<'a> {
 
     /// `ibv_post_srq_recv`.
     pub fn post_recv(&self, wrs: &[(u64, &[Sge])]) -> Result<()> {
-        lock(&self.rq).post(&self.pd.dev.ctx.inner.mem, wrs)
+        let inner = &self.pd.dev.ctx.inner;
+        let r = lock(&self.rq).post(&inner.mem, wrs);
+        posted(inner, r)
     }
 }
 

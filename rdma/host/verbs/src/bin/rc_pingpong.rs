@@ -2,6 +2,8 @@
 //! same TCP exchange on port 18515 ([`verbs::pingpong`]) and the same
 //! ping-pong of SENDs over an RC connection ([`verbs::pingpong::session`]).
 //! Without a server name it is the server.
+//! `-e` sleeps on each completion event (the appliance's doorbell) without
+//! spinning first; without a doorbell both ways poll.
 
 use clap::Parser;
 use verbs::pingpong::PingpongArgs;

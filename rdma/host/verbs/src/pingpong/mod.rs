@@ -45,7 +45,7 @@ pub struct CommonArgs {
     /// service level value
     #[arg(short = 'l', long = "sl", default_value_t = 0)]
     pub sl: u8,
-    /// sleep on CQ events (accepted; completions are polled)
+    /// sleep on CQ events (the appliance's doorbell; polled without one)
     #[arg(short = 'e', long = "events")]
     pub events: bool,
     /// local port GID index

@@ -13,6 +13,9 @@
 //! `size + 40` bytes and sends start 40 bytes in; a message must fit the
 //! port's MTU.
 //!
+//! `-e` sleeps on each completion event (the appliance's doorbell) without
+//! spinning first; without a doorbell both ways poll.
+//!
 //! `-c` is rdma-core's check (`verbs_ring::show::pingpong`): the client marks
 //! its message; each side checks every message it receives against the
 //! marked fill, printing rdma-core's `invalid data in page N` lines after the
@@ -88,7 +91,6 @@ pub struct Session<'a> {
 pub fn main(s: &Session<'_>) {
     let tool = s.transport.tool();
     let c = s.common;
-    let _ = (c.events, c.sl);
     let mtu =
         s.mtu.map(|bytes| names::mtu_enum(bytes).unwrap_or_else(|| die("Invalid MTU (256, 512, 1024, 2048 or 4096)")));
     if s.size == 0 || s.size + s.transport.grh() > u32::MAX as usize || c.iters == 0 || c.rx_depth == 0 {
@@ -206,7 +208,10 @@ fn run(s: &Session<'_>, dev: &Device, mtu: Option<u32>) -> crate::Result<()> {
     let mut bad_pages = BTreeSet::new();
     let mut last_progress = Instant::now();
     while rcnt < c.iters || scnt < c.iters {
-        let wc = cq.wait(STALL).map_err(|e| match e {
+        // -e: arm and sleep on the completion event at once, as rdma-core's
+        // with its completion channel; else a short spin first.
+        let wc = if c.events { cq.wait_event(STALL) } else { cq.wait(STALL) };
+        let wc = wc.map_err(|e| match e {
             Error::TimedOut { .. } => {
                 die(&format!("no completion for {}s (scnt={scnt}, rcnt={rcnt})", STALL.as_secs()))
             }

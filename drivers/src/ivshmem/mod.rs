@@ -1,6 +1,8 @@
-//! The `ivshmem-plain` device's shared memory (PCI 1af4:1110, BAR2): the region
-//! host programs and the firmware share the verbs rings in. The device has no
-//! registers we use and raises no interrupts; the firmware polls the rings.
+//! The ivshmem device's shared memory (PCI 1af4:1110, BAR2): the region
+//! host programs and the firmware share the verbs rings in. `ivshmem-plain`
+//! raises no interrupts, and the firmware polls the rings;
+//! `ivshmem-doorbell` adds registers and MSI-X vectors through which peers
+//! interrupt each other ([`doorbell`]).
 //!
 //! This is the firmware's implementation of `verbs_ring::SharedMem`: every
 //! access is by offset, checked against the region, and never through a Rust
@@ -12,6 +14,8 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use verbs_ring::shm::{SharedMem, ShmError, check_range, check_u32};
+
+pub mod doorbell;
 
 /// PCI identity of the device.
 pub const VENDOR: u16 = 0x1af4;

@@ -3,14 +3,23 @@
 //! provider's pump carries their WQEs into the rxe transport and its
 //! completions back into their CQ rings.
 //!
-//! `ivshmem-plain` raises no interrupt, so the ring is polled. Commands: one
-//! tick (a heartbeat) every period (1 ms) while idle, and at once again
-//! while commands keep coming, so a burst is served back to back. The data
-//! path: the pump runs on every pass of the poll loop, so completions the
-//! network task produced in the same pass reach the CQ rings at once, and
-//! while WQEs or completions moved within [`LINGER`] the loop halts only
-//! [`DOORBELL_POLL`] at a time (a host that just got a completion usually
-//! posts again soon). An idle appliance halts a heartbeat at a time.
+//! With `ivshmem-doorbell` ([`doorbell`]) hosts ring the appliance: before
+//! it halts it asks to be rung and looks at the rings once more
+//! (`verbs_ring::wake`), so it sleeps until a host posts, a frame comes or
+//! the next heartbeat (1 ms: leases, slot changes); commands are answered
+//! on every pass, between heartbeats; and a completion on a CQ its host
+//! armed rings that host's peer. The data path's pump runs on every pass of
+//! the poll loop, so completions the network task produced in the same pass
+//! reach the CQ rings at once.
+//!
+//! `ivshmem-plain` raises no interrupt, so there the ring is polled.
+//! Commands: one tick (a heartbeat) every period (1 ms) while idle, and at
+//! once again while commands keep coming, so a burst is served back to
+//! back. While WQEs or completions moved within [`LINGER`] the loop halts
+//! only [`DOORBELL_POLL`] at a time (a host that just got a completion
+//! usually posts again soon). An idle appliance halts a heartbeat at a time.
+
+pub mod doorbell;
 
 use crate::net::Net;
 use crate::net::memory::ApplianceMemory;
@@ -27,13 +36,14 @@ use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
 use rdma::uverbs::{CoreAccess, MacResolution, TransportAccess, Uverbs};
 use verbs_ring::dispatch::Limits;
+use verbs_ring::wake::{self, Idle, WakeBlock};
 use verbs_ring::{Firmware, Layout, LayoutParams, Status};
 
 /// Commands served per context per tick.
 const BUDGET: u32 = 32;
 
-/// How long the ring is polled often after WQEs or completions last moved,
-/// before falling back to one poll per heartbeat.
+/// Without a doorbell: how long the ring is polled often after WQEs or
+/// completions last moved, before falling back to one poll per heartbeat.
 const LINGER: Duration = Duration::from_millis(5);
 /// How often "often" is: the halt between two looks at the doorbells.
 const DOORBELL_POLL: Duration = Duration::from_micros(50);
@@ -104,6 +114,14 @@ pub struct Verbs {
     next_tick: Instant,
     /// When WQEs, completions or commands last moved.
     last_moved: Instant,
+    /// `None` on `ivshmem-plain`: the ring is polled.
+    doorbell: Option<doorbell::Doorbell>,
+    /// Whether the appliance asked hosts to ring it.
+    idle: Idle,
+    /// Halts the appliance asked to be rung for, and those it gave up
+    /// because a host had posted meanwhile (the race the handshake closes).
+    halts_asked: u64,
+    halts_averted: u64,
 }
 
 /// The ivshmem device's shared memory (BAR 2), mapped for the firmware.
@@ -160,29 +178,72 @@ pub fn start(mem: Rc<IvshmemRegion>, f: &Function, cmdline: &str, now: Instant) 
             return None;
         }
     };
-    let firmware = match Firmware::new(&*mem, layout, Limits::default(), BUDGET) {
+    let doorbell = doorbell::Doorbell::setup(f);
+    let wake = doorbell.as_ref().map_or(WakeBlock::NONE, |d| WakeBlock::ivshmem(d.position()));
+    let firmware = match Firmware::with_wake(&*mem, layout, Limits::default(), BUDGET, wake) {
         Ok(fw) => fw,
         Err(e) => {
             log::error!("{}: verbs ring: {e:?}", f.bdf);
             return None;
         }
     };
-    log::info!("ring ready in ivshmem {} ({} MiB, {} contexts)", f.bdf, size >> 20, params.num_contexts);
+    log::info!(
+        "ring ready in ivshmem {} ({} MiB, {} contexts, {})",
+        f.bdf,
+        size >> 20,
+        params.num_contexts,
+        if doorbell.is_some() { "doorbell" } else { "polled" }
+    );
     let period = Duration::from_micros(u64::from(params.heartbeat_period_us));
-    Some(Verbs { mem, firmware, uverbs: Uverbs::new(), period, next_tick: now, last_moved: now })
+    Some(Verbs {
+        mem,
+        firmware,
+        uverbs: Uverbs::new(),
+        period,
+        next_tick: now,
+        last_moved: now,
+        doorbell,
+        idle: Idle::default(),
+        halts_asked: 0,
+        halts_averted: 0,
+    })
 }
 
 impl Verbs {
     /// Serves the ring with the network its owner lends for this pass: the
-    /// data path every time, commands on the beat; returns whether anything
-    /// moved.
+    /// data path every time, commands on the beat (with a doorbell, on every
+    /// pass), and rings the hosts whose completion events came; returns
+    /// whether anything moved.
     pub fn poll(&mut self, now: Instant, net: Option<&mut Net>) -> bool {
+        // Awake: hosts need not ring until the next halt.
+        if self.idle.awake(&*self.mem).is_err() {
+            log::error!("region access failed at the ring-me word");
+        }
         let mut access = NetAccess { net, mem: &self.mem };
         let mut p = self.uverbs.provider(&mut access);
         // The data path first: completions the network produced this pass go
         // out now, whatever the beat.
-        let moved = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now).moved());
+        let report = crate::prof::PUMP.time(|| rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now));
+        let moved = report.moved();
+        let mut wake = report.wake;
         let mut commands = false;
+        if self.doorbell.is_some() && now < self.next_tick {
+            // Between heartbeats: whatever a host rang for, or queued while
+            // the appliance was awake, is answered now.
+            match crate::prof::TICK.time(|| self.firmware.serve_commands(&*self.mem, &mut p)) {
+                Ok(report) => {
+                    for ev in &report.events {
+                        log::info!("{ev}");
+                    }
+                    if report.commands > 0 {
+                        commands = true;
+                        let r = rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now);
+                        wake.extend(&r.wake);
+                    }
+                }
+                Err(e) => log::error!("region access failed: {e}"),
+            }
+        }
         if now >= self.next_tick {
             // What the core told the server's client (port events, devices
             // gone) reaches the contexts before their commands are served.
@@ -195,7 +256,8 @@ impl Verbs {
                     commands = report.commands > 0;
                     if commands {
                         // A command may have brought a QP to RTS with WQEs waiting.
-                        rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now);
+                        let r = rdma::uverbs::pump(self.firmware.dispatcher_mut(), &mut p, now);
+                        wake.extend(&r.wake);
                     }
                     // rdma_cm on the beat: MADs that came, those the commands
                     // queued, retries and address resolutions.
@@ -211,12 +273,65 @@ impl Verbs {
             // heartbeat, and leases are counted in them, so a busy data path
             // must not speed the beat up (it would expire idle contexts'
             // leases early). The data path is pumped on every pass instead.
-            self.next_tick = if commands { now } else { now + self.period };
+            // With a doorbell, commands are served between beats anyway.
+            self.next_tick = if commands && self.doorbell.is_none() { now } else { now + self.period };
         }
+        self.ring_hosts(&wake);
         if moved || commands {
             self.last_moved = now;
         }
         moved || commands
+    }
+
+    /// Rings the hosts whose armed CQs got their completions.
+    fn ring_hosts(&mut self, wake: &wake::ContextSet) {
+        let Some(d) = self.doorbell.as_mut() else { return };
+        if wake.is_empty() {
+            return;
+        }
+        let fw_peer = u32::from(d.position());
+        for ctx in wake.iter() {
+            if let Some(peer) = wake::host_peer(&*self.mem, self.firmware.layout(), ctx, fw_peer) {
+                d.ring_host(peer);
+            }
+        }
+    }
+
+    /// Whether the poll loop may halt now. With a doorbell: ask hosts to
+    /// ring, then look at every ring once more (`verbs_ring::wake`'s
+    /// handshake); work found meanwhile keeps the appliance awake. Without
+    /// one the ring is polled on the deadline, and the loop may halt.
+    pub fn may_halt(&mut self) -> bool {
+        if self.doorbell.is_none() {
+            return true;
+        }
+        if self.idle.ask(&*self.mem).is_err() {
+            return true;
+        }
+        self.halts_asked += 1;
+        let pending = self.firmware.commands_pending(&*self.mem) || self.uverbs.rings_pending(&*self.mem);
+        if pending {
+            self.halts_averted += 1;
+            let _ = self.idle.awake(&*self.mem);
+        }
+        !pending
+    }
+
+    /// What `ring` prints: how hosts wake the appliance and are woken.
+    pub fn wake_status(&self) -> alloc::string::String {
+        match &self.doorbell {
+            Some(d) => alloc::format!(
+                "ring: doorbell ivshmem peer {} {}
+                 doorbell interrupts {} host rings {} halts asked {} averted {}",
+                d.position(),
+                d.irq(),
+                d.interrupts(),
+                d.rings(),
+                self.halts_asked,
+                self.halts_averted
+            ),
+            None => alloc::string::String::from("ring: polled (ivshmem-plain: no doorbell)"),
+        }
     }
 
     /// Takes the receives the host posted into the transports: the poll
@@ -265,6 +380,10 @@ impl Verbs {
     /// a core from QEMU's I/O threads and the host programs (measured: it
     /// doubles round trips on a 2-core host).
     pub fn deadline(&self, now: Instant) -> Option<Instant> {
+        if self.doorbell.is_some() {
+            // Hosts ring: only the heartbeat is due.
+            return Some(self.next_tick);
+        }
         if now.saturating_since(self.last_moved) < LINGER {
             Some(self.next_tick.min(now + DOORBELL_POLL))
         } else {

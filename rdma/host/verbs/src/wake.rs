@@ -1,0 +1,164 @@
+//! The host's end of the appliance's doorbell (`verbs_ring::wake` has the
+//! handshakes): when the appliance published an `ivshmem-doorbell` in its
+//! wake block, the context connects to the ring's ivshmem server (the
+//! socket beside the ring file, [`ivshmem::socket_for`]) as a peer, records
+//! its peer ID in its slot, rings the appliance after publishing work the
+//! appliance asked to be rung for ([`Wake::kick`]), and has a thread block on
+//! its own eventfd: each wake-up the appliance sends (a CQ event it asked
+//! for) bumps a generation that waiters sleep on ([`Wake::wait_after`]) and
+//! runs the listeners a layer above registered (our libibverbs' completion
+//! channels). Without a doorbell (`ivshmem-plain`) none of this exists and
+//! waiting is polling with a back-off.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use ivshmem::Peer;
+use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+use verbs_ring::SharedMem;
+use verbs_ring::wake::{WakeBlock, host_must_ring};
+
+use crate::context::lock;
+use crate::error::{Error, Result};
+
+/// A function the wake-up thread runs on every wake-up.
+pub type Listener = Box<dyn Fn() + Send + Sync>;
+
+/// What the wake-up thread shares with waiters.
+#[derive(Default)]
+struct Hub {
+    /// Wake-ups so far.
+    generation: Mutex<u64>,
+    changed: Condvar,
+    listeners: Mutex<Vec<Listener>>,
+}
+
+/// One context's doorbell.
+pub struct Wake {
+    peer: Mutex<Peer>,
+    fw_peer: u16,
+    fw_vector: u16,
+    hub: Arc<Hub>,
+    /// Raised to end the wake-up thread.
+    stop: Arc<OwnedFd>,
+    /// Doorbells this process rang.
+    rings: Mutex<u64>,
+}
+
+impl Wake {
+    /// Connects to the ivshmem server beside `ring` as a peer of the
+    /// appliance `block` describes.
+    pub(crate) fn connect(ring: &Path, block: &WakeBlock) -> Result<Wake> {
+        let socket = ivshmem::socket_for(ring);
+        let err = |source: io::Error| Error::Doorbell { socket: socket.clone(), source };
+        let mut peer = Peer::connect(&socket).map_err(err)?;
+        let fw_peer = u16::try_from(block.fw_peer).map_err(|_| {
+            err(io::Error::new(io::ErrorKind::InvalidData, format!("appliance peer ID {}", block.fw_peer)))
+        })?;
+        if !peer.has_peer(fw_peer) {
+            peer.update().map_err(err)?;
+        }
+        if !peer.has_peer(fw_peer) {
+            return Err(err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the server has no peer {fw_peer}, the appliance (a server of another ring?)"),
+            )));
+        }
+        let own = peer
+            .own(u16::try_from(block.host_vector).unwrap_or(u16::MAX))
+            .ok_or_else(|| err(io::Error::new(io::ErrorKind::InvalidData, "no vector to be woken on")))?
+            .try_clone_to_owned()
+            .map_err(err)?;
+        let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC).map_err(|e| err(e.into()))?);
+        let hub = Arc::new(Hub::default());
+        spawn(own, stop.clone(), hub.clone()).map_err(err)?;
+        let fw_vector = u16::try_from(block.fw_vector).unwrap_or(0);
+        Ok(Wake { peer: Mutex::new(peer), fw_peer, fw_vector, hub, stop, rings: Mutex::new(0) })
+    }
+
+    /// This process's peer ID.
+    pub fn peer_id(&self) -> u16 {
+        lock(&self.peer).id()
+    }
+
+    /// After publishing an entry the appliance consumes: ring it if it asked
+    /// (at most one host rings per halt). A ring that fails (the server or
+    /// the appliance went away) is not reported: the appliance still finds
+    /// the entry at its next heartbeat.
+    pub fn kick(&self, mem: &impl SharedMem) {
+        if host_must_ring(mem).unwrap_or(false) {
+            let _ = lock(&self.peer).ring(self.fw_peer, self.fw_vector);
+            *lock(&self.rings) += 1;
+        }
+    }
+
+    /// Doorbells this process rang so far.
+    pub fn rings(&self) -> u64 {
+        *lock(&self.rings)
+    }
+
+    /// Wake-ups so far: read before arming, then [`Wake::wait_after`].
+    pub fn generation(&self) -> u64 {
+        *lock(&self.hub.generation)
+    }
+
+    /// Sleeps until a wake-up after generation `seen`, or `timeout`; whether
+    /// one came.
+    pub fn wait_after(&self, seen: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = lock(&self.hub.generation);
+        while *g == seen {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            g = self.hub.changed.wait_timeout(g, left).map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+        true
+    }
+
+    /// Runs `f` on the wake-up thread after every wake-up (until the
+    /// context closes).
+    pub fn on_wake(&self, f: Listener) {
+        lock(&self.hub.listeners).push(f);
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        let _ = ivshmem::peer::signal(self.stop.as_fd());
+    }
+}
+
+/// The wake-up thread: blocks on `own` (this peer's eventfd) and `stop`.
+fn spawn(own: OwnedFd, stop: Arc<OwnedFd>, hub: Arc<Hub>) -> io::Result<()> {
+    let body = move || {
+        loop {
+            let (woken, stopped) = {
+                let mut fds = [PollFd::new(&own, PollFlags::IN), PollFd::new(&*stop, PollFlags::IN)];
+                match poll(&mut fds, None) {
+                    Ok(_) => {}
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(_) => return,
+                }
+                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+            };
+            if stopped {
+                return;
+            }
+            if woken {
+                let mut count = [0u8; 8];
+                let _ = rustix::io::read(&own, &mut count);
+                *lock(&hub.generation) += 1;
+                hub.changed.notify_all();
+                for f in lock(&hub.listeners).iter() {
+                    f();
+                }
+            }
+        }
+    };
+    std::thread::Builder::new().name("verbs-wake".into()).spawn(body).map(|_| ())
+}
