@@ -6,7 +6,8 @@
 #                                      (ip, rdma), rdma-core (libibverbs, librdmacm,
 #                                      the rxe provider), ibverbs-utils, perftest,
 #                                      rdmacm-utils and their shared libraries,
-#                                      and ext_verbs (ext_verbs.c, compiled here).
+#                                      ext_verbs (ext_verbs.c) and mcast_join
+#                                      (mcast_join.c), compiled here.
 # Nothing here is committed: the packages are downloaded at build time into a
 # debootstrap root (target/linux-peer/rootfs) and the needed files copied out.
 # Idempotent: when both outputs exist it does nothing. Quiet: the details go to
@@ -40,9 +41,9 @@ SUITE=bookworm
 # init and the C programs compiled into it (an edit to any rebuilds the
 # initramfs; the Debian root is kept).
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# Test programs of our own, compiled on this machine against Debian's
-# libibverbs-dev (the same bookworm libibverbs the guest runs).
-C_PROGRAMS=(ext_verbs)
+# Test programs of our own, compiled on this machine (those that use verbs
+# against Debian's libibverbs-dev: the same bookworm libibverbs the guest runs).
+C_PROGRAMS=(ext_verbs mcast_join)
 C_SOURCES=()
 for p in "${C_PROGRAMS[@]}"; do C_SOURCES+=("$HERE/$p.c"); done
 INPUTS=$({ cat "$HERE/build.sh" "$HERE/init" "${C_SOURCES[@]}"; echo "$PEER_KERNEL"; } | sha256sum | cut -d' ' -f1)
@@ -274,7 +275,9 @@ if [[ ! -f /usr/include/infiniband/verbs.h ]] || ! command -v gcc >/dev/null; th
         >>"$LOG" 2>&1 || fail "cannot install gcc and libibverbs-dev"
 fi
 for p in "${C_PROGRAMS[@]}"; do
-    gcc -O2 -Wall -Wextra -Werror -o "$STAGE/usr/bin/$p" "$HERE/$p.c" -libverbs >>"$LOG" 2>&1 ||
+    libs=()
+    grep -q '<infiniband/verbs.h>' "$HERE/$p.c" && libs=(-libverbs)
+    gcc -O2 -Wall -Wextra -Werror -o "$STAGE/usr/bin/$p" "$HERE/$p.c" "${libs[@]}" >>"$LOG" 2>&1 ||
         fail "cannot compile $p.c"
 done
 
