@@ -921,6 +921,40 @@ fn ud_multicast_through_the_library() {
     assert!(qb_cq.wait(Duration::from_millis(300)).is_err(), "a detached group reaches nobody");
 }
 
+/// `frmr_cm` (the appliance side of the kernel fast-registration interop
+/// with Linux, tests/linux-peer/kfrmr.c) against itself over rdma_cm, each
+/// role once as the listener and once connecting: two rounds, the page
+/// list, SEND WITH INVALIDATE, the re-keyed registration, the invalidated
+/// and the superseded rkeys refused, every check passing on both sides.
+#[test]
+fn frmr_cm_between_two_appliances_both_roles() {
+    let pair = Pair::start();
+    for (server_role, client_role) in [("initiator", "target"), ("target", "initiator")] {
+        let port = free_port().to_string();
+        let run = |ring: usize, role: &str, server: Option<&str>| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_frmr_cm"));
+            c.arg("--ring").arg(&pair.rings[ring]).args(["-p", &port, "-R", role]).args(server);
+            c.env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+            c.spawn().unwrap()
+        };
+        // The listener on b (10.0.0.2); the client retries until it listens.
+        let server = run(1, server_role, None);
+        let client = finish(run(0, client_role, Some("10.0.0.2")), client_role);
+        let server = finish(server, server_role);
+        for (role, out) in [(server_role, &server), (client_role, &client)] {
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success() && text.ends_with(&format!("PASS frmr as {role}\n")), "{role}:\n{text}");
+            if role == "initiator" {
+                assert_eq!(text.matches("refused: remote access error").count(), 2, "{text}");
+                assert_eq!(text.matches("data checked").count(), 4, "{text}");
+            } else {
+                assert!(text.contains("receive with IBV_WC_WITH_INV"), "{text}");
+                assert!(text.contains("re-registered: ok"), "{text}");
+            }
+        }
+    }
+}
+
 /// `ext_verbs` (the appliance side of the extended-verbs interop with Linux)
 /// against itself, each appliance once the target and once the initiator:
 /// windows of both types, SEND WITH INVALIDATE, the refused WRITEs, the
