@@ -14,7 +14,10 @@
 //! After the runs, a capture of the wire is checked frame by frame (our
 //! codec and tshark) and Linux's error counters must show no exhausted
 //! retries and no send errors. perftest does not check the data it moves;
-//! the pingpong interop tests do.
+//! the pingpong interop tests do. perftest's multicast mode (`-g -M`) runs
+//! against Linux both ways too, the Linux receiver's IP stack joined to the
+//! group first (tests/linux-peer/mcast_join.c says why), and between two
+//! Linux peers to show that need.
 //!
 //! Slow (a Debian kernel under TCG), so `#[ignore]`d: `make interop` runs it.
 //!
