@@ -6,7 +6,12 @@
 #                                      (ip, rdma), rdma-core (libibverbs, librdmacm,
 #                                      the rxe provider), ibverbs-utils, perftest,
 #                                      rdmacm-utils and their shared libraries,
-#                                      and ext_verbs (ext_verbs.c, compiled here).
+#                                      ext_verbs (ext_verbs.c) and mcast_join
+#                                      (mcast_join.c), compiled here, and the
+#                                      kernel module kfrmr (kfrmr.c, built here
+#                                      against Debian's linux-headers for the
+#                                      peer's kernel) in /lib/modules/test/,
+#                                      which init does not load.
 # Nothing here is committed: the packages are downloaded at build time into a
 # debootstrap root (target/linux-peer/rootfs) and the needed files copied out.
 # Idempotent: when both outputs exist it does nothing. Quiet: the details go to
@@ -40,11 +45,15 @@ SUITE=bookworm
 # init and the C programs compiled into it (an edit to any rebuilds the
 # initramfs; the Debian root is kept).
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# Test programs of our own, compiled on this machine against Debian's
-# libibverbs-dev (the same bookworm libibverbs the guest runs).
-C_PROGRAMS=(ext_verbs)
+# Test programs of our own, compiled on this machine (those that use verbs
+# against Debian's libibverbs-dev: the same bookworm libibverbs the guest runs).
+C_PROGRAMS=(ext_verbs mcast_join)
+# Kernel modules of our own, built against the peer kernel's headers: only
+# into the default peer (the backports peer boots for ATOMIC WRITE alone).
+KMODULES=()
+[[ $PEER_KERNEL == bookworm ]] && KMODULES=(kfrmr)
 C_SOURCES=()
-for p in "${C_PROGRAMS[@]}"; do C_SOURCES+=("$HERE/$p.c"); done
+for p in "${C_PROGRAMS[@]}" "${KMODULES[@]}"; do C_SOURCES+=("$HERE/$p.c"); done
 INPUTS=$({ cat "$HERE/build.sh" "$HERE/init" "${C_SOURCES[@]}"; echo "$PEER_KERNEL"; } | sha256sum | cut -d' ' -f1)
 [[ -s $OUT/vmlinuz && -s $OUT/initramfs.cpio && $(cat "$OUT/inputs" 2>/dev/null) == "$INPUTS" ]] && exit 0
 
@@ -274,9 +283,65 @@ if [[ ! -f /usr/include/infiniband/verbs.h ]] || ! command -v gcc >/dev/null; th
         >>"$LOG" 2>&1 || fail "cannot install gcc and libibverbs-dev"
 fi
 for p in "${C_PROGRAMS[@]}"; do
-    gcc -O2 -Wall -Wextra -Werror -o "$STAGE/usr/bin/$p" "$HERE/$p.c" -libverbs >>"$LOG" 2>&1 ||
+    libs=()
+    grep -q '<infiniband/verbs.h>' "$HERE/$p.c" && libs=(-libverbs)
+    gcc -O2 -Wall -Wextra -Werror -o "$STAGE/usr/bin/$p" "$HERE/$p.c" "${libs[@]}" >>"$LOG" 2>&1 ||
         fail "cannot compile $p.c"
 done
+
+# Our kernel modules (if any for this peer): built on the host with its
+# gcc-12 (the compiler Debian built the kernel with, which the headers'
+# .kernelvariables name) against the headers of exactly the peer's kernel:
+# linux-headers-$KVER, its -common and linux-kbuild packages at the image's
+# version, downloaded (only those, not their compiler dependency) into the
+# root's apt cache and extracted beside it. The amd64 headers' Makefile
+# includes the -common one by its installed path; the extract's points at
+# the extract (rewritten each build: the checkout may have moved).
+if ((${#KMODULES[@]})); then
+    KVERSION=${KDEB##*/}
+    KVERSION=${KVERSION#*_}
+    KVERSION=${KVERSION%%_*}
+    KHDR=$RFS/opt/peer-headers-$KVER
+    if [[ ! -f $KHDR/.done ]]; then
+        say "downloading linux-headers-$KVER $KVERSION (for ${KMODULES[*]}) ..."
+        mapfile -t HDEPS < <(in_root apt-cache depends "linux-headers-$KVER" |
+            awk '$1 == "Depends:" && ($2 ~ /^linux-headers-.*-common$/ || $2 ~ /^linux-kbuild-/) { print $2 }')
+        ((${#HDEPS[@]} == 2)) || fail "cannot tell linux-headers-$KVER's -common and kbuild packages (${HDEPS[*]})"
+        HPKGS=()
+        for pkg in "linux-headers-$KVER" "${HDEPS[@]}"; do HPKGS+=("$pkg=$KVERSION"); done
+        in_root sh -c "cd /var/cache/apt/archives && apt-get download -q ${HPKGS[*]}" >>"$LOG" 2>&1 ||
+            fail "cannot download ${HPKGS[*]} (when the mirror has moved on to a newer kernel, remove $RFS to start afresh)"
+        $SUDO rm -rf "$KHDR"
+        mkdir -p "$KHDR"
+        for pkg in "linux-headers-$KVER" "${HDEPS[@]}"; do
+            deb=$(ls "$RFS"/var/cache/apt/archives/"${pkg}"_"${KVERSION}"_*.deb 2>/dev/null | head -n 1)
+            [[ -n $deb ]] || fail "no .deb of $pkg $KVERSION in the root's apt cache"
+            dpkg-deb -x "$deb" "$KHDR" || fail "cannot extract $deb"
+        done
+        touch "$KHDR/.done"
+    fi
+    common=$(cd "$KHDR/usr/src" && ls -d linux-headers-*-common | head -n 1)
+    [[ -n $common ]] || fail "no -common headers in $KHDR"
+    printf 'include %s\n' "$KHDR/usr/src/$common/Makefile" >"$KHDR/usr/src/linux-headers-$KVER/Makefile"
+    if ! command -v gcc-12 >/dev/null || ! command -v make >/dev/null; then
+        say "installing gcc-12 and make (for ${KMODULES[*]}) ..."
+        { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc-12 make; } \
+            >>"$LOG" 2>&1 || fail "cannot install gcc-12 and make"
+    fi
+    KBUILD=$OUT/kbuild
+    mkdir -p "$STAGE/usr/lib/modules/test"
+    for m in "${KMODULES[@]}"; do
+        rm -rf "$KBUILD"
+        mkdir -p "$KBUILD"
+        cp "$HERE/$m.c" "$KBUILD/"
+        printf 'obj-m := %s.o\nccflags-y := -Werror\n' "$m" >"$KBUILD/Kbuild"
+        make -s -C "$KHDR/usr/src/linux-headers-$KVER" M="$KBUILD" modules >>"$LOG" 2>&1 ||
+            fail "cannot build $m.ko"
+        # As Debian ships its modules: without debug information.
+        strip --strip-debug -o "$STAGE/usr/lib/modules/test/$m.ko" "$KBUILD/$m.ko" || fail "cannot strip $m.ko"
+    done
+    rm -rf "$KBUILD"
+fi
 
 install -m 0755 "$HERE/init" "$STAGE/init"
 if [[ $(id -u) -eq 0 ]]; then

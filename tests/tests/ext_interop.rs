@@ -9,10 +9,13 @@
 //!
 //! Roles: Linux is the target (its windows, its SEND WITH INVALIDATE
 //! receive, its NAKs) with the appliance initiating, then the other way
-//! round. The fast-register phase runs with the appliance as target only:
-//! Linux userspace has no fast-register verb (`ib_alloc_mr` and the REG_MR
-//! work request are kernel-only), so Linux can only WRITE into, READ from
-//! and invalidate a fast-registered MR, not make one.
+//! round. `ext_verbs`' fast-register phase runs with the appliance as
+//! target only: Linux userspace has no fast-register verb (`ib_alloc_mr`
+//! and the REG_MR work request are kernel-only), so `ext_verbs.c` can only
+//! WRITE into, READ from and invalidate a fast-registered MR. Linux's
+//! kernel fast-registers in `linux_kernel_fast_registers_the_appliance_writes`:
+//! our module `kfrmr` (tests/linux-peer/kfrmr.c) against the `frmr_cm` host
+//! tool, over the kernel's rdma_cm.
 //!
 //! ATOMIC WRITE and FLUSH need a newer Linux: rxe implements both from 6.2
 //! on, and the default peer runs bookworm's 6.1. Their test boots the peer
@@ -163,6 +166,96 @@ fn ext_verbs_against_linux_both_roles() {
     if std::env::var_os("EXT_VERBS_FIXTURES").is_some() {
         write_fixtures(&picked);
     }
+    let _ = std::fs::remove_file(&capture);
+}
+
+/// Linux as the fast-registering side. Linux userspace cannot fast-register,
+/// so the peer's kernel does: `kfrmr` (tests/linux-peer/kfrmr.c, built by
+/// build.sh against Debian's headers for the peer's kernel) connects with
+/// the kernel's rdma_cm to the appliance's `frmr_cm -R initiator`, twice.
+/// Round 1: it allocates an MR (IB_MR_TYPE_MEM_REG), maps two pages in
+/// reverse order (ib_map_mr_sg), registers them with a REG_MR work request
+/// and sends the rkey and iova; the appliance READs, WRITEs and READs back
+/// through it, SENDs 4096 bytes WITH INVALIDATE of the rkey (the module's
+/// receive completes with IB_WC_WITH_INVALIDATE and that rkey) and its next
+/// WRITE to the rkey completes with remote access error. Round 2: the
+/// module moves the key byte on (ib_update_fast_reg_key) and registers
+/// again; the appliance's WRITE through the new rkey lands, the one through
+/// the old rkey is refused. Both sides check the data; the module reports
+/// through dmesg and /sys/module/kfrmr/parameters/result. With
+/// `ext_verbs_against_linux_both_roles` (the appliance fast-registering,
+/// Linux writing), fast-register + WRITE is covered in both directions.
+/// No new opcode goes on the wire (REG_MR is local): the capture is checked
+/// for Linux's two NAKs and the appliance's SEND FIRST .. LAST WITH
+/// INVALIDATE.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn linux_kernel_fast_registers_the_appliance_writes() {
+    if !LinuxPeer::available_or_skip("linux_kernel_fast_registers_the_appliance_writes") {
+        return;
+    }
+    let gp = free_tcp_port();
+    let capture = std::env::temp_dir().join(format!("ext-kfrmr-{}.pcap", std::process::id()));
+    let (app, mut linux, shm) = setup(gp, &capture, &tests::peer_dir());
+    let (status, out) = linux.status("ls /lib/modules/test/kfrmr.ko", Duration::from_secs(10)).unwrap();
+    assert_eq!(status, 0, "no kfrmr.ko in the peer (rebuild it: `bash tests/linux-peer/build.sh`):\n{out}");
+    let port = 18516;
+    let ours = tool::Watched::spawn("frmr_cm", &shm.path, &format!("-R initiator -p {port}")).unwrap();
+    assert!(ours.wait_line("listening on", Duration::from_secs(60)).is_some(), "{}", ours.text());
+    let (status, out) =
+        linux.status(&format!("insmod /lib/modules/test/kfrmr.ko server=10.0.0.1 port={port}"), RUN).unwrap();
+    assert_eq!(status, 0, "insmod kfrmr:\n{out}");
+    let (ok, ours) = ours.finish(RUN).unwrap();
+    // The module's verdict (it ends its run by itself: a bounded wait).
+    let theirs = linux
+        .cmd_timeout(
+            "r=/sys/module/kfrmr/parameters/result; i=0; \
+             until grep -q -e '^PASS' -e '^FAIL' $r; do i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1; done; cat $r",
+            Duration::from_secs(120),
+        )
+        .unwrap();
+    let dmesg = linux.cmd("dmesg | grep 'kfrmr: '").unwrap();
+    eprintln!("--- Linux kernel target (kfrmr):\n{theirs}\n--- appliance initiator (frmr_cm):\n{ours}");
+    assert!(ok && ours.ends_with("PASS frmr as initiator\n"), "appliance initiator:\n{ours}\nLinux:\n{theirs}");
+    assert!(theirs.contains("PASS frmr as target"), "Linux target:\n{theirs}\ndmesg:\n{dmesg}");
+    assert!(!theirs.contains("FAIL") && !ours.contains("FAIL"));
+    // Every step on each side, in the module's own words (also in dmesg).
+    for step in [
+        "round 1: fast-registered 8192 B (two pages, the second first)",
+        "round 1: receive with IB_WC_WITH_INVALIDATE, invalidated rkey",
+        "round 1: both pages hold what was written, in the MR's page order: ok",
+        "round 1: disconnected; the pages still hold it",
+        "round 2: key byte moved on (ib_update_fast_reg_key)",
+        "round 2: disconnected; the pages hold what was written through the new rkey",
+    ] {
+        assert!(theirs.contains(step) && dmesg.contains(step), "no `{step}` from the module:\n{theirs}\n{dmesg}");
+    }
+    assert_eq!(ours.matches("refused: remote access error").count(), 2, "{ours}");
+    assert_eq!(ours.matches("data checked").count(), 4, "{ours}");
+    let (status, out) = linux.status("rmmod kfrmr", Duration::from_secs(30)).unwrap();
+    assert_eq!(status, 0, "rmmod kfrmr:\n{out}");
+
+    drop(app);
+    drop(linux);
+    std::thread::sleep(Duration::from_millis(500));
+    tests::pcap::check_roce_capture(&capture, 50);
+    let bytes = std::fs::read(&capture).unwrap();
+    let frames: Vec<frame::RxFrame<'_>> = tests::pcap::frames(&bytes)
+        .unwrap()
+        .into_iter()
+        .filter(|f| tests::pcap::is_roce_v2(f))
+        .filter_map(|f| frame::parse(f).ok())
+        .collect();
+    let from = |mac: [u8; 6], want: &dyn Fn(&frame::RxFrame<'_>) -> bool| {
+        frames.iter().filter(|rx| rx.repr.path.src_mac.0 == mac && want(rx)).count()
+    };
+    let naks = from(LINUX_MAC, &|rx| {
+        rx.repr.roce.ext.aeth.is_some_and(|a| a.syndrome == Syndrome::Nak(NakCode::RemoteAccessError))
+    });
+    assert_eq!(naks, 2, "Linux NAKs the WRITEs through the invalidated and the old rkey");
+    let appliance = [0x52, 0x54, 0, 0, 0, 1];
+    let inv_last = from(appliance, &|rx| rx.repr.roce.bth.opcode == Opcode::RcSendLastWithInvalidate);
+    assert_eq!(inv_last, 1, "the appliance's 4096-byte SEND WITH INVALIDATE ends in SEND LAST WITH INVALIDATE");
     let _ = std::fs::remove_file(&capture);
 }
 

@@ -14,7 +14,10 @@
 //! After the runs, a capture of the wire is checked frame by frame (our
 //! codec and tshark) and Linux's error counters must show no exhausted
 //! retries and no send errors. perftest does not check the data it moves;
-//! the pingpong interop tests do.
+//! the pingpong interop tests do. perftest's multicast mode (`-g -M`) runs
+//! against Linux both ways too, the Linux receiver's IP stack joined to the
+//! group first (tests/linux-peer/mcast_join.c says why), and between two
+//! Linux peers to show that need.
 //!
 //! Slow (a Debian kernel under TCG), so `#[ignore]`d: `make interop` runs it.
 //!
@@ -274,6 +277,202 @@ fn qps_duplex_and_ud_against_linux_both_directions() {
     let _ = std::fs::remove_file(&capture);
 }
 
+/// The group of the multicast tests, as `-M` writes it, and the same as
+/// an IPv4 address.
+const MGID: &str = "0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3";
+const GROUP: [u8; 4] = [239, 1, 2, 3];
+
+/// Linux's rxe counter `name` now.
+fn linux_counter(linux: &mut LinuxPeer, name: &str) -> u64 {
+    let out = linux.cmd("rdma statistic show link rxe0/1").unwrap();
+    counter(&counters(&out), name).unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+}
+
+/// The RoCE frames of a capture that `mac` sent to the multicast group
+/// [`GROUP`] (its MAC, its address, the multicast QPN), and their payloads'
+/// lengths.
+fn group_frames(frames: &[&[u8]], mac: [u8; 6]) -> Vec<usize> {
+    frames
+        .iter()
+        .filter_map(|f| rdma::wire::frame::parse(f).ok())
+        .filter(|rx| rx.repr.path.src_mac.0 == mac && rx.repr.path.dst_mac.0 == [0x01, 0x00, 0x5e, 1, 2, 3])
+        .filter(|rx| matches!(rx.repr.path.ip, rdma::wire::frame::IpPath::V4 { dst, .. } if dst.0 == GROUP))
+        .filter(|rx| rx.repr.roce.bth.dest_qpn == 0xff_ffff)
+        .map(|rx| rx.repr.payload.len())
+        .collect()
+}
+
+/// perftest's multicast mode (`-g -M`, an IPv4-mapped group) against
+/// Linux, each side as server and as client. send_bw: the server attaches
+/// its UD QP to the group and receives every message the client sends to
+/// it; Linux receives only once its IP stack is a member of the group
+/// (`mcast_join`: Linux rxe's attach does not join it, see
+/// tests/linux-peer/mcast_join.c). send_lat: both sides attach to `-M`'s
+/// group and ping-pong through it; the appliance does not loop its own
+/// group sends back, Linux (a member) does (its rxe's sends leave through
+/// the IP stack's multicast output, which loops them back to members), so
+/// Linux's own receives include what it sent and its latency figures are
+/// its loopback's: both sides complete, Linux's rxe counts more receives
+/// than the appliance sent. Checked: the result rows, Linux's rxe
+/// counters, and every frame to the group in the capture (each side's
+/// count, the group's MAC, address and QPN, the message sizes).
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn multicast_against_linux_both_directions() {
+    if !LinuxPeer::available_or_skip("multicast_against_linux_both_directions") {
+        return;
+    }
+    let gp = free_tcp_port();
+    let capture = std::env::temp_dir().join(format!("perftest-mcast-{}.pcap", std::process::id()));
+    let (app, mut linux, shm) = setup(gp, &capture);
+    let hp = linux.host_port();
+    let (status, out) = linux.status("command -v mcast_join", Duration::from_secs(10)).unwrap();
+    assert_eq!(status, 0, "no mcast_join in the peer (rebuild it: `bash tests/linux-peer/build.sh`):\n{out}");
+    const BW_ITERS: u32 = 20;
+    const LAT_ITERS: u32 = 50;
+
+    // send_bw, Linux sends: our server attaches and receives all.
+    let common = format!("-x 1 -g -M {MGID} -n {BW_ITERS}");
+    let linux_opts = format!("-d rxe0 -F {common}");
+    let sent = linux_counter(&mut linux, "sent_pkts");
+    let server = tool::spawn("send_bw", &shm.path, &format!("{common} -p {gp} --bind 127.0.0.1")).unwrap();
+    let (status, theirs) =
+        linux.status(&format!("ib_send_bw {linux_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+    let (ok, ours) = tool::finish(server, RUN).unwrap();
+    assert!(ok && status == 0, "send_bw server:\n{ours}\nLinux ib_send_bw client:\n{theirs}");
+    assert!(perftest_row(&ours, 1024, BW_ITERS).is_some(), "every message received:\n{ours}");
+    assert!(ours.contains(" local address: LID 0000 QPN 0xffffff ") && theirs.contains("QPN 0xffffff"), "{ours}");
+    assert_eq!(linux_counter(&mut linux, "sent_pkts") - sent, u64::from(BW_ITERS));
+    eprintln!("send_bw -g: Linux client, appliance server: {BW_ITERS} messages through the group");
+
+    // send_bw, Linux receives once its IP stack joined the group.
+    linux.spawn_bg("mcast_join eth0 239.1.2.3", "/tmp/join.log").unwrap();
+    let joined = linux.cmd("sleep 0.5; cat /tmp/join.log").unwrap();
+    assert!(joined.contains("joined 239.1.2.3 on eth0"), "{joined}");
+    let rcvd = linux_counter(&mut linux, "rcvd_pkts");
+    linux.spawn_bg(&format!("ib_send_bw {linux_opts}"), "/tmp/pt.log").unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let (ok, ours) =
+        tool::finish(tool::spawn("send_bw", &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap(), RUN).unwrap();
+    let theirs = linux.finish_bg("/tmp/pt.log", RUN).unwrap();
+    assert!(ok && theirs.contains("exit=0"), "send_bw client:\n{ours}\nLinux ib_send_bw server:\n{theirs}");
+    assert!(perftest_row(&theirs, 1024, BW_ITERS).is_some(), "every message received:\n{theirs}");
+    assert!(ours.contains(" remote address: LID 0000 QPN 0xffffff "), "{ours}");
+    assert_eq!(linux_counter(&mut linux, "rcvd_pkts") - rcvd, u64::from(BW_ITERS));
+    eprintln!("send_bw -g: appliance client, Linux server (joined): {BW_ITERS} messages through the group");
+
+    // send_lat both ways, Linux still a member of the group.
+    let common = format!("-x 1 -g -M {MGID} -n {LAT_ITERS}");
+    let linux_opts = format!("-d rxe0 -F {common}");
+    let rcvd = linux_counter(&mut linux, "rcvd_pkts");
+    let server = tool::spawn("send_lat", &shm.path, &format!("{common} -p {gp} --bind 127.0.0.1")).unwrap();
+    let (status, theirs) =
+        linux.status(&format!("ib_send_lat {linux_opts} -p {MGMT_GUEST_PORT} {MGMT_HOST_IP}"), RUN).unwrap();
+    let (ok, ours) = tool::finish(server, RUN).unwrap();
+    assert!(ok && status == 0, "send_lat server:\n{ours}\nLinux ib_send_lat client:\n{theirs}");
+    assert!(perftest_row(&ours, 2, LAT_ITERS).is_some() && perftest_row(&theirs, 2, LAT_ITERS).is_some());
+    linux.spawn_bg(&format!("ib_send_lat {linux_opts}"), "/tmp/pt.log").unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let (ok, ours) =
+        tool::finish(tool::spawn("send_lat", &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap(), RUN).unwrap();
+    let theirs = linux.finish_bg("/tmp/pt.log", RUN).unwrap();
+    assert!(ok && theirs.contains("exit=0"), "send_lat client:\n{ours}\nLinux ib_send_lat server:\n{theirs}");
+    assert!(perftest_row(&ours, 2, LAT_ITERS).is_some() && perftest_row(&theirs, 2, LAT_ITERS).is_some());
+    // The appliance sent LAT_ITERS per run; Linux got its own sends back too.
+    let got = linux_counter(&mut linux, "rcvd_pkts") - rcvd;
+    assert!(got > u64::from(2 * LAT_ITERS), "Linux rxe received {got}: its own group sends are looped back");
+    eprintln!("send_lat -g both ways: Linux's rxe received {got} ({} from the appliance)", 2 * LAT_ITERS);
+    linux.kill_bg("/tmp/join.log").unwrap();
+
+    drop(app);
+    tests::pcap::check_roce_capture(&capture, 100);
+    let bytes = std::fs::read(&capture).unwrap();
+    let frames: Vec<&[u8]> =
+        tests::pcap::frames(&bytes).unwrap().into_iter().filter(|f| tests::pcap::is_roce_v2(f)).collect();
+    // Per side: a send_bw run's 1024-byte messages (the MTU), then two send_lat runs' 2-byte ones.
+    let want: Vec<usize> = [vec![1024; BW_ITERS as usize], vec![2; 2 * LAT_ITERS as usize]].concat();
+    assert_eq!(group_frames(&frames, [0x52, 0x54, 0, 0, 1, 3]), want, "Linux's frames to the group");
+    assert_eq!(group_frames(&frames, [0x52, 0x54, 0, 0, 0, 1]), want, "the appliance's frames to the group");
+    let _ = std::fs::remove_file(&capture);
+}
+
+/// The same between two Linux peers, as the evidence for why Linux needs
+/// `mcast_join` (Debian's perftest 4.5 on Linux 6.1): with only
+/// `ibv_attach_mcast` (what `ib_send_bw -g` does) the client sends and
+/// neither the server's IP stack nor its rxe sees a frame of the group:
+/// rxe put 33:33:ef:01:02:03 (`ipv6_eth_mc_map` of the IPv4-mapped group)
+/// in eth0's filter, not the group's IPv4 MAC, so the NIC drops them; with
+/// the IPv4 MAC added by hand (`ip maddr add`) they reach the IP stack,
+/// which drops them all (received, not delivered: IPv4 input refuses a
+/// group's datagram unless the interface is a member), and rxe still sees
+/// none; with the IP stack a member (`mcast_join`) the run passes.
+#[test]
+#[ignore = "boots Linux peers: `make interop`"]
+fn multicast_linux_linux_needs_the_ip_join() {
+    if !LinuxPeer::available_or_skip("multicast_linux_linux_needs_the_ip_join") {
+        return;
+    }
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let mut a = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p1, p2), "10.0.0.3/24")).unwrap();
+    let mut b = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:04", p2, p1), "10.0.0.4/24")).unwrap();
+    a.wait_ready().unwrap();
+    b.wait_ready().unwrap();
+    let out = b.cmd("ping -c 2 -W 5 10.0.0.3").unwrap();
+    assert!(out.contains("2 packets received"), "{out}");
+    const ITERS: u32 = 20;
+    let pt = format!("ib_send_bw -d rxe0 -F -x 1 -g -M {MGID} -n {ITERS}");
+    // The IPv4 datagrams the server's IP stack received but did not deliver.
+    let undelivered = |p: &mut LinuxPeer| -> u64 {
+        let snmp = p.cmd("grep ^Ip: /proc/net/snmp").unwrap();
+        let mut rows = snmp.lines().map(|l| l.split_whitespace().collect::<Vec<_>>());
+        let (names, values) = (rows.next().unwrap_or_default(), rows.next().unwrap_or_default());
+        let field = |name: &str| -> u64 {
+            let at = names.iter().position(|n| *n == name).unwrap_or_else(|| panic!("no {name}:\n{snmp}"));
+            values.get(at).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {name} value:\n{snmp}"))
+        };
+        field("InReceives") - field("InDelivers")
+    };
+    // A run, and what it should come to: whether the server gets every
+    // message, what its rxe receives, how many datagrams its IP stack drops.
+    let run = |a: &mut LinuxPeer, b: &mut LinuxPeer, step: &str, want: (bool, u64, u64)| {
+        let (rcvd, dropped) = (linux_counter(a, "rcvd_pkts"), undelivered(a));
+        a.spawn_bg(&pt, "/tmp/pt.log").unwrap();
+        a.wait_listening(18515, Duration::from_secs(30)).unwrap();
+        let (status, client) = b.status(&format!("{pt} 10.0.0.3"), RUN).unwrap();
+        assert_eq!(status, 0, "{step}: the client sends in any case:\n{client}");
+        let passed = if want.0 {
+            let server = a.finish_bg("/tmp/pt.log", RUN).unwrap();
+            server.contains("exit=0") && perftest_row(&server, 1024, ITERS).is_some()
+        } else {
+            // The drops that should come (a bounded wait), then a moment
+            // for what should not; the server waits for messages in vain.
+            let start = std::time::Instant::now();
+            while undelivered(a) - dropped < want.2 && start.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            a.kill_bg("/tmp/pt.log").unwrap();
+            false
+        };
+        let got = (passed, linux_counter(a, "rcvd_pkts") - rcvd, undelivered(a) - dropped);
+        eprintln!("{step}: the server's rxe received {}, its IP stack dropped {}", got.1, got.2);
+        assert_eq!(got, want, "{step}: (server passed, rxe received, IP dropped)");
+    };
+    let n = u64::from(ITERS);
+    // Nothing gets past the NIC's filter.
+    run(&mut a, &mut b, "attach only", (false, 0, 0));
+    // The IP stack has them and drops them all.
+    a.cmd("ip maddr add 01:00:5e:01:02:03 dev eth0").unwrap();
+    run(&mut a, &mut b, "the group's MAC added", (false, 0, n));
+    a.cmd("ip maddr del 01:00:5e:01:02:03 dev eth0").unwrap();
+    // A member receives every message.
+    a.spawn_bg("mcast_join eth0 239.1.2.3", "/tmp/join.log").unwrap();
+    let joined = a.cmd("sleep 0.5; cat /tmp/join.log").unwrap();
+    assert!(joined.contains("joined 239.1.2.3 on eth0"), "{joined}");
+    run(&mut a, &mut b, "the IP stack joined", (true, n, 0));
+    a.kill_bg("/tmp/join.log").unwrap();
+}
+
 /// Two appliances on one wire (10.0.0.1 and 10.0.0.2, rxe0 on each), with
 /// a ring each: a server on one ring and a client on the other, both on
 /// this host, their TCP exchange on 127.0.0.1. The rings are 256 MiB so
@@ -404,6 +603,8 @@ const CASES: &[(&str, &str, &str)] = &[
     ("read_lat-duration", "read_lat", "-d rxe0 -F -x 1 -D 2"),
     ("write_lat-all", "write_lat", "-d rxe0 -F -x 1 -n 5 -a"),
     ("atomic_bw-cas", "atomic_bw", "-d rxe0 -F -x 1 -n 100 -A CMP_AND_SWAP"),
+    ("send_bw-mcast", "send_bw", "-d rxe0 -F -x 1 -n 20 -g -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3"),
+    ("send_lat-mcast", "send_lat", "-d rxe0 -F -x 1 -n 100 -g -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3"),
 ];
 
 fn fixtures() -> std::path::PathBuf {
@@ -606,7 +807,7 @@ fn ours_write_perftests_json() {
     let (_a, _b, s1, s2) = pair("ptjson");
     let dir = std::env::temp_dir();
     for &(name, test, args) in
-        CASES.iter().filter(|(n, _, _)| ["write_bw", "send_lat", "read_lat", "atomic_bw"].contains(n))
+        CASES.iter().filter(|(n, _, _)| ["write_bw", "send_lat", "read_lat", "atomic_bw", "send_lat-mcast"].contains(n))
     {
         let json = |role: &str| dir.join(format!("ours-{name}-{role}-{}.json", std::process::id()));
         let (js, jc) = (json("server"), json("client"));

@@ -782,6 +782,59 @@ fn perf_tools_with_rdma_cm_between_two_appliances() {
     }
 }
 
+/// perftest's multicast mode (`-g`) between the two appliances: send_bw's
+/// server attaches its UD QP to the group `-M` names and receives every
+/// message the client sends to the group; send_lat's sides each attach and
+/// ping-pong through the groups (`-M`'s one group; without `-M`,
+/// perftest's two default IPv6 ones, over the link-local GIDs). Each
+/// side's result line counts every message; the group is announced with
+/// the multicast QPN and printed as perftest labels it.
+#[test]
+fn perf_tools_multicast_between_two_appliances() {
+    let pair = Pair::start();
+    let group = "0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3";
+    let cases: [(&str, &[&str], &str, &str); 3] = [
+        (
+            "send_bw",
+            &["-x", "1", "-g", "-M", group, "-s", "512"],
+            "512",
+            "00:00:00:00:00:00:00:00:00:00:255:255:239:01:02:03",
+        ),
+        ("send_lat", &["-x", "1", "-g", "-M", group], "2", "00:00:00:00:00:00:00:00:00:00:255:255:239:01:02:03"),
+        // The server's default group, ff01:0:0:2:c985::, and the client's, one higher.
+        ("send_lat", &["-x", "0", "-g"], "2", "255:01:00:00:00:02:201:133:00:00:00:00:00:00:00:00"),
+    ];
+    for (tool, args, size, server_group) in cases {
+        let port = free_port().to_string();
+        let common = [args, &["-n", "50", "-p", &port]].concat();
+        let server = [&common[..], &["--bind", "127.0.0.1"]].concat();
+        let client = [&common[..], &["127.0.0.1"]].concat();
+        let [(ss, sout), (cs, cout)] = serve_and_connect(&pair, tool, &server, &client, "\0");
+        assert!(ss.success() && cs.success(), "{tool} {args:?} server:\n{sout}\nclient:\n{cout}");
+        let test = if tool == "send_bw" { "BW" } else { "Latency" };
+        for (who, out) in [("server", &sout), ("client", &cout)] {
+            let title = format!("Send {test} Multicast Test\n MultiCast runs on UD!\n");
+            assert!(out.contains(&title) && out.contains(" Connection type : UD\t"), "{tool} {who}:\n{out}");
+            let figures = out.lines().find(|l| l.starts_with(&format!(" {size} ")));
+            assert_eq!(figures.and_then(|l| l.split_whitespace().nth(1)), Some("50"), "{tool} {who}:\n{out}");
+        }
+        // The server's group: its own line and the client's line for it.
+        let mgid = format!(" MGID: {server_group}\n");
+        assert!(sout.contains(" local address: LID 0000 QPN 0xffffff ") && sout.contains(&mgid), "{sout}");
+        assert!(cout.contains(" remote address: LID 0000 QPN 0xffffff ") && cout.contains(&mgid), "{cout}");
+        if tool == "send_lat" {
+            // The client is in a group too, labelled GID as perftest does.
+            assert!(cout.contains(" local address: LID 0000 QPN 0xffffff "), "{cout}");
+        } else {
+            assert!(!cout.contains(" local address: LID 0000 QPN 0xffffff "), "{cout}");
+        }
+    }
+    // perftest's refusal: one direction only.
+    let c = finish(cm_tool("send_bw", &pair.rings[0], &["-g", "-b", "127.0.0.1"]).spawn().unwrap(), "send_bw -g -b");
+    let err = String::from_utf8_lossy(&c.stderr);
+    assert!(!c.status.success() && err.contains("Bidirectional mode not supported in multicast"), "{err}");
+}
+
 /// Issue 19 through the ring and the real provider: a fast-register MR over a
 /// page list, windows of both types, ATOMIC WRITE, FLUSH, and SEND WITH
 /// INVALIDATE after which a WRITE to the invalidated rkey is NAKed.
@@ -952,6 +1005,40 @@ fn ud_multicast_through_the_library() {
     }
     send(11);
     assert!(qb_cq.wait(Duration::from_millis(300)).is_err(), "a detached group reaches nobody");
+}
+
+/// `frmr_cm` (the appliance side of the kernel fast-registration interop
+/// with Linux, tests/linux-peer/kfrmr.c) against itself over rdma_cm, each
+/// role once as the listener and once connecting: two rounds, the page
+/// list, SEND WITH INVALIDATE, the re-keyed registration, the invalidated
+/// and the superseded rkeys refused, every check passing on both sides.
+#[test]
+fn frmr_cm_between_two_appliances_both_roles() {
+    let pair = Pair::start();
+    for (server_role, client_role) in [("initiator", "target"), ("target", "initiator")] {
+        let port = free_port().to_string();
+        let run = |ring: usize, role: &str, server: Option<&str>| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_frmr_cm"));
+            c.arg("--ring").arg(&pair.rings[ring]).args(["-p", &port, "-R", role]).args(server);
+            c.env_remove("RDMA_RING").stdout(Stdio::piped()).stderr(Stdio::piped());
+            c.spawn().unwrap()
+        };
+        // The listener on b (10.0.0.2); the client retries until it listens.
+        let server = run(1, server_role, None);
+        let client = finish(run(0, client_role, Some("10.0.0.2")), client_role);
+        let server = finish(server, server_role);
+        for (role, out) in [(server_role, &server), (client_role, &client)] {
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success() && text.ends_with(&format!("PASS frmr as {role}\n")), "{role}:\n{text}");
+            if role == "initiator" {
+                assert_eq!(text.matches("refused: remote access error").count(), 2, "{text}");
+                assert_eq!(text.matches("data checked").count(), 4, "{text}");
+            } else {
+                assert!(text.contains("receive with IBV_WC_WITH_INV"), "{text}");
+                assert!(text.contains("re-registered: ok"), "{text}");
+            }
+        }
+    }
 }
 
 /// `ext_verbs` (the appliance side of the extended-verbs interop with Linux)

@@ -31,6 +31,12 @@ pub struct PerfArgs {
     /// Accepted as perftest does; we never warn about CPU frequency scaling.
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
+    /// `-g`: SEND over UD to a multicast group ([`super::mcast`]).
+    #[arg(short = 'g', long = "mcg")]
+    pub mcg: bool,
+    /// `-M`: the group of `-g`, 16 bytes as perftest writes them.
+    #[arg(short = 'M', long = "MGID")]
+    pub mgid: Option<String>,
     #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
     pub ib_port: u8,
     #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
@@ -115,6 +121,15 @@ pub struct Settings {
     pub duplex: bool,
     /// `-s` was given.
     pub size_requested: bool,
+    /// `-g`: over UD to a multicast group, `-M`'s or perftest's default.
+    pub mcast: Option<Mcast>,
+}
+
+/// `-g`'s settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mcast {
+    /// `-M`'s group; `None`: perftest's default ([`super::mcast::group`]).
+    pub mgid: Option<[u8; 16]>,
 }
 
 impl Settings {
@@ -130,6 +145,7 @@ impl Settings {
                 ));
             }
         };
+        let mcast = if a.mcg { Some(Self::mcast(test, a)?) } else { None };
         let (uc, ud) = match a.connection.as_str() {
             "RC" => (false, false),
             // perftest runs UC in the SEND and WRITE tests only.
@@ -157,6 +173,10 @@ impl Settings {
                 ));
             }
         };
+        // perftest runs multicast over UD whatever `-c` says, but decides
+        // CQ moderation (below) before it makes it UD.
+        let ud_by_c = ud;
+        let (uc, ud) = if mcast.is_some() { (false, true) } else { (uc, ud) };
         if a.qps == 0 {
             return Err(Error::InvalidArgument("the number of QPs (-q) must be positive"));
         }
@@ -225,7 +245,7 @@ impl Settings {
         }
         let mut cq_mod = DEF_CQ_MOD;
         // perftest keeps moderation for UD, whose messages are small.
-        if size > CQ_MOD_LIMIT && !a.all && !ud {
+        if size > CQ_MOD_LIMIT && !a.all && !ud_by_c {
             cq_mod = 1;
         }
         cq_mod = cq_mod.min(tx_depth);
@@ -244,7 +264,26 @@ impl Settings {
             qps: a.qps,
             duplex: a.bidirectional,
             size_requested: a.size.is_some(),
+            mcast,
         })
+    }
+
+    /// perftest's rules for `-g`: the SEND tests only, one QP, one
+    /// direction, not over rdma_cm's QPs; and `-M`'s group, when given.
+    fn mcast(test: Test, a: &PerfArgs) -> crate::Result<Mcast> {
+        if !test.is_send() {
+            return Err(Error::InvalidArgument("MultiCast feature only available on SEND verb"));
+        }
+        if a.bidirectional {
+            return Err(Error::InvalidArgument("Bidirectional mode not supported in multicast"));
+        }
+        if a.qps > 1 {
+            return Err(Error::InvalidArgument("Only 1 QP supported in multicast"));
+        }
+        if a.rdma_cm {
+            return Err(Error::InvalidArgument("Perftest still doesn't support Multicast with rdma_cm"));
+        }
+        Ok(Mcast { mgid: a.mgid.as_deref().map(super::mcast::parse_mgid).transpose()? })
     }
 
     /// perftest's UD rule once the path MTU is known (`check_mtu`): a
@@ -318,6 +357,29 @@ mod tests {
         assert!(settings(Test::WriteBw, "-q 0").is_err() && settings(Test::WriteBw, "-q 2 -R").is_err());
         assert!(settings(Test::WriteBw, "-A NOPE").is_err());
         assert!(settings(Test::SendLat, "--run_infinitely").is_err());
+    }
+
+    #[test]
+    fn multicast_is_ud_one_qp_one_way() {
+        let s = settings(Test::SendBw, "-g -n 20").unwrap();
+        assert!(s.ud && !s.uc && s.mcast == Some(Mcast { mgid: None }));
+        // Moderation is off for 64 KiB, as perftest decides it before UD.
+        assert_eq!((s.cq_mod, settings(Test::SendBw, "-g -n 20 -c UD").unwrap().cq_mod), (1, 20));
+        // Whatever -c says.
+        assert!(settings(Test::SendLat, "-g -c RC").unwrap().ud);
+        let s = settings(Test::SendLat, "-g -M 0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:3").unwrap();
+        assert_eq!(s.mcast.and_then(|m| m.mgid).map(|g| g[12]), Some(239));
+        // -M alone is ignored, as perftest does.
+        assert!(settings(Test::SendBw, "-M 1:2").unwrap().mcast.is_none());
+        for (test, line) in [
+            (Test::WriteBw, "-g"),
+            (Test::SendBw, "-g -b"),
+            (Test::SendBw, "-g -q 2"),
+            (Test::SendBw, "-g -R"),
+            (Test::SendBw, "-g -M 1:2:3"),
+        ] {
+            assert!(settings(test, line).is_err(), "{line}");
+        }
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct Banner {
     pub qps: u32,
     /// `-b`.
     pub duplex: bool,
+    /// `-g`.
+    pub mcast: bool,
 }
 
 impl Banner {
@@ -46,6 +48,9 @@ impl Banner {
             w.push("Bidirectional");
         }
         w.push(if self.test.is_lat() { "Latency" } else { "BW" });
+        if self.mcast {
+            w.push("Multicast");
+        }
         w.push("Test");
         w
     }
@@ -87,6 +92,9 @@ impl Banner {
         let on = |b: bool| if b { "ON" } else { "OFF" };
         s += &format!("{BAR}\n");
         s += &format!("                    {}\n", self.title_words().join(" "));
+        if self.mcast {
+            s += " MultiCast runs on UD!\n";
+        }
         s += &format!(" Dual-port       : OFF\t\tDevice         : {}\n", self.device);
         s += &format!(" Number of qps   : {}\t\tTransport type : IB\n", self.qps);
         s += &format!(" Connection type : {}\t\tUsing SRQ      : OFF\n", self.connection());
@@ -129,6 +137,10 @@ impl Banner {
         let mut s = String::from("test_info: {\n");
         let on = |b: bool| if b { "ON" } else { "OFF" };
         s += &format!("test: {},\n", self.title_words().join("_"));
+        if self.mcast {
+            // perftest's own spelling, leading space included.
+            s += " MultiCast_runs: on_UD,\n";
+        }
         s += &format!("Dual_port: OFF,\nDevice: \"{}\",\n", self.device);
         s += &format!("Number_of_qps: {},\nTransport_type: IB,\n", self.qps);
         s += &format!("Connection_type: {},\nUsing_SRQ: OFF,\n", self.connection());
@@ -190,6 +202,7 @@ mod tests {
             ud: false,
             qps: 1,
             duplex: false,
+            mcast: false,
         }
     }
 

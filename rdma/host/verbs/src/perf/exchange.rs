@@ -136,9 +136,12 @@ impl Keys {
         })
     }
 
-    /// perftest refuses to pair an IPv4-mapped GID with a native IPv6 one.
+    /// perftest refuses to pair an IPv4-mapped GID with a native IPv6 one
+    /// (its `ipv6_addr_v4mapped`, which counts the IPv4 multicast groups
+    /// RoCE v1 maps to `ff0e::ffff:a.b.c.d` as IPv4 too).
     pub fn gid_is_ipv4(&self) -> bool {
-        self.gid[..10].iter().all(|&b| b == 0) && self.gid[10..12] == [0xff, 0xff]
+        let mapped = |prefix: &[u8]| self.gid[..4] == *prefix && self.gid[4..10].iter().all(|&b| b == 0);
+        (mapped(&[0, 0, 0, 0]) || mapped(&[0xff, 0x0e, 0, 0])) && self.gid[10..12] == [0xff, 0xff]
     }
 }
 
@@ -350,6 +353,10 @@ mod tests {
         assert_eq!(msg[KEYS_LEN - 1], 0);
         assert_eq!(Keys::decode(&msg), Some(sample()));
         assert!(sample().gid_is_ipv4());
+        let group = |g: [u8; 16]| Keys { gid: g, ..sample() }.gid_is_ipv4();
+        assert!(group([0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3]));
+        assert!(!group(super::super::mcast::DEFAULT_MGID));
+        assert!(!group([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0, 0, 1]));
     }
 
     #[test]

@@ -16,13 +16,15 @@
 //! operation) and report min, max, typical (median), average, deviation and
 //! the 99th and 99.9th percentiles. In the one-sided tests the server's CPU
 //! does nothing: it prints the figures the client sends it (bandwidth) or
-//! nothing (latency). The command line is parsed in [`args`].
+//! nothing (latency). With `-g` the SEND tests go over UD to a multicast
+//! group ([`mcast`]). The command line is parsed in [`args`].
 
 pub mod args;
 pub mod banner;
 pub mod cm;
 pub mod exchange;
 pub mod json;
+pub mod mcast;
 pub mod report;
 pub mod run;
 pub mod usage;
@@ -241,6 +243,7 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         ud: st.ud,
         qps: st.qps,
         duplex: st.duplex,
+        mcast: st.mcast.is_some(),
     };
     print!("{}", banner.text());
 
@@ -289,6 +292,17 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         }
         (None, qps)
     };
+    // -g: the side that receives puts its QP in the group (and announces
+    // the group in its keys, below).
+    let group = match st.mcast {
+        Some(m) if mcast::attaches(test, client) => Some(mcast::group(m.mgid, client)),
+        _ => None,
+    };
+    if let Some(g) = group {
+        for qp in &qps {
+            qp.attach_mcast(g)?;
+        }
+    }
     let layout = Layout::new(
         st.size as usize,
         agreed.page_size.max(PAGE_SIZE) as usize,
@@ -300,15 +314,23 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
     let mes: Vec<Keys> = qps
         .iter()
         .enumerate()
-        .map(|(i, qp)| Keys {
-            lid: port.lid,
-            out_reads,
-            qpn: qp.qp_num(),
-            psn: random_psn(),
-            rkey: mr.rkey(),
-            vaddr: mr.addr() + layout.inbox(i) as u64,
-            gid,
-            srqn: 0,
+        .map(|(i, qp)| {
+            let me = Keys {
+                lid: port.lid,
+                out_reads,
+                qpn: qp.qp_num(),
+                psn: random_psn(),
+                rkey: mr.rkey(),
+                vaddr: mr.addr() + layout.inbox(i) as u64,
+                gid,
+                srqn: 0,
+            };
+            // A group member is reached through the group: its GID, the
+            // multicast LID (none on RoCE) and the multicast QPN.
+            match group {
+                Some(g) => Keys { lid: 0, qpn: mcast::MCAST_QPN, gid: g, ..me },
+                None => me,
+            }
         })
         .collect();
     let connect = |rems: &[Keys]| -> crate::Result<()> {
@@ -320,9 +342,12 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
             return Err(Error::Protocol("the peer's keys do not match our QPs".into()));
         }
         if rems.first().map(Keys::gid_is_ipv4) != mes.first().map(Keys::gid_is_ipv4) {
-            return Err(Error::InvalidArgument(
-                "one side uses an IPv4-mapped GID and the other an IPv6 one: pick GIDs of the same kind with -x",
-            ));
+            return Err(Error::InvalidArgument(if st.mcast.is_some() {
+                "one side uses an IPv4-mapped GID and the other an IPv6 one: with -g over IPv4 (-x of an \
+                 IPv4-mapped GID) name an IPv4-mapped group with -M (the default MGID is IPv6)"
+            } else {
+                "one side uses an IPv4-mapped GID and the other an IPv6 one: pick GIDs of the same kind with -x"
+            }));
         }
         for ((qp, me), rem) in qps.iter().zip(&mes).zip(rems) {
             if st.ud {
@@ -362,6 +387,11 @@ fn run(st: &Settings, a: &PerfArgs) -> crate::Result<()> {
         port: a.ib_port,
     };
     let result = run_test(st, a, &banner, conn, layout);
+    if let Some(g) = group {
+        for qp in &qps {
+            let _ = qp.detach_mcast(g);
+        }
+    }
     // As perftest: the client disconnects and waits for DISCONNECTED, the
     // server disconnects; the QPs go before their ids.
     if let Some(id) = &data_id {
@@ -412,6 +442,11 @@ fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, layou
     for m in mes {
         rems.push(ch.handshake(m)?);
     }
+    if st.mcast.is_some() && (client || test.is_lat()) {
+        // As perftest, a sender gives the group's new member a moment
+        // (on a fabric, for its join to reach the switches).
+        std::thread::sleep(Duration::from_millis(50));
+    }
     connect(&rems)?;
     // UD: the peer's GID as each QP's destination (RoCE: a GRH, hop limit
     // 255 as perftest).
@@ -438,12 +473,13 @@ fn run_test(st: &Settings, a: &PerfArgs, banner: &Banner, c: Conn<'_, '_>, layou
     if test.is_send() {
         ch.handshake(me)?;
     }
+    let label = |local: bool| if st.mcast.is_some() && mcast::labels_mgid(local, client) { "MGID" } else { "GID" };
     for m in mes {
-        print!("{}", report::address_lines("local", m, out, keys));
+        print!("{}", report::address_lines("local", m, out, keys, label(true)));
     }
     for (m, r) in mes.iter().zip(rems.iter_mut()) {
         *r = ch.handshake(m)?;
-        print!("{}", report::address_lines("remote", r, out, keys));
+        print!("{}", report::address_lines("remote", r, out, keys, label(false)));
     }
     println!("{BAR}");
     if !test.is_send() {

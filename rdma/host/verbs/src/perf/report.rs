@@ -160,8 +160,9 @@ pub fn lat_duration_json(size: u64, iters: u64, avg: f64, tps: f64) -> String {
 }
 
 /// One side's address lines: `local` or `remote`; the READ's outstanding
-/// reads and the RDMA keys only for the tests that print them.
-pub fn address_lines(side: &str, k: &Keys, out_reads: bool, rdma_keys: bool) -> String {
+/// reads and the RDMA keys only for the tests that print them; the GID
+/// labelled `gid_label` (`GID`, or `MGID` for a multicast group).
+pub fn address_lines(side: &str, k: &Keys, out_reads: bool, rdma_keys: bool, gid_label: &str) -> String {
     let mut s = format!(
         " {side} address: LID {} QPN {} PSN {}",
         c_hex(u64::from(k.lid), 4),
@@ -175,7 +176,7 @@ pub fn address_lines(side: &str, k: &Keys, out_reads: bool, rdma_keys: bool) -> 
         s += &format!(" RKey {} VAddr {}", c_hex(u64::from(k.rkey), 8), c_hex(k.vaddr, 16));
     }
     let g: Vec<String> = k.gid.iter().map(|b| format!("{b:02}")).collect();
-    s += &format!("\n GID: {}\n", g.join(":"));
+    s += &format!("\n {gid_label}: {}\n", g.join(":"));
     s
 }
 

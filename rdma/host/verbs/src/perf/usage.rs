@@ -67,9 +67,11 @@ const OPTIONS: &[(For, Line)] = &[
             "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded, and cpu-freq is not on max.",
         ),
     ),
+    (For::Send, Line::Text("  -g, --mcg  Send messages to multicast group with 1 QP attached to it.")),
     (For::All, Line::Text("  -h, --help  Show this help screen.")),
     (For::All, Line::Text("  -i, --ib-port=<port>  Use port <port> of IB device (default 1)")),
     (For::All, Line::Text("  -m, --mtu=<mtu>  MTU size : 256 - 4096 (default port mtu)")),
+    (For::Send, Line::Text("  -M, --MGID=<multicast_gid>  In multicast, uses <multicast_gid> as the group MGID.")),
     (For::All, Line::Iters),
     (For::All, Line::Text("  -p, --port=<port>  Listen on/connect to port <port> (default 18515)")),
     (
@@ -141,6 +143,7 @@ mod tests {
         assert!(!bw.contains("-A, --atomic_type") && !bw.contains("-r, --rx-depth"));
         let lat = text(Test::SendLat, "send_lat");
         assert!(lat.contains("(default 2)") && lat.contains("-r, --rx-depth") && !lat.contains("--report_gbits"));
+        assert!(lat.contains("-g, --mcg") && lat.contains("-M, --MGID") && !bw.contains("-g, --mcg"));
         assert!(!lat.contains("-D, --duration"));
         let atomic = text(Test::AtomicLat, "atomic_lat");
         assert!(
