@@ -219,14 +219,21 @@ fn new_tools_and_options_against_linux_both_directions() {
 /// `-q 2`, `-b` and `-c UD` against Linux's perftest, each side as server
 /// and as client: both print their result row (a duplex row counts one
 /// direction's iterations, a `-q 2` row both QPs', a UD row messages of
-/// one MTU).
+/// one MTU). The duplex runs use perftest's default 64 KiB messages.
 ///
-/// The duplex WRITE and SEND runs use one-packet messages: with 64 KiB
-/// ones, Linux's writes to the appliance sometimes end in REM_INV_REQ (the
-/// appliance's responder NAKing "invalid request") under the two
-/// directions' load. Not yet diagnosed; the likely cause is rxe's retry
-/// resuming a message mid-way with a new FIRST packet, which the
-/// responder's opcode-sequence check refuses while the message is open.
+/// Two faults once failed the duplex runs now and then. A report field
+/// holding a 0x0a byte reached a Linux client in two TCP segments (the
+/// guest forward's line-buffered stdout), and perftest's single `read()`
+/// of it failed the run. And a Linux guest that stalled for about a second
+/// under TCG outlasted this side's seven retries at perftest's 67 ms
+/// timeout: the QP erred, and Linux, whose rxe retries `retry_cnt 7`
+/// forever, hung; the retransmit timer now backs off (`rxe::completer`).
+/// Linux's retry resumes a message with the MIDDLE or LAST packet it was
+/// at (`retry_first_write_send` replays the opcodes of the packets already
+/// acknowledged), which the responder takes.
+///
+/// `PERFTEST_CASES=-b,UD` runs only the cases whose options hold one of
+/// those strings.
 #[test]
 #[ignore = "boots a Linux peer: `make interop`"]
 fn qps_duplex_and_ud_against_linux_both_directions() {
@@ -239,10 +246,12 @@ fn qps_duplex_and_ud_against_linux_both_directions() {
     let hp = linux.host_port();
     let only = std::env::var("PERFTEST_CASES").unwrap_or_default();
     // (Linux program, our tool, options, what both sides print)
-    let matrix: [(&str, &str, &str, &str); 5] = [
+    let matrix: [(&str, &str, &str, &str); 7] = [
         ("ib_write_bw", "write_bw", "-n 100 -q 2", " 65536      200 "),
-        ("ib_write_bw", "write_bw", "-n 100 -b -s 1024", " 1024       100 "),
-        ("ib_send_bw", "send_bw", "-n 100 -b -s 1024", " 1024       100 "),
+        ("ib_write_bw", "write_bw", "-n 200 -b", " 65536      200 "),
+        ("ib_send_bw", "send_bw", "-n 200 -b", " 65536      200 "),
+        ("ib_read_bw", "read_bw", "-n 200 -b", " 65536      200 "),
+        ("ib_read_bw", "read_bw", "-n 100 -q 2 -b", " 65536      200 "),
         ("ib_send_bw", "send_bw", "-n 20 -c UD", " 1024       20 "),
         ("ib_send_lat", "send_lat", "-n 100 -c UD", " 2       100 "),
     ];
