@@ -283,6 +283,48 @@ fn qps_duplex_and_ud_against_linux_both_directions() {
     let _ = std::fs::remove_file(&capture);
 }
 
+/// A duplex 64 KiB WRITE run against a Linux guest that stops for a second
+/// mid-run (its QEMU stopped, as a loaded host sometimes does to a TCG
+/// guest): both sides finish. With perftest's `timeout 14` (67 ms) and
+/// `retry_cnt 7`, seven retries at the nominal timeout gave up after about
+/// half a second, the appliance's QP erred and Linux, whose rxe retries
+/// `retry_cnt 7` forever, hung. The backed-off retransmit timer
+/// (`rxe::completer`) gives the same seven retries 1.8 s.
+#[test]
+#[ignore = "boots a Linux peer: `make interop`"]
+fn duplex_write_outlasts_a_linux_guest_frozen_for_a_second() {
+    if !LinuxPeer::available_or_skip("duplex_write_outlasts_a_linux_guest_frozen_for_a_second") {
+        return;
+    }
+    let gp = free_tcp_port();
+    let capture = std::env::temp_dir().join(format!("perftest-freeze-{}.pcap", std::process::id()));
+    let (mut app, mut linux, shm) = setup(gp, &capture);
+    let hp = linux.host_port();
+    let common = "-x 1 -n 1000 -b";
+    linux.spawn_bg(&format!("ib_write_bw -d rxe0 -F {common}"), "/tmp/pt.log").unwrap();
+    linux.wait_listening(MGMT_GUEST_PORT, Duration::from_secs(30)).unwrap();
+    let ours = tool::Watched::spawn("write_bw", &shm.path, &format!("{common} -p {hp} 127.0.0.1")).unwrap();
+    // The first progress line: both directions are under way.
+    let started = ours.wait_line("/1000 iterations", Duration::from_secs(120));
+    assert!(started.is_some(), "write_bw never got going:\n{}", ours.text());
+    linux.freeze(Duration::from_secs(1)).unwrap();
+    let (ok, out) = ours.finish(RUN).unwrap();
+    let theirs = linux
+        .finish_bg("/tmp/pt.log", RUN)
+        .unwrap_or_else(|e| panic!("Linux ib_write_bw server did not end: {e}\nwrite_bw client:\n{out}"));
+    assert!(ok && out.contains(" 65536      1000 "), "write_bw client:\n{out}\nLinux ib_write_bw server:\n{theirs}");
+    assert!(theirs.contains("exit=0") && theirs.contains(" 65536      1000 "), "Linux ib_write_bw server:\n{theirs}");
+    // The freeze did cost the appliance retransmit timeouts, and no retry ran out.
+    let perf = app.cmd("perf").unwrap();
+    let timeouts = counter(&counters(&perf), "timeouts").unwrap_or(0);
+    assert!(timeouts > 0, "no retransmit timeout during the freeze:\n{perf}");
+    let stats = app.cmd("rdma statistic show").unwrap();
+    assert_eq!(counter(&counters(&stats), "retry_exceeded_err"), Some(0), "{stats}");
+    eprintln!("frozen for 1 s: {timeouts} retransmit timeouts on the appliance, both sides done");
+    drop(app);
+    let _ = std::fs::remove_file(&capture);
+}
+
 /// Two appliances on one wire (10.0.0.1 and 10.0.0.2, rxe0 on each), with
 /// a ring each: a server on one ring and a client on the other, both on
 /// this host, their TCP exchange on 127.0.0.1. The rings are 256 MiB so
