@@ -367,6 +367,20 @@ impl LinuxPeer {
         self.guest.wait_for_text(needle, timeout).map(|_| ())
     }
 
+    /// Stops the guest for `d` and lets it go on: its QEMU (started here) gets
+    /// SIGSTOP, then SIGCONT, as when the host does not run its vCPU for a
+    /// while. Frames sent to it meanwhile wait in its socket; it sends none.
+    pub fn freeze(&self, d: Duration) -> std::io::Result<()> {
+        let pid = self.guest.pid().to_string();
+        let signal = |sig: &str| -> std::io::Result<()> {
+            let status = std::process::Command::new("kill").args([sig, &pid]).status()?;
+            if status.success() { Ok(()) } else { Err(std::io::Error::other(format!("kill {sig} {pid}: {status}"))) }
+        };
+        signal("-STOP")?;
+        std::thread::sleep(d);
+        signal("-CONT")
+    }
+
     /// Everything the console printed so far.
     pub fn transcript(&self) -> String {
         self.guest.console.text()

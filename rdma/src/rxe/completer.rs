@@ -14,8 +14,13 @@
 //! - Sequence NAK: everything before its PSN arrived; go back to it (go-back-N).
 //! - RNR NAK: wait the timer the AETH names (the IBA RNR timer table, `aeth`), then go
 //!   back to its PSN; `rnr_retry` 7 retries forever.
-//! - Retransmit timer: 4.096 µs × 2^timeout after the last progress; on expiry go back
-//!   to the oldest unacknowledged PSN.
+//! - Retransmit timer: 4.096 µs × 2^timeout (T, the Local ACK Timeout) after the last
+//!   progress; on expiry go back to the oldest unacknowledged PSN. Timeouts in a row
+//!   without progress double it, up to 4T: the transport timer may run from T to 4T
+//!   (C9-140..C9-142, which Linux's SRP initiator reads the same way when it bounds
+//!   a request by `retry_cnt` × 4T). A peer that stops answering for a while (a
+//!   guest whose vCPU does not run) is so given 27T over seven retries instead of
+//!   8T. Progress brings it back to T.
 //! - `retry_cnt` counts retries, as the spec says (9.7.6.1.3, C9-141): 7 allows seven
 //!   retries, then RETRY_EXC_ERR. (Linux rxe treats 7 as "forever"; we do not, on
 //!   purpose.) Any forward progress restores the count, as rxe does. An armed QP
@@ -180,15 +185,26 @@ fn advance<M>(qp: &mut Qp, dev: &Device<M>, to: Psn, now: Instant) {
         qp.req.rewound_to = None;
         qp.req.retry_left = qp.attr.retry_cnt;
         qp.req.rnr_left = qp.attr.rnr_retry;
+        qp.req.backoff = 0;
         qp.req.window = (qp.req.window + 1).min(qp.window_cap(&dev.config));
     }
     rearm(qp, now);
 }
 
+/// The most the retransmit timer backs off: 2^2, four times the Local ACK Timeout.
+pub const MAX_BACKOFF: u8 = 2;
+
+/// How long the retransmit timer runs now: the Local ACK Timeout, doubled per
+/// timeout in a row without progress (`ReqState::backoff`). `None`: no timer
+/// (`timeout` 0).
+pub fn retransmit_timeout(qp: &Qp) -> Option<Duration> {
+    let t = local_ack_timeout(qp.attr.timeout)?;
+    Some(Duration::from_micros(t.as_micros() << qp.req.backoff.min(MAX_BACKOFF)))
+}
+
 /// Runs the retransmit timer while anything is unacknowledged.
 fn rearm(qp: &mut Qp, now: Instant) {
-    qp.req.timer =
-        if qp.req.comp_psn != qp.req.psn { local_ack_timeout(qp.attr.timeout).map(|t| now + t) } else { None };
+    qp.req.timer = if qp.req.comp_psn != qp.req.psn { retransmit_timeout(qp).map(|t| now + t) } else { None };
 }
 
 /// Halves the window, at most once per `episode` (a loss shows up as several NAKs).
@@ -302,6 +318,7 @@ pub fn on_timer<M>(qp: &mut Qp, dev: &mut Device<M>, now: Instant) -> bool {
         return false;
     }
     dev.stats.timeouts += 1;
+    qp.req.backoff = (qp.req.backoff + 1).min(MAX_BACKOFF);
     let psn = qp.req.comp_psn;
     retry(qp, dev, now, psn, Retry::Timeout);
     true

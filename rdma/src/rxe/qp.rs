@@ -336,6 +336,9 @@ pub struct ReqState {
     pub rnr_left: u8,
     /// When the retransmit timer fires.
     pub timer: Option<Instant>,
+    /// Retransmit timeouts in a row without progress, up to
+    /// `completer::MAX_BACKOFF`: the timer runs the Local ACK Timeout × 2^this.
+    pub backoff: u8,
     /// While set, an RNR NAK holds the requester until then.
     pub rnr_until: Option<Instant>,
     /// The PSN the last NAK-driven rewind went back to, until progress passes it.
@@ -359,6 +362,7 @@ impl ReqState {
             retry_left: 0,
             rnr_left: 0,
             timer: None,
+            backoff: 0,
             rnr_until: None,
             rewound_to: None,
             window,

@@ -21,6 +21,7 @@ use crate::wire::{
     AtomicEthRepr, DethRepr, ExtHeaders, FethRepr, IethRepr, ImmDtRepr, Opcode, RethRepr, RoceRepr, sport,
 };
 
+use super::completer;
 use super::device::Device;
 use super::mem_ops;
 use super::memory::Memory;
@@ -28,7 +29,7 @@ use super::qp::{Qp, WqeState};
 use super::qp_state::{QpState, QpType};
 use super::sgl;
 use super::sink::FrameSink;
-use super::time::{Instant, local_ack_timeout};
+use super::time::Instant;
 use super::tx;
 use super::wc::WcStatus;
 use super::wr::{SendFlags, WrOpcode};
@@ -369,7 +370,7 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
         qp.req.offset = offset + payload_len as u32;
     }
     if rc && qp.req.timer.is_none() {
-        qp.req.timer = local_ack_timeout(qp.attr.timeout).map(|t| now + t);
+        qp.req.timer = completer::retransmit_timeout(qp).map(|t| now + t);
     }
     true
 }
