@@ -305,8 +305,7 @@ impl LinuxPeer {
         let out = match self.cmd_timeout(&format!("{line}; echo \"exit=$?\""), timeout) {
             Ok(out) => out,
             Err(e) => {
-                let _ = self.send(b"\x03");
-                let _ = self.cmd("sleep 0.2");
+                self.interrupt();
                 return Err(e);
             }
         };
@@ -316,6 +315,15 @@ impl LinuxPeer {
             .find_map(|l| l.trim().strip_prefix("exit=").and_then(|s| s.parse().ok()))
             .ok_or_else(|| self.error(format!("`{line}`: no exit status in\n{out}")))?;
         Ok((status, out))
+    }
+
+    /// Interrupts the command running (Ctrl-C) and waits for the shell's next
+    /// prompt. Typing on at once raced the shell: a line typed before the
+    /// prompt came could be taken for answered by the prompt that ended the
+    /// interrupted command (its output then read as empty).
+    fn interrupt(&mut self) {
+        let t = self.opts.cmd_timeout;
+        let _ = self.guest.interrupt(t);
     }
 
     /// Starts `line` in the guest's background, its output in `log` and then
@@ -333,7 +341,7 @@ impl LinuxPeer {
     pub fn finish_bg(&mut self, log: &str, timeout: Duration) -> Result<String, Error> {
         let done = self.cmd_timeout(&format!("wait $! 2>/dev/null; cat {log}"), timeout);
         if done.is_err() {
-            let _ = self.send(b"\x03");
+            self.interrupt();
             let _ = self.kill_bg(log);
             // The shell reports the killed job with the next prompt: let
             // that go by before the caller's next command.
