@@ -622,12 +622,13 @@ pub fn send_read<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device
         };
         let Device { mem, mrs, stats, ip_id, .. } = dev;
         // A zero-length READ names no memory (C9-88): nothing to read at `va`.
-        let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| {
-            out.is_empty()
-                || mr::find(mrs, target.mr_key).is_some_and(|m| {
-                    m.pieces(va, out.len(), |at, r| out.get_mut(r).is_some_and(|b| mem.read(at, b).is_ok()))
-                })
-        });
+        let sent = match mr::find(mrs, target.mr_key) {
+            Some(mr) if len > 0 => {
+                let runs = mr::MrRuns { mr, addr: va, len: len as usize };
+                tx::send_from_memory(sink, stats, ip_id, &path, &roce, len as usize, &runs, &*mem)
+            }
+            _ => tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| out.is_empty()),
+        };
         if !sent {
             return;
         }
