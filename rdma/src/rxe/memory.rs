@@ -122,6 +122,11 @@ impl FlatMemory {
         FlatMemory { base, bytes: alloc::vec![0; len], dma: false }
     }
 
+    /// Zeroes every byte, as `new` left them.
+    pub fn clear(&mut self) {
+        self.bytes.fill(0);
+    }
+
     /// Lets a device read this memory by DMA (bus address = address), or not.
     pub fn set_dma(&mut self, on: bool) {
         self.dma = on;
