@@ -14,6 +14,15 @@
 //! WRITEs are ACKed again without being executed, READs are answered again from the
 //! saved responder resources (re-reading memory, as the spec allows), atomics are
 //! answered with the saved original value and never executed twice.
+//!
+//! Payloads reach memory only from frames [`crate::wire::frame::parse`] accepted, the
+//! ICRC checked over the whole frame first: a payload is then copied into its MR once
+//! (here, and READ responses by the completer). The check and the copy stay two passes
+//! over the received bytes on purpose: a copy that computed the ICRC as it moved would
+//! have written the bytes before knowing they were good, into memory no retransmission
+//! can always repair (a receive buffer the application reads on completion). On
+//! transmit the ICRC is computed as the payload moves, or over it in place (zero-copy,
+//! [`super::gather`]).
 
 use crate::core::counters::RxeCounter;
 use crate::wire::aeth::Syndrome;
