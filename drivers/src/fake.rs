@@ -160,6 +160,16 @@ impl Transport for FakeTransport {
     }
 }
 
+/// `bytes` as memory outside a driver that a fake device reads a frame's
+/// middle from (zero-copy transmit): its address is its bus address here.
+/// The test keeps `bytes` alive and unchanged until the device has read it.
+pub fn segment(bytes: &[u8]) -> crate::nic::TxSegment {
+    // SAFETY: host memory the test owns, readable for as long as the test's
+    // fake device may read it (the test's duty, above); the fake devices read
+    // a bus address as a pointer.
+    unsafe { crate::nic::TxSegment::new(bytes.as_ptr() as u64, bytes.len()) }
+}
+
 /// The atomic of type `A` at device address `addr`.
 ///
 /// # Safety
@@ -179,6 +189,7 @@ pub struct Desc {
     pub addr: PhysAddr,
     pub len: u32,
     pub flags: u16,
+    pub next: u16,
 }
 
 /// The device's side of one queue.
@@ -231,7 +242,7 @@ impl DeviceQueue {
         unsafe { at::<AtomicU16>(self.q.used) }.store(v, Ordering::Release);
     }
 
-    /// Takes the next available buffer, if any.
+    /// Takes the next available buffer, if any (the head of its chain).
     pub fn take(&mut self) -> Option<Desc> {
         if self.avail_idx() == self.last_avail {
             return None;
@@ -239,19 +250,35 @@ impl DeviceQueue {
         let ring = self.q.avail + 4 + 2 * self.slot(self.last_avail);
         // SAFETY: see above.
         let id = unsafe { at::<AtomicU16>(ring) }.load(Ordering::Relaxed);
-        assert!(id < self.q.size, "driver put descriptor {id} in the ring");
+        self.last_avail = self.last_avail.wrapping_add(1);
+        Some(self.desc(id))
+    }
+
+    /// Takes the next available chain: its descriptors in order, following
+    /// VIRTQ_DESC_F_NEXT (§2.7.5), no longer than the queue.
+    pub fn take_chain(&mut self) -> Option<Vec<Desc>> {
+        let mut chain = vec![self.take()?];
+        while let Some(last) = chain.last().filter(|d| d.flags & 1 != 0) {
+            assert!(chain.len() < usize::from(self.q.size), "a chain longer than the queue");
+            let next = self.desc(last.next);
+            chain.push(next);
+        }
+        Some(chain)
+    }
+
+    fn desc(&self, id: u16) -> Desc {
+        assert!(id < self.q.size, "driver named descriptor {id}");
         let d = self.q.desc + 16 * u64::from(id);
         // SAFETY: see above.
-        let desc = unsafe {
+        unsafe {
             Desc {
                 id,
                 addr: at::<AtomicU64>(d).load(Ordering::Relaxed),
                 len: at::<AtomicU32>(d + 8).load(Ordering::Relaxed),
                 flags: at::<AtomicU16>(d + 12).load(Ordering::Relaxed),
+                next: at::<AtomicU16>(d + 14).load(Ordering::Relaxed),
             }
-        };
-        self.last_avail = self.last_avail.wrapping_add(1);
-        Some(desc)
+        }
     }
 
     /// Publishes a used entry (any id and length: a test may lie) and counts
@@ -290,8 +317,14 @@ impl DeviceQueue {
         }
     }
 
+    /// The bytes of a device-readable chain, in order.
+    pub fn read_chain(&self, chain: &[Desc]) -> Vec<u8> {
+        chain.iter().flat_map(|d| self.read(d)).collect()
+    }
+
     /// The bytes of a device-readable buffer.
     pub fn read(&self, d: &Desc) -> Vec<u8> {
+        assert!(d.flags & 2 == 0, "read of a device-writable buffer {d:?}");
         let mut v = vec![0u8; d.len as usize];
         for (i, b) in v.iter_mut().enumerate() {
             // SAFETY: as in `write`.

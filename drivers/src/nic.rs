@@ -5,7 +5,10 @@
 //! Offloads are opt-in per frame: [`Nic::tx_offload`] says which checksums
 //! a NIC computes, [`Nic::transmit_with`] asks for them (the default does
 //! them in software), [`Nic::transmit_parts`] sends one frame from several
-//! buffers (the default lends one buffer cut in parts).
+//! buffers (the default lends one buffer cut in parts), and
+//! [`Nic::transmit_gather`] sends a frame whose middle the device reads from
+//! memory outside the driver ([`TxSegment`]s: zero-copy transmit; the
+//! default cannot, [`Nic::gather_room`] says 0, and the caller copies).
 
 pub use crate::csum::{TxChecksum, TxOffload};
 
@@ -29,6 +32,49 @@ pub struct RxVerdict {
 
 /// The most parts [`Nic::transmit_parts`] takes.
 pub const MAX_PARTS: usize = 8;
+
+/// The most segments [`Nic::transmit_gather`] takes: with the head and tail
+/// buffers, a chain of at most [`MAX_PARTS`] descriptors (far under what
+/// QEMU's models accept: 64 fragments on the e1000e and igb, a chain up to
+/// the queue's size on virtio-net).
+pub const MAX_SEGMENTS: usize = MAX_PARTS - 2;
+
+/// A run of memory outside the driver's buffers that the device reads part
+/// of a frame from, by DMA, after the transmit call returned: its bus
+/// address (here the guest-physical one) and length. Only made by whoever
+/// can vouch for the memory ([`TxSegment::new`] is `unsafe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxSegment {
+    paddr: u64,
+    len: usize,
+}
+
+impl TxSegment {
+    /// # Safety
+    /// `paddr..paddr + len` must be memory a device can read by DMA (RAM, or
+    /// a BAR backed by RAM such as ivshmem's), and stay so for as long as a
+    /// device may read it: in practice for the life of the firmware (never
+    /// unmapped, never handed back to an allocator that could give it to a
+    /// device as something else). A device given anything else may fault or
+    /// stop: QEMU's virtio-net marks itself broken on an address it cannot
+    /// map. The device only reads the memory; what it finds there when it
+    /// reads is what leaves.
+    pub unsafe fn new(paddr: u64, len: usize) -> Self {
+        TxSegment { paddr, len }
+    }
+
+    pub fn paddr(&self) -> u64 {
+        self.paddr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
 
 /// A link-layer NIC.
 pub trait Nic {
@@ -76,6 +122,33 @@ pub trait Nic {
         }
         let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l))?;
         self.transmit(total, |buf| with_parts(buf, lens, f)).flatten()
+    }
+
+    /// How many [`TxSegment`]s a frame sent by [`Nic::transmit_gather`] may
+    /// have now: 0 when the driver cannot send from outside memory (this
+    /// default) or its queue has no room for such a chain at the moment; the
+    /// caller then copies the frame into the driver's buffers instead
+    /// ([`Nic::transmit_parts`]). At most [`MAX_SEGMENTS`].
+    fn gather_room(&mut self) -> usize {
+        0
+    }
+
+    /// Sends one frame as a chain: `head_len` bytes `f` writes into one
+    /// driver buffer, then `segments`, which the device reads where they lie
+    /// (after this call returns: the memory must stay readable, which
+    /// [`TxSegment::new`]'s caller vouched for), then `tail_len` bytes `f`
+    /// writes into another. `None` (and `f` not called) when the driver
+    /// cannot, the queue lacks room for the chain, or the frame is empty in
+    /// a part or longer than [`Nic::max_frame_len`]. A driver's reclaim of the
+    /// chain gives back only its own buffers.
+    fn transmit_gather<R>(
+        &mut self,
+        _head_len: usize,
+        _segments: &[TxSegment],
+        _tail_len: usize,
+        _f: impl FnOnce(&mut [u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        None
     }
 
     /// Tells the device about the frames queued since the last call (a driver

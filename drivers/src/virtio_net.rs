@@ -19,10 +19,19 @@
 //!
 //! The link status is the `status` field of the device's configuration
 //! (VIRTIO_NET_F_STATUS), read through the transport.
+//!
+//! Zero-copy transmit ([`Nic::transmit_gather`]): a frame goes out as one
+//! descriptor chain, the virtio-net header and the frame's headers from one
+//! transmit buffer, then the segments of memory outside the driver, then the
+//! frame's tail from the same buffer, further on. Only with VIRTIO_F_VERSION_1,
+//! under which the device takes a frame in any layout of descriptors (§5.1.6:
+//! a legacy device without VIRTIO_F_ANY_LAYOUT wants the header alone in its
+//! descriptor); and only while the queue has a free descriptor for every part
+//! (a chain holds one descriptor per part, §2.7.5). Otherwise the caller copies.
 #![forbid(unsafe_code)]
 
-use crate::nic::Nic;
-use crate::virtqueue::{Faults, VirtQueue};
+use crate::nic::{MAX_SEGMENTS, Nic, TxSegment};
+use crate::virtqueue::{ChainPart, Faults, VirtQueue};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -68,6 +77,8 @@ pub struct Stats {
     pub rx_errors: u64,
     /// Transmit attempts refused because the queue was full.
     pub tx_queue_full: u64,
+    /// Frames sent as a chain with memory outside the driver (zero-copy).
+    pub tx_zero_copy: u64,
     /// Notifications of the device about new transmit / receive buffers.
     pub tx_kicks: u64,
     pub rx_kicks: u64,
@@ -209,6 +220,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // Keep `used_event` half the index space ahead of what was taken.
         self.txq.disable_interrupts();
     }
+
+    /// A transmit buffer with its virtio-net header zeroed (no offloads:
+    /// flags, GSO type and the rest are zero, and a recycled buffer may hold
+    /// an old frame's bytes there).
+    fn tx_buffer(&mut self) -> Box<[u8]> {
+        let mut buf = self.tx_free.pop().unwrap_or_else(|| vec![0u8; self.buf_len].into_boxed_slice());
+        if let Some(header) = buf.get_mut(..self.header_len) {
+            header.fill(0);
+        }
+        buf
+    }
 }
 
 /// The entries for queue `queue`: [`QUEUE_SIZE`], or the largest power of two
@@ -272,16 +294,69 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
                 return None;
             }
         }
-        let mut buf = self.tx_free.pop().unwrap_or_else(|| vec![0u8; self.buf_len].into_boxed_slice());
+        let mut buf = self.tx_buffer();
         let total = self.header_len + len;
-        let (header, frame) = buf.get_mut(..total)?.split_at_mut(self.header_len);
-        // No offloads: flags, GSO type and the rest of the header are zero
-        // (and a recycled buffer may hold an old frame's bytes there).
-        header.fill(0);
+        let Some(frame) = buf.get_mut(self.header_len..total) else {
+            self.tx_free.push(buf);
+            return None;
+        };
         let result = f(frame);
         match self.txq.push(buf, total, BufferDirection::DriverToDevice) {
             Ok(()) => {
                 self.stats.tx_frames += 1;
+                Some(result)
+            }
+            Err(buf) => {
+                self.tx_free.push(buf);
+                self.stats.tx_queue_full += 1;
+                None
+            }
+        }
+    }
+
+    /// Free descriptors beyond the two the frame's own buffer takes (see the
+    /// module doc); none on a device without VIRTIO_F_VERSION_1.
+    fn gather_room(&mut self) -> usize {
+        if self.features & F_VERSION_1 == 0 {
+            return 0;
+        }
+        if self.txq.free() < 3 {
+            self.reclaim_tx();
+        }
+        self.txq.free().saturating_sub(2).min(MAX_SEGMENTS)
+    }
+
+    fn transmit_gather<R>(
+        &mut self,
+        head_len: usize,
+        segments: &[TxSegment],
+        tail_len: usize,
+        f: impl FnOnce(&mut [u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        let middle = segments.iter().try_fold(0usize, |a, s| a.checked_add(s.len()))?;
+        let total = head_len.checked_add(middle)?.checked_add(tail_len)?;
+        let refused = head_len == 0 || tail_len == 0 || segments.iter().any(TxSegment::is_empty);
+        if refused || total > self.max_frame_len() || segments.is_empty() || segments.len() > self.gather_room() {
+            return None;
+        }
+        let mut buf = self.tx_buffer();
+        let head_end = self.header_len + head_len;
+        let tail_end = head_end + tail_len;
+        let Some((head, tail)) = buf.get_mut(self.header_len..tail_end).map(|b| b.split_at_mut(head_len)) else {
+            self.tx_free.push(buf);
+            return None;
+        };
+        let result = f(head, tail);
+        let mut parts: [ChainPart; MAX_SEGMENTS + 2] = core::array::from_fn(|_| ChainPart::Own(0..0));
+        parts[0] = ChainPart::Own(0..head_end);
+        for (part, s) in parts[1..].iter_mut().zip(segments) {
+            *part = ChainPart::Segment(*s);
+        }
+        parts[segments.len() + 1] = ChainPart::Own(head_end..tail_end);
+        match self.txq.push_chain(buf, &parts[..segments.len() + 2]) {
+            Ok(()) => {
+                self.stats.tx_frames += 1;
+                self.stats.tx_zero_copy += 1;
                 Some(result)
             }
             Err(buf) => {
@@ -373,11 +448,11 @@ mod tests {
         /// The device sends everything queued; the frames, headers stripped.
         fn send_all(&mut self) -> Vec<Vec<u8>> {
             let mut sent = Vec::new();
-            while let Some(d) = self.tx.take() {
-                let bytes = self.tx.read(&d);
+            while let Some(chain) = self.tx.take_chain() {
+                let bytes = self.tx.read_chain(&chain);
                 assert_eq!(&bytes[..HEADER_LEN], &[0; HEADER_LEN], "no offloads");
                 sent.push(bytes[HEADER_LEN..].to_vec());
-                self.tx.complete(u32::from(d.id), 0, true);
+                self.tx.complete(u32::from(chain[0].id), 0, true);
             }
             sent
         }
@@ -599,6 +674,57 @@ mod tests {
         expect.extend([3; 30]);
         assert_eq!(sent[0], expect);
         assert_eq!((crate::csum::ipv4_header_ok(&sent[1]), crate::csum::l4_ok(&sent[1])), (Some(true), Some(true)));
+    }
+
+    #[test]
+    fn frames_with_outside_memory_go_out_as_one_chain() {
+        let mut r = rig();
+        let outside: Vec<u8> = (0..4000u32).map(|i| (i * 3) as u8).collect();
+        let segs = [crate::fake::segment(&outside[..1000]), crate::fake::segment(&outside[2000..3500])];
+        assert_eq!(r.nic.gather_room(), MAX_SEGMENTS);
+        let got = r.nic.transmit_gather(54, &segs, 6, |head, tail| {
+            head.fill(0x11);
+            tail.fill(0x22);
+            (head.len(), tail.len())
+        });
+        assert_eq!(got, Some((54, 6)));
+        assert_eq!(r.nic.txq.free(), usize::from(QUEUE_SIZE) - 4, "head, two segments, tail");
+        r.nic.service();
+        let sent = r.send_all();
+        let want = [&[0x11; 54][..], &outside[..1000], &outside[2000..3500], &[0x22; 6]].concat();
+        assert_eq!(sent, [want]);
+        r.nic.service();
+        assert_eq!(r.nic.txq.free(), usize::from(QUEUE_SIZE), "the whole chain reclaimed");
+        assert_eq!((r.nic.stats().tx_frames, r.nic.stats().tx_zero_copy), (1, 1));
+        assert_eq!(r.nic.tx_free.len(), 1, "one transmit buffer back");
+        // Refused: empty pieces, too long, more segments than room.
+        let one = [crate::fake::segment(&outside[..10])];
+        assert!(r.nic.transmit_gather(0, &one, 4, |_, _| ()).is_none());
+        assert!(r.nic.transmit_gather(54, &one, 0, |_, _| ()).is_none());
+        assert!(r.nic.transmit_gather(54, &[], 4, |_, _| ()).is_none());
+        assert!(r.nic.transmit_gather(54, &[crate::fake::segment(&outside[..0])], 4, |_, _| ()).is_none());
+        let long = [crate::fake::segment(&outside[..3000]); 3];
+        assert!(r.nic.transmit_gather(54, &long, 6, |_, _| ()).is_none(), "over the MTU");
+        let seven = [crate::fake::segment(&outside[..10]); MAX_SEGMENTS + 1];
+        assert!(r.nic.transmit_gather(54, &seven, 6, |_, _| ()).is_none());
+        // A nearly full queue: room shrinks, then none.
+        for _ in 0..QUEUE_SIZE - 3 {
+            assert!(r.nic.transmit(60, |_| ()).is_some());
+        }
+        assert_eq!(r.nic.gather_room(), 1);
+        assert!(r.nic.transmit_gather(54, &[one[0], one[0]], 4, |_, _| ()).is_none(), "two segments, room for one");
+        assert!(r.nic.transmit_gather(54, &one, 4, |_, _| ()).is_some());
+        assert_eq!(r.nic.gather_room(), 0);
+        assert_eq!(r.send_all().len(), usize::from(QUEUE_SIZE) - 2);
+        assert_eq!(r.nic.gather_room(), MAX_SEGMENTS, "reclaimed when asked");
+    }
+
+    #[test]
+    fn a_legacy_device_gets_no_chains() {
+        let mut r = rig_with(FEATURES & !F_VERSION_1, S_LINK_UP, 1500);
+        let outside = [5u8; 100];
+        assert_eq!(r.nic.gather_room(), 0);
+        assert!(r.nic.transmit_gather(54, &[crate::fake::segment(&outside)], 4, |_, _| ()).is_none());
     }
 
     #[test]

@@ -5,6 +5,13 @@
 //! touch it while the device may, and a used entry naming a descriptor the
 //! device does not hold is noticed (and counted) instead of trusted.
 //!
+//! Or a chain (§2.7.5, VIRTQ_DESC_F_NEXT; [`VirtQueue::push_chain`]): one owned
+//! buffer, pieces of which the device reads, with memory outside it between
+//! them ([`TxSegment`]s, which the queue never owns: zero-copy transmit). The
+//! whole chain is held under its head's id and comes back as that one buffer;
+//! the ids of the rest are the queue's own record, not read back from the
+//! descriptors the device could have written.
+//!
 //! Notifications both ways are the caller's decision, made once per burst:
 //! - to the device (§2.7.10): [`VirtQueue::kick`] rings its doorbell for the
 //!   buffers pushed since the last call only if the device asked to be told
@@ -24,13 +31,17 @@
 #![forbid(unsafe_code)]
 
 use crate::dma::{self, DmaRegion};
+use crate::nic::{MAX_PARTS, TxSegment};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::ops::Range;
 use core::sync::atomic::{Ordering, fence};
 use virtio_drivers::transport::Transport;
 use virtio_drivers::{BufferDirection, Error, Hal, PAGE_SIZE, PhysAddr};
 
-/// Descriptor flag (§2.7.5): the device writes the buffer (else reads it).
+/// Descriptor flags (§2.7.5): the chain goes on at `next`; the device writes
+/// the buffer (else reads it).
+const DESC_F_NEXT: u16 = 1;
 const DESC_F_WRITE: u16 = 2;
 /// `avail.flags` without EVENT_IDX: no used-buffer interrupts (§2.7.7).
 const AVAIL_F_NO_INTERRUPT: u16 = 1;
@@ -104,6 +115,14 @@ impl Layout {
     }
 }
 
+/// The bytes a chain part names.
+fn part_len(p: &ChainPart) -> usize {
+    match p {
+        ChainPart::Own(r) => r.len(),
+        ChainPart::Segment(s) => s.len(),
+    }
+}
+
 /// `vring_need_event` (§2.7.7, 2.7.10): whether an index moving from `old` to
 /// `new` passed `event`, i.e. `event` is in `[old, new)`, wrapping.
 pub fn need_event(event: u16, new: u16, old: u16) -> bool {
@@ -133,12 +152,25 @@ pub struct Used {
     pub written: Option<usize>,
 }
 
-/// A buffer the device holds, with what it was given.
+/// A buffer the device holds, with what it was given: its first `len`
+/// bytes shared at `paddr`, and the ids of the chain's descriptors after the
+/// head.
 struct Held {
     buf: Box<[u8]>,
     paddr: PhysAddr,
     len: usize,
     direction: BufferDirection,
+    rest: [u16; MAX_PARTS - 1],
+    rest_len: usize,
+}
+
+/// One piece of a chain the device reads ([`VirtQueue::push_chain`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainPart {
+    /// These bytes of the chain's own buffer.
+    Own(Range<usize>),
+    /// Memory outside the queue.
+    Segment(TxSegment),
 }
 
 /// A split virtqueue of `size` one-descriptor buffers. Reset the device
@@ -213,30 +245,71 @@ impl<H: Hal> VirtQueue<H> {
     /// Hands the first `len` bytes of `buf` to the device, which reads them
     /// (`DriverToDevice`) or writes them. Gives the buffer back when the queue
     /// is full, `len` is 0 or beyond the buffer, or the queue is broken.
-    pub fn push(&mut self, mut buf: Box<[u8]>, len: usize, direction: BufferDirection) -> Result<(), Box<[u8]>> {
-        let Ok(len32) = u32::try_from(len) else { return Err(buf) };
-        if self.broken || len == 0 || len > buf.len() {
+    pub fn push(&mut self, buf: Box<[u8]>, len: usize, direction: BufferDirection) -> Result<(), Box<[u8]>> {
+        if len == 0 {
             return Err(buf);
         }
-        let Some(id) = self.free.pop() else { return Err(buf) };
-        let Some(paddr) = buf.get_mut(..len).and_then(|b| dma::share::<H>(b, direction)) else {
-            self.free.push(id);
+        self.push_parts(buf, &[ChainPart::Own(0..len)], direction)
+    }
+
+    /// Hands the device a chain it reads, in order: pieces of `buf` and
+    /// segments of memory outside it (at most [`MAX_PARTS`] in all, none
+    /// empty, each at most 4 GiB; at least one piece of `buf`). Gives the
+    /// buffer back, nothing queued, when the queue lacks that many free
+    /// descriptors, a part is refused, or the queue is broken.
+    pub fn push_chain(&mut self, buf: Box<[u8]>, parts: &[ChainPart]) -> Result<(), Box<[u8]>> {
+        self.push_parts(buf, parts, BufferDirection::DriverToDevice)
+    }
+
+    fn push_parts(
+        &mut self,
+        mut buf: Box<[u8]>,
+        parts: &[ChainPart],
+        direction: BufferDirection,
+    ) -> Result<(), Box<[u8]>> {
+        let own_end = parts.iter().try_fold(0usize, |end, p| match p {
+            ChainPart::Own(r) if r.start < r.end && r.end <= buf.len() => Some(end.max(r.end)),
+            ChainPart::Segment(s) if !s.is_empty() => Some(end),
+            _ => None,
+        });
+        let lens_fit = parts.iter().all(|p| u32::try_from(part_len(p)).is_ok());
+        let Some(own_end) = own_end.filter(|&e| e > 0 && lens_fit) else { return Err(buf) };
+        if self.broken || parts.is_empty() || parts.len() > MAX_PARTS || self.free.len() < parts.len() {
+            return Err(buf);
+        }
+        let Some(paddr) = buf.get_mut(..own_end).and_then(|b| dma::share::<H>(b, direction)) else {
             return Err(buf);
         };
-        let flags = if direction == BufferDirection::DriverToDevice { 0 } else { DESC_F_WRITE };
-        let d = self.layout.desc(id);
-        self.mem.store64(d, paddr, Ordering::Relaxed);
-        self.mem.store32(d + 8, len32, Ordering::Relaxed);
-        self.mem.store16(d + 12, flags, Ordering::Relaxed);
-        self.mem.store16(d + 14, 0, Ordering::Relaxed);
-        self.mem.store16(self.layout.avail_ring(self.avail_idx), id, Ordering::Relaxed);
+        let mut ids = [0u16; MAX_PARTS];
+        for id in ids.iter_mut().take(parts.len()) {
+            *id = self.free.pop().unwrap_or_default();
+        }
+        let write = if direction == BufferDirection::DriverToDevice { 0 } else { DESC_F_WRITE };
+        for (i, part) in parts.iter().enumerate() {
+            let (addr, len) = match part {
+                ChainPart::Own(r) => (paddr + r.start as PhysAddr, r.len()),
+                ChainPart::Segment(s) => (s.paddr(), s.len()),
+            };
+            let next = ids.get(i + 1).copied().filter(|_| i + 1 < parts.len());
+            let flags = write | if next.is_some() { DESC_F_NEXT } else { 0 };
+            let d = self.layout.desc(ids[i]);
+            self.mem.store64(d, addr, Ordering::Relaxed);
+            // `len`, `flags` and `next` (§2.7.5, little-endian) in one store:
+            // under emulation every store to the ring is a costly one.
+            let word = u64::from(len as u32) | u64::from(flags) << 32 | u64::from(next.unwrap_or(0)) << 48;
+            self.mem.store64(d + 8, word.to_le(), Ordering::Relaxed);
+        }
+        let head = ids[0];
+        self.mem.store16(self.layout.avail_ring(self.avail_idx), head, Ordering::Relaxed);
         self.avail_idx = self.avail_idx.wrapping_add(1);
         // Published at once, not at the kick: a device still working through
         // the ring takes it without a doorbell. The release store orders the
         // descriptor and ring writes above before it (§2.7.13.3).
         self.mem.store16(self.layout.avail_idx(), self.avail_idx, Ordering::Release);
-        if let Some(slot) = self.held.get_mut(usize::from(id)) {
-            *slot = Some(Held { buf, paddr, len, direction });
+        let mut rest = [0u16; MAX_PARTS - 1];
+        rest.iter_mut().zip(&ids[1..parts.len()]).for_each(|(r, &id)| *r = id);
+        if let Some(slot) = self.held.get_mut(usize::from(head)) {
+            *slot = Some(Held { buf, paddr, len: own_end, direction, rest, rest_len: parts.len() - 1 });
         }
         Ok(())
     }
@@ -269,6 +342,7 @@ impl<H: Hal> VirtQueue<H> {
                 continue;
             };
             self.free.push(id);
+            self.free.extend(held.rest.iter().take(held.rest_len));
             if let Some(b) = held.buf.get_mut(..held.len) {
                 dma::unshare::<H>(held.paddr, b, held.direction);
             }
@@ -554,6 +628,74 @@ mod tests {
         let used = q.pop().expect("buffer back");
         assert_eq!((used.buf.len(), used.written), (16, None));
         assert_eq!(q.faults().bad_len, 1);
+    }
+
+    fn segment(bytes: &[u8]) -> ChainPart {
+        ChainPart::Segment(crate::fake::segment(bytes))
+    }
+
+    #[test]
+    fn chains_are_read_in_order_and_come_back_whole() {
+        let (mut q, mut dev, _t) = queue(16, true);
+        let outside: Vec<u8> = (0..200u8).collect();
+        // Many times round the ring, chains of 2 to 8 descriptors.
+        for i in 0..3000usize {
+            let n = 2 + i % 7;
+            let mut parts = vec![ChainPart::Own(0..10)];
+            for k in 0..n - 2 {
+                parts.push(segment(&outside[k * 20..k * 20 + 13]));
+            }
+            parts.push(ChainPart::Own(10..14));
+            let mut own = buf(0, 32);
+            own[..14].copy_from_slice(&[i as u8; 14]);
+            own[10..14].copy_from_slice(&[0xEE; 4]);
+            q.push_chain(own, &parts).expect("room");
+            assert_eq!(q.free(), 16 - n);
+            let chain = dev.take_chain().expect("published");
+            assert_eq!(chain.len(), n);
+            assert!(chain.iter().all(|d| d.flags & DESC_F_WRITE == 0), "device-readable");
+            let mut want = vec![i as u8; 10];
+            for k in 0..n - 2 {
+                want.extend_from_slice(&outside[k * 20..k * 20 + 13]);
+            }
+            want.extend_from_slice(&[0xEE; 4]);
+            assert_eq!(dev.read_chain(&chain), want, "chain {i}");
+            dev.complete(u32::from(chain[0].id), 0, true);
+            let used = q.pop().expect("used");
+            assert_eq!((used.buf.len(), used.buf[0]), (32, i as u8), "the chain's own buffer back");
+            assert_eq!(q.free(), 16, "every descriptor of the chain freed");
+        }
+        assert_eq!(q.faults(), Faults::default());
+    }
+
+    #[test]
+    fn chains_that_cannot_be_queued_give_the_buffer_back() {
+        let (mut q, mut dev, _t) = queue(4, true);
+        let outside = [7u8; 8];
+        let three = [ChainPart::Own(0..4), segment(&outside), ChainPart::Own(4..8)];
+        q.push_chain(buf(1, 8), &three).expect("room");
+        let back = q.push_chain(buf(2, 8), &three).expect_err("one descriptor left");
+        assert_eq!((back[0], q.free()), (2, 1));
+        let refused: [&[ChainPart]; 5] = [
+            &[],
+            &[segment(&outside)],
+            &[ChainPart::Own(0..4), segment(&outside[..0])],
+            &[ChainPart::Own(4..9)],
+            &[ChainPart::Own(2..2)],
+        ];
+        for parts in refused {
+            assert!(q.push_chain(buf(3, 8), parts).is_err(), "{parts:?}");
+        }
+        let nine: Vec<ChainPart> = (0..9).map(|_| ChainPart::Own(0..1)).collect();
+        let (mut big, _, _) = queue(16, true);
+        assert!(big.push_chain(buf(0, 8), &nine).is_err(), "more than MAX_PARTS");
+        assert_eq!(q.free(), 1, "nothing taken by the refusals");
+        // The device sends the first; a device naming a chain's middle id is lying.
+        let chain = dev.take_chain().expect("chain");
+        dev.complete(u32::from(chain[1].id), 0, true);
+        dev.complete(u32::from(chain[0].id), 0, true);
+        assert!(q.pop().is_some());
+        assert_eq!((q.faults().bad_id, q.free()), (1, 4));
     }
 
     #[test]

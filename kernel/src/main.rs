@@ -58,6 +58,7 @@ fn kmain(boot: BootResult) -> ! {
 
     let region = verbs::map_region(devices);
     let mut config = net::rdma::config_from_cmdline(&info.cmdline);
+    net::rdma::zero_copy_from_cmdline(&info.cmdline);
     let (seed, source) = arch::entropy::seed();
     config.key_seed = seed;
     log::debug!("rxe: key seed from {source:?}");

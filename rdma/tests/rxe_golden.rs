@@ -1,7 +1,9 @@
 //! The frames our requester and responder build, against the frames Linux rxe sent
 //! (tests/fixtures): with the QPNs, PSNs, IP IDs, addresses and payload set to the
 //! captured ones, a 64-byte SEND ONLY, its ACK, and a 3000-byte RDMA WRITE
-//! (FIRST/MIDDLE/LAST at MTU 1024) come out byte for byte as captured, ICRC included.
+//! (FIRST/MIDDLE/LAST at MTU 1024) come out byte for byte as captured, ICRC included,
+//! whether the payload is copied into the frame or sent from memory (zero-copy, the
+//! NIC reading it after the send).
 
 mod common;
 
@@ -75,9 +77,16 @@ fn psn(frame: &[u8]) -> u32 {
 
 #[test]
 fn send_only_and_its_ack_match_the_capture() {
+    for zero_copy in [false, true] {
+        send_only_and_its_ack(zero_copy);
+    }
+}
+
+fn send_only_and_its_ack(zero_copy: bool) {
     let golden = capture("rc_send_small");
     let (send, ack) = (&golden[0], &golden[1]);
     let mut sim = Sim::new(1, Faults::NONE, 1 << 16, Default::default());
+    sim.set_zero_copy(zero_copy);
     burn_qpns(&mut sim, 0x11);
     let mut link = Link { mtu: IbMtu::Mtu1024, ..Link::default() };
     link.sq_psn[REQ] = psn(send);
@@ -98,12 +107,20 @@ fn send_only_and_its_ack_match_the_capture() {
     let log = log.borrow();
     assert_eq!(log.len(), 2, "one SEND ONLY, one ACK");
     assert_eq!(log[0].0, RESP);
-    assert_eq!(&log[0].1, send, "SEND ONLY byte for byte");
+    assert_eq!(&log[0].1, send, "SEND ONLY byte for byte (zero-copy {zero_copy})");
     assert_eq!(&log[1].1, ack, "ACK (syndrome 0x1F, MSN 1) byte for byte");
+    let stats = sim.nodes[REQ].stats();
+    assert_eq!((stats.tx_zero_copy, stats.tx_copied), if zero_copy { (1, 0) } else { (0, 1) });
 }
 
 #[test]
 fn multi_packet_write_matches_the_capture() {
+    for zero_copy in [false, true] {
+        multi_packet_write(zero_copy);
+    }
+}
+
+fn multi_packet_write(zero_copy: bool) {
     let golden = capture("rdma_write_multi");
     let first = frame::parse(&golden[0]).expect("parses");
     let reth = first.repr.roce.ext.reth.expect("RETH");
@@ -114,6 +131,7 @@ fn multi_packet_write_matches_the_capture() {
     assert_eq!(payload.len(), 3000);
 
     let mut sim = Sim::new(1, Faults::NONE, 1 << 16, Default::default());
+    sim.set_zero_copy(zero_copy);
     burn_qpns(&mut sim, 0x14);
     let mut link = Link { mtu: IbMtu::Mtu1024, ..Link::default() };
     link.sq_psn[REQ] = psn(&golden[0]);
@@ -131,6 +149,8 @@ fn multi_packet_write_matches_the_capture() {
     let sent: Vec<&Vec<u8>> = log.iter().filter(|(to, _)| *to == RESP).map(|(_, f)| f).collect();
     assert_eq!(sent.len(), 3);
     for (i, (ours, theirs)) in sent.iter().zip(&golden[..3]).enumerate() {
-        assert_eq!(*ours, theirs, "frame {i} (FIRST/MIDDLE/LAST) byte for byte");
+        assert_eq!(*ours, theirs, "frame {i} (FIRST/MIDDLE/LAST) byte for byte (zero-copy {zero_copy})");
     }
+    let stats = sim.nodes[REQ].stats();
+    assert_eq!((stats.tx_zero_copy, stats.tx_copied), if zero_copy { (3, 0) } else { (0, 3) });
 }

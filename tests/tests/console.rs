@@ -130,7 +130,11 @@ fn log_level_can_be_changed() {
 
 #[test]
 fn cost_times_the_per_frame_work() {
-    let mut a = boot();
+    // A NIC (the ring's memory is the network's to lend) and a ring.
+    let shm = tests::Ivshmem::temp("cost", 16 << 20);
+    let (p1, p2) = (tests::free_udp_port(), tests::free_udp_port());
+    let nic = Some(tests::Nic::new("52:54:00:00:00:01", p1, p2));
+    let mut a = Appliance::boot(Options { ivshmem: Some(shm), nic, ..Options::default() }).unwrap();
     let out = a.cmd("cost icrc 1024 10").unwrap();
     assert!(out.starts_with("icrc 1024 B: ") && out.contains(" us each, "), "{out}");
     // The harness's CPU has PCLMULQDQ: both CRC paths are timed, the one the
@@ -158,6 +162,12 @@ fn cost_times_the_per_frame_work() {
     assert!(out.contains(&format!("({chosen}, in use)")), "{out}");
     let out = a.cmd("cost copy 4096 10").unwrap();
     assert!(out.starts_with("copy 4096 B: "), "{out}");
+    // Out of the ring's memory: a copy, the ICRC in place, both in one pass.
+    for what in ["shm", "shm-crc", "shm-copy-crc"] {
+        let out = a.cmd(&format!("cost {what} 4096 10")).unwrap();
+        assert!(out.starts_with(&format!("{what} 4096 B: ")) && out.contains(" us each, "), "{out}");
+    }
+    assert!(a.cmd("cost shm-crc 4096 10").unwrap().contains(&format!("({chosen})")));
     a.expect("cost icrc 10 10", "error: cost: '10' is not a size in 64..=65536").unwrap();
-    a.expect("cost crc 1024 10", "error: usage: cost icrc|copy|shm <bytes> <count>").unwrap();
+    a.expect("cost crc 1024 10", "error: usage: cost icrc|copy|shm|shm-crc|shm-copy-crc <bytes> <count>").unwrap();
 }

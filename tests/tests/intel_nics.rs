@@ -360,11 +360,14 @@ fn jumbo_frames_and_roce_mtu_4096(model: NicModel) {
     let info = b.cmd("ibv_devinfo").unwrap();
     assert!(info.contains("active_mtu:\t\t4096 (5)"), "{info}");
     pingpong("ibv_rc_pingpong", &mut a, &mut b, "-m 4096 -s 65536 -n 10", 10);
-    // Each RoCE frame with a payload left as a descriptor chain, headers and
-    // payload apart: 10 messages of 16 frames each way at least.
+    // Each RoCE frame with a payload left as a descriptor chain, headers,
+    // the payload read where it lies (zero-copy) and the tail apart: 10
+    // messages of 16 frames each way at least.
     for x in [&mut a, &mut b] {
         let perf = x.cmd("perf").unwrap();
         assert!(perf_counter(&perf, "nic tx_chained") >= 160, "{perf}");
+        assert!(perf_counter(&perf, "nic tx_zero_copy") >= 160, "{perf}");
+        assert!(perf_counter(&perf, "tx_zero_copy") >= 160, "{perf}");
     }
     // UD messages are bounded by the port's MTU, 4096 here.
     pingpong("ibv_ud_pingpong", &mut a, &mut b, "-s 4096 -n 10", 10);

@@ -6,10 +6,15 @@
 use tests::{Appliance, Nic, Options, free_udp_port};
 
 fn pair(host_mtu: Option<u32>) -> (Appliance, Appliance) {
+    pair_with(host_mtu, "")
+}
+
+/// [`pair`] with `append` added to both kernel command lines.
+fn pair_with(host_mtu: Option<u32>, append: &str) -> (Appliance, Appliance) {
     let (p1, p2) = (free_udp_port(), free_udp_port());
     let node = |mac: &str, local, peer, ip: &str| Options {
         nic: Some(Nic { host_mtu, ..Nic::new(mac, local, peer) }),
-        append: format!("ip={ip}"),
+        append: format!("ip={ip} {append}"),
         ..Options::default()
     };
     let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24")).unwrap();
@@ -81,6 +86,44 @@ fn rc_pingpong_between_appliances_at_several_sizes() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{stats}"));
     assert!(sent > 60, "{stats}");
+}
+
+/// The value of counter `name` in `perf`'s output; 0 when `perf` left it out
+/// (it prints only counters that moved).
+fn perf_counter(perf: &str, name: &str) -> u64 {
+    let prefix = format!("{name} ");
+    perf.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0, |v| v.trim().parse().unwrap_or(0))
+}
+
+/// Payloads from memory (here the console pingpong's buffers) leave
+/// zero-copy: the NIC reads them where they lie, as a descriptor chain, and
+/// `perf` counts them; the pingpong checks the data. With `rxe.zero_copy=0`
+/// they are copied into the NIC's buffers (the ICRC computed as they move).
+#[test]
+fn payloads_leave_zero_copy_unless_turned_off() {
+    for zero_copy in [true, false] {
+        let (mut a, mut b) = pair_with(Some(9000), if zero_copy { "" } else { "rxe.zero_copy=0" });
+        for x in [&mut a, &mut b] {
+            x.cmd("perf reset").unwrap();
+        }
+        let (server, client) = pingpong(&mut a, &mut b, "-m 4096 -s 65536 -n 10");
+        assert!(iters_line(&server).starts_with("10 iters in "), "{server}");
+        assert!(iters_line(&client).starts_with("10 iters in "), "{client}");
+        // 10 messages of 16 frames each way at least.
+        for x in [&mut a, &mut b] {
+            let perf = x.cmd("perf").unwrap();
+            let (nic, sent, copied) = (
+                perf_counter(&perf, "nic tx_zero_copy"),
+                perf_counter(&perf, "tx_zero_copy"),
+                perf_counter(&perf, "tx_copied"),
+            );
+            if zero_copy {
+                assert!(nic >= 160 && sent >= 160 && copied == 0, "{perf}");
+            } else {
+                assert!(nic == 0 && sent == 0 && copied >= 160, "{perf}");
+            }
+        }
+    }
 }
 
 /// Ctrl-C ends a pingpong on the console, a waiting server and a running

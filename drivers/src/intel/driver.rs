@@ -25,7 +25,7 @@ use super::stats::{HwStats, Stats};
 use super::tx::{TxContext, TxPart, TxRing};
 use super::watchdog::Watchdog;
 use crate::csum::{self, TxChecksum, TxOffload};
-use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
+use crate::nic::{MAX_PARTS, MAX_SEGMENTS, Nic, RxChecksum, RxVerdict, TxSegment};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -270,19 +270,17 @@ impl<H: Hal, R: Regs, C: Controller> Driver<H, R, C> {
                 return None;
             }
         }
-        let mut parts: [TxPart; MAX_PARTS] = core::array::from_fn(|_| TxPart { buf: None, len: 0 });
+        let mut parts: [TxPart; MAX_PARTS] = core::array::from_fn(|_| TxPart::Buf { buf: None, len: 0 });
         for (part, &len) in parts.iter_mut().zip(lens) {
-            let buf = match self.tx_free.pop() {
-                Some(b) if b.len() >= cap => b,
-                _ => vec![0u8; cap].into_boxed_slice(),
-            };
-            *part = TxPart { buf: Some(buf), len };
+            *part = TxPart::Buf { buf: Some(self.tx_buffer()), len };
         }
         let parts = &mut parts[..lens.len()];
         let (result, ctx) = {
             let mut slices: [&mut [u8]; MAX_PARTS] = Default::default();
             for (slice, part) in slices.iter_mut().zip(parts.iter_mut()) {
-                *slice = part.buf.as_deref_mut().and_then(|b| b.get_mut(..part.len)).unwrap_or_default();
+                if let TxPart::Buf { buf: Some(b), len } = part {
+                    *slice = b.get_mut(..*len).unwrap_or_default();
+                }
             }
             let result = f(&mut slices[..lens.len()]);
             let ctx =
@@ -296,9 +294,18 @@ impl<H: Hal, R: Regs, C: Controller> Driver<H, R, C> {
             self.stats.tx_chained += u64::from(lens.len() > 1);
             Some(result)
         } else {
-            self.tx_free.extend(parts.iter_mut().filter_map(|p| p.buf.take()));
+            self.tx_free.extend(parts.iter_mut().filter_map(TxPart::take_buf));
             self.stats.tx_queue_full += 1;
             None
+        }
+    }
+
+    /// A transmit buffer that holds a whole frame: a spare one, else new.
+    fn tx_buffer(&mut self) -> Box<[u8]> {
+        let cap = self.mtu + L2_OVERHEAD;
+        match self.tx_free.pop() {
+            Some(b) if b.len() >= cap => b,
+            _ => vec![0u8; cap].into_boxed_slice(),
         }
     }
 }
@@ -361,6 +368,56 @@ impl<H: Hal, R: Regs, C: Controller> Nic for Driver<H, R, C> {
     /// may span several).
     fn transmit_parts<T>(&mut self, lens: &[usize], f: impl FnOnce(&mut [&mut [u8]]) -> T) -> Option<T> {
         self.send(lens, TxChecksum::NONE, f)
+    }
+
+    /// Free descriptors beyond the head's and the tail's (82574 §7.2, 82576
+    /// §7.2.2.3: one data descriptor per buffer of a packet); no context
+    /// descriptor, as RoCE frames ask no checksum offload.
+    fn gather_room(&mut self) -> usize {
+        if self.tx.free() < 3 {
+            self.reclaim_tx();
+        }
+        self.tx.free().saturating_sub(2).min(MAX_SEGMENTS)
+    }
+
+    /// The head and the tail each in a transmit buffer, the segments between
+    /// them: one data descriptor each.
+    fn transmit_gather<T>(
+        &mut self,
+        head_len: usize,
+        segments: &[TxSegment],
+        tail_len: usize,
+        f: impl FnOnce(&mut [u8], &mut [u8]) -> T,
+    ) -> Option<T> {
+        let cap = self.mtu + L2_OVERHEAD;
+        let middle = segments.iter().try_fold(0usize, |a, s| a.checked_add(s.len()))?;
+        let total = head_len.checked_add(middle)?.checked_add(tail_len)?;
+        let bad_len = |l: usize| l == 0 || l > cap;
+        if bad_len(head_len) || bad_len(tail_len) || segments.iter().any(TxSegment::is_empty) {
+            return None;
+        }
+        if segments.is_empty() || total > self.max_frame_len() || segments.len() > self.gather_room() {
+            return None;
+        }
+        let (mut head, mut tail) = (self.tx_buffer(), self.tx_buffer());
+        let result = f(head.get_mut(..head_len).unwrap_or_default(), tail.get_mut(..tail_len).unwrap_or_default());
+        let mut parts: [TxPart; MAX_PARTS] = core::array::from_fn(|_| TxPart::Buf { buf: None, len: 0 });
+        parts[0] = TxPart::Buf { buf: Some(head), len: head_len };
+        for (part, s) in parts[1..].iter_mut().zip(segments) {
+            *part = TxPart::Segment(*s);
+        }
+        parts[segments.len() + 1] = TxPart::Buf { buf: Some(tail), len: tail_len };
+        let parts = &mut parts[..segments.len() + 2];
+        if self.tx.push(parts, None) {
+            self.stats.tx_frames += 1;
+            self.stats.tx_chained += 1;
+            self.stats.tx_zero_copy += 1;
+            Some(result)
+        } else {
+            self.tx_free.extend(parts.iter_mut().filter_map(TxPart::take_buf));
+            self.stats.tx_queue_full += 1;
+            None
+        }
     }
 
     fn service(&mut self) {

@@ -44,6 +44,8 @@ pub struct Stats {
     pub tx_csum_offload: u64,
     /// Frames sent from more than one buffer.
     pub tx_chained: u64,
+    /// Frames sent with memory outside the driver in their chain (zero-copy).
+    pub tx_zero_copy: u64,
 }
 
 /// Totals since the driver started (across device resets).

@@ -13,7 +13,7 @@ use super::fake::{DD_EOP, Device, FakeRegs, MAC, Model, POSTED, Rig};
 use super::regs;
 use crate::csum::{self, TxChecksum, TxOffload};
 use crate::fake::FakeHal;
-use crate::nic::{MAX_PARTS, Nic, RxChecksum, RxVerdict};
+use crate::nic::{MAX_PARTS, MAX_SEGMENTS, Nic, RxChecksum, RxVerdict};
 use alloc::vec::Vec;
 
 fn udp_frame(payload_len: usize) -> Vec<u8> {
@@ -465,6 +465,70 @@ fn a_ring_with_fewer_free_descriptors_than_parts_refuses_the_chain<M: Model>() {
     assert_eq!(r.send_all().len(), 85);
 }
 
+/// Zero-copy transmit: the head and the tail in driver buffers, memory
+/// outside the driver between them, one data descriptor each; the device
+/// gathers the frame, and reclaim gives back the driver's two buffers only,
+/// many times round the ring.
+fn frames_with_outside_memory_go_out_as_one_chain<M: Model>() {
+    let mut r = Rig::<M>::new();
+    let outside: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
+    assert_eq!(r.nic.gather_room(), MAX_SEGMENTS);
+    for pass in 0..30usize {
+        for k in 0..20usize {
+            let n = 1 + (pass + k) % MAX_SEGMENTS;
+            let segs: Vec<_> = (0..n).map(|i| crate::fake::segment(&outside[i * 200..i * 200 + 100 + k])).collect();
+            let got = r.nic.transmit_gather(42, &segs, 5, |head, tail| {
+                head.fill(k as u8);
+                tail.fill(0xEE);
+            });
+            assert!(got.is_some(), "pass {pass}, frame {k}");
+        }
+        r.nic.service();
+        let sent = r.send_all();
+        assert_eq!(sent.len(), 20);
+        for (k, f) in sent.iter().enumerate() {
+            let n = 1 + (pass + k) % MAX_SEGMENTS;
+            let mut want = alloc::vec![k as u8; 42];
+            for i in 0..n {
+                want.extend_from_slice(&outside[i * 200..i * 200 + 100 + k]);
+            }
+            want.extend_from_slice(&[0xEE; 5]);
+            assert_eq!(f, &want, "pass {pass}, frame {k}");
+        }
+        r.nic.service();
+        assert_eq!((r.nic.tx.in_flight(), r.nic.tx.free()), (0, usize::from(RING_SIZE) - 1));
+    }
+    let s = r.nic.stats();
+    assert_eq!((s.tx_frames, s.tx_zero_copy, s.tx_chained), (600, 600, 600));
+    assert_eq!(r.dev.borrow().chained, 600);
+    assert!(r.nic.tx_free.len() <= 2 * 20, "only the driver's buffers come back");
+    // Refused: an empty head, tail or segment, no segment, more than the
+    // room, longer than a frame.
+    let one = [crate::fake::segment(&outside[..10])];
+    assert!(r.nic.transmit_gather(0, &one, 4, |_, _| ()).is_none());
+    assert!(r.nic.transmit_gather(42, &one, 0, |_, _| ()).is_none());
+    assert!(r.nic.transmit_gather(42, &[crate::fake::segment(&outside[..0])], 4, |_, _| ()).is_none());
+    assert!(r.nic.transmit_gather(42, &[], 4, |_, _| ()).is_none());
+    assert!(r.nic.transmit_gather(42, &[one[0]; MAX_SEGMENTS + 1], 4, |_, _| ()).is_none());
+    assert!(r.nic.transmit_gather(42, &[crate::fake::segment(&outside[..1500])], 4, |_, _| ()).is_none());
+    // A ring with three descriptors left: room for one segment, then none.
+    for _ in 0..(usize::from(RING_SIZE) - 1 - 3) {
+        assert!(r.nic.transmit(60, |_| ()).is_some());
+    }
+    assert_eq!(r.nic.gather_room(), 1);
+    assert!(r.nic.transmit_gather(42, &[one[0], one[0]], 4, |_, _| ()).is_none());
+    assert!(r.nic.transmit_gather(42, &one, 4, |_, _| ()).is_some());
+    assert_eq!(r.nic.gather_room(), 0);
+    r.nic.service();
+    assert_eq!(r.send_all().len(), usize::from(RING_SIZE) - 3);
+    assert_eq!(r.nic.gather_room(), MAX_SEGMENTS, "reclaimed when asked");
+    // A reset drops a queued chain and takes back only its two buffers.
+    assert!(r.nic.transmit_gather(42, &one, 4, |_, _| ()).is_some());
+    let spare = r.nic.tx_free.len();
+    r.nic.reset().expect("reset");
+    assert_eq!(r.nic.tx_free.len(), spare + 2);
+}
+
 fn a_device_marking_the_wrong_descriptor_done_reclaims_nothing<M: Model>() {
     let mut r = Rig::<M>::new();
     r.nic.transmit_parts(&[60, 60, 60], |p| p[0].fill(1));
@@ -521,5 +585,6 @@ on_each_controller!(
     transmit_checksum_offload_uses_a_context_only_when_it_changes,
     scatter_gather_chains_wrap_the_ring_and_are_reclaimed_whole,
     a_ring_with_fewer_free_descriptors_than_parts_refuses_the_chain,
+    frames_with_outside_memory_go_out_as_one_chain,
     a_device_marking_the_wrong_descriptor_done_reclaims_nothing,
 );

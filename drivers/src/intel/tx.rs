@@ -14,6 +14,12 @@
 //! one. A frame needing more descriptors than are free is refused whole,
 //! its buffers left with the caller.
 //!
+//! A part is either one of the driver's buffers or a [`TxSegment`] of memory
+//! outside the driver (zero-copy transmit): its descriptor takes the
+//! segment's address, and its slot holds no buffer, so reclaim and drain give
+//! back only the driver's own. Neither controller asks a transmit buffer for
+//! an alignment, and a data descriptor takes up to 64 KiB - 1.
+//!
 //! A ring of `n` descriptors holds at most `n - 1` (head == tail means
 //! empty). Descriptors and buffers live in DMA memory from the HAL
 //! ([`DmaRegion`], [`dma::share`]).
@@ -23,7 +29,7 @@ use super::desc::{DESC_LEN, Format, Insert, TX_DD, TX_STATUS, TxData};
 use super::ring::{next, pages, valid_size};
 use crate::csum::{Layout, TxChecksum};
 use crate::dma::{self, DmaRegion};
-use crate::nic::MAX_PARTS;
+use crate::nic::{MAX_PARTS, TxSegment};
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -47,11 +53,42 @@ impl TxContext {
     }
 }
 
-/// One buffer of a frame to send: the first `len` bytes of `buf`, taken
-/// (`None` left behind) when the frame is queued.
-pub struct TxPart {
-    pub buf: Option<Box<[u8]>>,
-    pub len: usize,
+/// One piece of a frame to send.
+pub enum TxPart {
+    /// The first `len` bytes of a driver buffer, taken (`None` left behind)
+    /// when the frame is queued.
+    Buf { buf: Option<Box<[u8]>>, len: usize },
+    /// Memory outside the driver, which the device reads where it lies.
+    Segment(TxSegment),
+}
+
+impl TxPart {
+    /// The bytes it adds to the frame.
+    fn len(&self) -> usize {
+        match self {
+            TxPart::Buf { len, .. } => *len,
+            TxPart::Segment(s) => s.len(),
+        }
+    }
+
+    /// Whether a descriptor can take it: not empty, within a descriptor's
+    /// length field, a buffer long enough.
+    fn fits(&self) -> bool {
+        let len = self.len();
+        let buf_ok = match self {
+            TxPart::Buf { buf, len } => buf.as_ref().is_some_and(|b| *len <= b.len()),
+            TxPart::Segment(_) => true,
+        };
+        len > 0 && len <= 0xffff && buf_ok
+    }
+
+    /// Its driver buffer, if it has one.
+    pub fn take_buf(&mut self) -> Option<Box<[u8]>> {
+        match self {
+            TxPart::Buf { buf, .. } => buf.take(),
+            TxPart::Segment(_) => None,
+        }
+    }
 }
 
 /// The transmit ring: frames queued at `tail` (told to the device at the
@@ -117,21 +154,25 @@ impl<H: Hal, F: Format> TxRing<H, F> {
     /// room or a part is empty, longer than its buffer or than a descriptor
     /// takes, or the frame longer than the format's length field.
     pub fn push(&mut self, parts: &mut [TxPart], ctx: Option<TxContext>) -> bool {
-        let fits = |p: &TxPart| p.len > 0 && p.len <= 0xffff && p.buf.as_ref().is_some_and(|b| p.len <= b.len());
-        if parts.is_empty() || parts.len() > MAX_PARTS || !parts.iter().all(fits) {
+        if parts.is_empty() || parts.len() > MAX_PARTS || !parts.iter().all(TxPart::fits) {
             return false;
         }
-        let total: usize = parts.iter().map(|p| p.len).sum();
+        let total: usize = parts.iter().map(TxPart::len).sum();
         let new_ctx = ctx.filter(|c| self.context != Some(*c));
         if total > F::MAX_FRAME_LEN || self.free() < parts.len() + usize::from(new_ctx.is_some()) {
             return false;
         }
         let mut addrs = [0 as PhysAddr; MAX_PARTS];
         for i in 0..parts.len() {
-            let shared = parts[i].buf.as_mut().and_then(|b| dma::share::<H>(b, BufferDirection::DriverToDevice));
+            let shared = match &mut parts[i] {
+                TxPart::Buf { buf, .. } => {
+                    buf.as_mut().and_then(|b| dma::share::<H>(b, BufferDirection::DriverToDevice))
+                }
+                TxPart::Segment(s) => Some(s.paddr()),
+            };
             let Some(paddr) = shared else {
                 for (p, &a) in parts.iter_mut().zip(&addrs).take(i) {
-                    if let Some(b) = p.buf.as_mut() {
+                    if let TxPart::Buf { buf: Some(b), .. } = p {
                         dma::unshare::<H>(a, b, BufferDirection::DriverToDevice);
                     }
                 }
@@ -149,15 +190,17 @@ impl<H: Hal, F: Format> TxRing<H, F> {
         let last = parts.len() - 1;
         let mut eop_at = self.tail;
         for (i, (part, &paddr)) in parts.iter_mut().zip(&addrs).enumerate() {
-            let data = TxData { len: part.len as u32, first: i == 0, last: i == last, frame_len: total as u32, insert };
+            let data =
+                TxData { len: part.len() as u32, first: i == 0, last: i == last, frame_len: total as u32, insert };
             let [cmd, status] = F::data(data);
             let d = self.desc(self.tail);
             self.mem.store64(d, paddr, Ordering::Relaxed);
             self.mem.store32(d + 8, cmd, Ordering::Relaxed);
             // The status dword last (DD clear until written back).
             self.mem.store32(d + TX_STATUS, status, Ordering::Release);
-            if let (Some(slot), Some(buf)) = (self.slots.get_mut(usize::from(self.tail)), part.buf.take()) {
-                *slot = Some((buf, paddr));
+            // A segment's slot stays empty: nothing of the driver's to reclaim.
+            if let Some(slot) = self.slots.get_mut(usize::from(self.tail)) {
+                *slot = part.take_buf().map(|buf| (buf, paddr));
             }
             eop_at = self.tail;
             self.tail = next(self.tail, self.size);

@@ -282,6 +282,8 @@ impl Net {
             add("rewinds", s.rewinds);
             add("window_cuts", s.window_cuts);
             add("tx_full", s.tx_full);
+            add("tx_zero_copy", s.tx_zero_copy);
+            add("tx_copied", s.tx_copied);
             add("ghost_acks", s.ghost_acks);
             add("implied_naks", s.implied_naks);
             for (r, n) in s.drops.iter() {

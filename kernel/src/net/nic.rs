@@ -12,7 +12,7 @@ use drivers::e1000e::{self, E1000e};
 use drivers::igb::{self, Igb};
 use drivers::intel::Regs as _;
 use drivers::intel::{self, IrqMode, Mmio};
-use drivers::nic::{Nic, RxVerdict, TxChecksum, TxOffload};
+use drivers::nic::{Nic, RxVerdict, TxChecksum, TxOffload, TxSegment};
 use drivers::virtio_net::{self, VirtioNet};
 use virtio_drivers::transport::pci::PciTransport;
 
@@ -208,20 +208,27 @@ impl NetDevice {
     /// The driver's counters by name, for `perf`: the common ones under the
     /// same names for every driver, then the driver's own.
     pub fn counters(&self, add: &mut dyn FnMut(&'static str, u64)) {
-        const COMMON: [&str; 6] =
-            ["nic rx_frames", "nic tx_frames", "nic rx_errors", "nic tx_queue_full", "nic tx_kicks", "nic rx_kicks"];
+        const COMMON: [&str; 7] = [
+            "nic rx_frames",
+            "nic tx_frames",
+            "nic rx_errors",
+            "nic tx_queue_full",
+            "nic tx_kicks",
+            "nic rx_kicks",
+            "nic tx_zero_copy",
+        ];
         let common = match self {
             NetDevice::Virtio(n) => {
                 let s = n.stats();
-                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_kicks, s.rx_kicks]
+                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_kicks, s.rx_kicks, s.tx_zero_copy]
             }
             NetDevice::E1000e(n) => {
                 let s = n.stats();
-                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells]
+                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells, s.tx_zero_copy]
             }
             NetDevice::Igb(n) => {
                 let s = n.stats();
-                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells]
+                [s.rx_frames, s.tx_frames, s.rx_errors, s.tx_queue_full, s.tx_doorbells, s.rx_doorbells, s.tx_zero_copy]
             }
         };
         for (name, v) in COMMON.into_iter().zip(common) {
@@ -328,6 +335,29 @@ impl Nic for NetDevice {
             NetDevice::Virtio(n) => n.transmit_parts(lens, f),
             NetDevice::E1000e(n) => n.transmit_parts(lens, f),
             NetDevice::Igb(n) => n.transmit_parts(lens, f),
+        }
+    }
+
+    fn gather_room(&mut self) -> usize {
+        match self {
+            NetDevice::Virtio(n) => n.gather_room(),
+            NetDevice::E1000e(n) => n.gather_room(),
+            NetDevice::Igb(n) => n.gather_room(),
+        }
+    }
+
+    #[inline]
+    fn transmit_gather<R>(
+        &mut self,
+        head_len: usize,
+        segments: &[TxSegment],
+        tail_len: usize,
+        f: impl FnOnce(&mut [u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        match self {
+            NetDevice::Virtio(n) => n.transmit_gather(head_len, segments, tail_len, f),
+            NetDevice::E1000e(n) => n.transmit_gather(head_len, segments, tail_len, f),
+            NetDevice::Igb(n) => n.transmit_gather(head_len, segments, tail_len, f),
         }
     }
 

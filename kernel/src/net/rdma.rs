@@ -3,19 +3,21 @@
 //! the link). Each rxe device's driver owns its transport; the network pass
 //! reaches a device's transport here to hand it frames and time.
 
-use super::memory::ApplianceMemory;
+use super::memory::{self, ApplianceMemory};
 use alloc::boxed::Box;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+use core::sync::atomic::{AtomicBool, Ordering};
 use drivers::ivshmem::IvshmemRegion;
-use drivers::nic::Nic;
+use drivers::nic::{MAX_SEGMENTS, Nic, TxSegment};
 use knet::netdev::Netdevs;
 use knet::steer::LinkStats;
 use rdma::core::{Client, ClientData, ClientError, Device, IbEvent, IbEventType, PortState};
 use rdma::core::{NetdevEvent, NetdevInfo, NetdevProvider, RdmaCore};
 use rdma::rxe::RxeDriver;
 use rdma::rxe::device::Config;
+use rdma::rxe::memory::DmaSpan;
 use rdma::rxe::sink::FrameSink;
 use rdma::rxe::transport::RxeTransport;
 use rdma::wire::frame::{DropCounters, parse};
@@ -33,6 +35,17 @@ pub struct Rdma {
     /// RoCE frames that arrived on a netdev with no rxe device.
     pub rx: RoceRx,
     shared: Option<Rc<IvshmemRegion>>,
+}
+
+/// Whether RoCE payloads from memory go out zero-copy where the NIC can
+/// chain them (`rxe.zero_copy=0` on the command line turns it off, to compare).
+static ZERO_COPY: AtomicBool = AtomicBool::new(true);
+
+/// Reads `rxe.zero_copy=` from the kernel command line.
+pub fn zero_copy_from_cmdline(cmdline: &str) {
+    if let Some(v) = kbase::cmdline::get(cmdline, "rxe.zero_copy").and_then(|v| v.parse::<u32>().ok()) {
+        ZERO_COPY.store(v != 0, Ordering::Relaxed);
+    }
 }
 
 /// The transport's tunables, with the pacing ones taken from the kernel
@@ -232,6 +245,60 @@ impl<N: Nic> FrameSink for NicSink<'_, N> {
                 fill(head, body);
             }
         })
+    }
+
+    /// The NIC's room for a chain, unless zero-copy is off.
+    fn gather_room(&mut self) -> usize {
+        if !ZERO_COPY.load(Ordering::Relaxed) {
+            return 0;
+        }
+        self.nic.gather_room()
+    }
+
+    /// Headers and tail into the NIC's buffers, the payload's spans as
+    /// segments of the chain, each checked to lie in memory a device may
+    /// read for good ([`memory::device_readable`]) before the NIC sees it.
+    fn transmit_gather(
+        &mut self,
+        head_len: usize,
+        spans: &[DmaSpan],
+        tail_len: usize,
+        fill: &mut dyn FnMut(&mut [u8], &mut [u8]),
+    ) -> bool {
+        use crate::prof::{TX_FILL, TX_QUEUE, start};
+        let mut segments: heapless::Vec<TxSegment, MAX_SEGMENTS> = heapless::Vec::new();
+        for s in spans {
+            if !memory::device_readable(s.bus, s.len) {
+                // Only a bug can get here: the transport's memory gives no other spans.
+                log::warn!("rdma: a payload span {:#x}+{} outside device-readable memory", s.bus, s.len);
+                self.stats.tx_errors += 1;
+                return false;
+            }
+            // SAFETY: `device_readable` says the span lies inside the ivshmem
+            // BAR or a local RDMA buffer: RAM (or a RAM-backed BAR) mapped for
+            // the firmware's life and never freed (net::memory's module doc),
+            // so a NIC may read it whenever it gets to the frame.
+            let segment = unsafe { TxSegment::new(s.bus, s.len) };
+            if segments.push(segment).is_err() {
+                return false;
+            }
+        }
+        let t = start();
+        let built = self.nic.transmit_gather(head_len, &segments, tail_len, |head, tail| {
+            let t = start();
+            fill(head, tail);
+            start().saturating_sub(t)
+        });
+        let all = start().saturating_sub(t);
+        if let Some(fill) = built {
+            TX_FILL.add_cycles(fill);
+        }
+        TX_QUEUE.add_cycles(all.saturating_sub(built.unwrap_or(0)));
+        match built {
+            Some(_) => self.stats.record_tx(head_len + spans.iter().map(|s| s.len).sum::<usize>() + tail_len),
+            None => self.stats.tx_dropped += 1,
+        }
+        built.is_some()
     }
 
     /// Kicks the NIC so what was queued leaves now.

@@ -93,7 +93,7 @@ pub static COMMANDS: &[Command] = &[
     },
     Command {
         name: "cost",
-        usage: "cost icrc|copy|shm <bytes> <count>",
+        usage: "cost icrc|copy|shm|shm-crc|shm-copy-crc <bytes> <count>",
         help: "time the per-frame work on this CPU (profiling: ICRC, memory copy, copy out of the ring's memory)",
         run: cost,
     },
@@ -385,10 +385,13 @@ fn md(_: &mut Context, args: &[&str]) -> CommandResult {
     Ok(())
 }
 
-/// `cost icrc|copy|shm <bytes> <count>`: how long the per-frame work takes on
-/// this (emulated) CPU, to see where the transport's time goes. `icrc` times
-/// each CRC path the CPU has (the one in use marked); `shm` copies out of the
-/// ivshmem region, as the transport gathers a payload.
+/// `cost icrc|copy|shm|shm-crc|shm-copy-crc <bytes> <count>`: how long the
+/// per-frame work takes on this (emulated) CPU, to see where the transport's
+/// time goes. `icrc` times each CRC path the CPU has (the one in use marked);
+/// `shm` copies out of the ivshmem region, as a copied payload was before
+/// issue 16; `shm-crc` computes the CRC over the region in place, as a
+/// zero-copy payload's ICRC is; `shm-copy-crc` copies and hashes in one pass,
+/// as a copied payload is now.
 fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
     use rdma::wire::icrc::{self, Path};
     let [what, bytes, count] = args else { return Err(CommandError::Usage) };
@@ -407,7 +410,7 @@ fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
     frame[0] = 0x45;
     let mut copy = alloc::vec![0u8; bytes];
     let shm = ctx.net.as_deref().and_then(|n| n.rdma.shared_memory());
-    if *what == "shm" && shm.is_none_or(|s| verbs_ring::SharedMem::len(s) < bytes) {
+    if what.starts_with("shm") && shm.is_none_or(|s| verbs_ring::SharedMem::len(s) < bytes) {
         return Err(CommandError::Invalid(format!("no shared memory region of {bytes} bytes")));
     }
     let report =
@@ -439,6 +442,26 @@ fn cost(ctx: &mut Context, args: &[&str]) -> CommandResult {
                 u32::from(core::hint::black_box(&copy)[bytes / 2])
             });
             report(per, "");
+        }
+        "shm-crc" => {
+            let per = per_call(count, || {
+                let mut h = icrc::Hasher::new();
+                if let Some(s) = shm {
+                    let _ = s.hash(0, bytes, &mut h);
+                }
+                h.finalize()
+            });
+            report(per, &format!(" ({})", Path::best()));
+        }
+        "shm-copy-crc" => {
+            let per = per_call(count, || {
+                let mut h = icrc::Hasher::new();
+                if let Some(s) = shm {
+                    let _ = s.read_hashed(0, &mut copy, &mut h);
+                }
+                h.finalize() ^ u32::from(core::hint::black_box(&copy)[bytes / 2])
+            });
+            report(per, &format!(" ({})", Path::best()));
         }
         _ => return Err(CommandError::Usage),
     }

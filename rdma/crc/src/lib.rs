@@ -7,6 +7,13 @@
 //! [`Path`] can be forced to compare them. The path is chosen once, from
 //! CPUID; on x86-64 the caller's OS must have enabled SSE (CR4.OSFXSR), as
 //! every hosted OS does and the firmware does in its early init.
+//!
+//! Besides slices, a hasher reads memory through raw pointers
+//! ([`Hasher::update_raw`]) and copies while it hashes
+//! ([`Hasher::copy_update_raw`], [`Hasher::copy_update`]): for memory that
+//! another agent writes concurrently (a host's shared memory), which no Rust
+//! reference may cover, and for a copy whose CRC should cost no second pass
+//! over the bytes.
 #![no_std]
 
 #[cfg(test)]
@@ -198,6 +205,79 @@ impl Hasher {
         };
     }
 
+    /// Adds the `len` bytes at `src`, read through the pointer only (each
+    /// byte loaded once, never through a reference): for memory someone else
+    /// may write meanwhile, whose CRC is then that of whatever the loads saw.
+    ///
+    /// # Safety
+    /// `src..src + len` must be readable for the whole call.
+    pub unsafe fn update_raw(&mut self, src: *const u8, len: usize) {
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.path == Path::Clmul && len >= clmul::MIN_LEN {
+            // SAFETY: the caller vouches for the range; the path is only
+            // chosen on a CPU that has PCLMULQDQ (`with_path`, `best`).
+            let (register, blocks) = unsafe { clmul::update_blocks_raw(!self.crc, src, len) };
+            self.crc = !register;
+            done = blocks;
+        }
+        // The rest (all of it on the table path) through a bounce buffer the
+        // table can take as a slice.
+        let mut bounce = [0u8; BOUNCE];
+        while done < len {
+            let n = (len - done).min(BOUNCE);
+            // SAFETY: `done + n <= len`: inside the caller's range; `bounce`
+            // is ours and holds `n` bytes.
+            unsafe { copy_raw(src.add(done), bounce.as_mut_ptr(), n) };
+            self.crc = table(self.crc, bounce.get(..n).unwrap_or_default());
+            done += n;
+        }
+    }
+
+    /// Copies `dst.len()` bytes from `src` into `dst` and adds them, in one
+    /// pass over the source on the PCLMULQDQ path (each 16-byte block loaded
+    /// once, then both stored and folded in); on the table path a chunk at a
+    /// time, hashed from `dst` while it is still in the cache. The CRC is
+    /// always that of the bytes `dst` received, even if the source changed
+    /// meanwhile.
+    ///
+    /// # Safety
+    /// `src..src + dst.len()` must be readable for the whole call and must
+    /// not overlap `dst`.
+    pub unsafe fn copy_update_raw(&mut self, src: *const u8, dst: &mut [u8]) {
+        let len = dst.len();
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.path == Path::Clmul && len >= clmul::MIN_LEN {
+            // SAFETY: the caller vouches for the source; `dst` is ours for
+            // `len` bytes and apart from it; the path is only chosen on a
+            // CPU that has PCLMULQDQ.
+            let (register, blocks) = unsafe { clmul::copy_blocks_raw(!self.crc, src, dst.as_mut_ptr(), len) };
+            self.crc = !register;
+            done = blocks;
+        }
+        while done < len {
+            let n = (len - done).min(BOUNCE);
+            let Some(out) = dst.get_mut(done..done + n) else { break };
+            // SAFETY: `done + n <= len`: inside the caller's source range and
+            // inside `out`, which is ours.
+            unsafe { copy_raw(src.add(done), out.as_mut_ptr(), n) };
+            self.crc = table(self.crc, out);
+            done += n;
+        }
+    }
+
+    /// [`Hasher::copy_update_raw`] between slices: copies `src` into the
+    /// start of `dst` (as much of it as fits) and adds what was copied.
+    pub fn copy_update(&mut self, src: &[u8], dst: &mut [u8]) {
+        let n = src.len().min(dst.len());
+        if let Some(out) = dst.get_mut(..n) {
+            // SAFETY: `src` is readable for `n` bytes; `out` is a distinct
+            // `&mut`, so the two cannot overlap.
+            unsafe { self.copy_update_raw(src.as_ptr(), out) };
+        }
+    }
+
     /// The CRC of everything added.
     pub fn finalize(self) -> u32 {
         self.crc
@@ -207,6 +287,43 @@ impl Hasher {
 impl Default for Hasher {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Bytes the table path takes from raw memory at a time (a stack buffer).
+const BOUNCE: usize = 256;
+
+/// Copies `len` bytes from `src` to `dst` through the pointers: `rep movsb`,
+/// which the compiler treats as opaque, so a concurrent writer of the source
+/// is no data race in Rust's sense.
+///
+/// # Safety
+/// `src..src + len` readable, `dst..dst + len` writable, apart.
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_raw(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller vouches for both ranges; `rep movsb` copies exactly
+    // `len` bytes forwards (DF is clear on entry to an asm block) and touches
+    // no stack.
+    unsafe {
+        core::arch::asm!(
+            "rep movsb",
+            inout("rcx") len => _,
+            inout("rsi") src => _,
+            inout("rdi") dst => _,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// Elsewhere: one volatile byte at a time.
+///
+/// # Safety
+/// As for the x86_64 version.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_raw(src: *const u8, dst: *mut u8, len: usize) {
+    for i in 0..len {
+        // SAFETY: `i < len`, inside both ranges the caller vouches for.
+        unsafe { core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i))) };
     }
 }
 

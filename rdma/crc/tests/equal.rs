@@ -64,6 +64,48 @@ fn every_length_and_alignment_matches_the_table() {
     }
 }
 
+/// Reading through raw pointers ([`Hasher::update_raw`]) and copying while
+/// hashing ([`Hasher::copy_update_raw`]) give the table's CRC for every length
+/// 0..=9000 at every offset from a 16-byte boundary on the PCLMULQDQ path
+/// (the loads are 16 bytes wide), and at a few on the table path (whose
+/// chunking does not depend on the address); the copy holds exactly the
+/// source and nothing past it.
+#[test]
+fn raw_reads_and_copies_match_for_every_length_and_offset() {
+    #[repr(align(64))]
+    struct Aligned([u8; MAX_LEN + 16]);
+    let mut buf = Box::new(Aligned([0; MAX_LEN + 16]));
+    let mut dst = vec![0u8; MAX_LEN + 32];
+    for path in Path::ALL.into_iter().filter(|p| p.available()) {
+        let offsets = if path == Path::Clmul { 0..16 } else { 0..3 };
+        for off in offsets {
+            let bytes = noise(off as u64 * 0x51_7CC1 + 3, MAX_LEN);
+            buf.0[off..off + MAX_LEN].copy_from_slice(&bytes);
+            let data = &buf.0[off..off + MAX_LEN];
+            let mut reference = crc32fast::Hasher::new_with_initial(0x0BAD_F00D);
+            for len in 0..=MAX_LEN {
+                let want = reference.clone().finalize();
+                let mut raw = Hasher::with_path(0x0BAD_F00D, path).expect("available");
+                // SAFETY: `data` holds at least `len` bytes.
+                unsafe { raw.update_raw(data.as_ptr(), len) };
+                assert_eq!(raw.finalize(), want, "{path}: raw, length {len}, offset {off}");
+                dst.fill(0xA5);
+                let mut copy = Hasher::with_path(0x0BAD_F00D, path).expect("available");
+                // SAFETY: `data` holds `len` bytes; `dst` is another buffer.
+                unsafe { copy.copy_update_raw(data.as_ptr(), &mut dst[off..off + len]) };
+                assert_eq!(copy.finalize(), want, "{path}: copy, length {len}, offset {off}");
+                assert_eq!(&dst[off..off + len], &data[..len], "{path}: copied bytes, length {len}");
+                // A stray store would be a block wide: look 16 bytes either side.
+                let after = &dst[off + len..(off + len + 16).min(dst.len())];
+                assert!(dst[..off].iter().chain(after).all(|&b| b == 0xA5), "{path}: only the copy, length {len}");
+                if len < MAX_LEN {
+                    reference.update(&data[len..len + 1]);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn known_values() {
     for path in Path::ALL.into_iter().filter(|p| p.available()) {
@@ -97,6 +139,14 @@ proptest! {
             h.update(&data[..at]);
             h.update(&data[at..]);
             prop_assert_eq!(h.finalize(), want, "{}", path);
+            // The same split through the raw read, then a safe copy.
+            let mut h = Hasher::with_path(init, path).expect("available");
+            // SAFETY: `data` holds `at` bytes.
+            unsafe { h.update_raw(data.as_ptr(), at) };
+            let mut out = vec![0u8; data.len() - at];
+            h.copy_update(&data[at..], &mut out);
+            prop_assert_eq!(h.finalize(), want, "{} (raw, copy)", path);
+            prop_assert_eq!(&out[..], &data[at..]);
         }
     }
 }

@@ -7,7 +7,8 @@
 //!   [`qp`], with memory behind [`memory::Memory`];
 //! - the QP state machine and modify-QP table: [`qp_state`]; path migration: [`apm`];
 //! - the engines: [`requester`], [`responder`], [`completer`], sharing [`device`] and
-//!   sending through [`tx`] into the caller's [`sink::FrameSink`];
+//!   sending through [`tx`] into the caller's [`sink::FrameSink`], payloads from
+//!   memory by [`gather`] (zero-copy, or copied with the ICRC as they move);
 //! - work requests and completions: [`wr`], [`queue`], [`sgl`], [`wc`], [`event`];
 //! - counters: [`stats`]; time: [`time`]; a lossy simulated wire for tests: [`sim`].
 
@@ -19,6 +20,7 @@ pub mod completer;
 pub mod cq;
 pub mod device;
 pub mod event;
+pub mod gather;
 pub mod keys;
 pub mod mad_port;
 pub mod mcast;

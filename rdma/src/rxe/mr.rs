@@ -209,6 +209,20 @@ impl Mr {
     }
 }
 
+/// The checked range `addr..addr + len` of an MR as the runs of memory it is in
+/// ([`Mr::pieces`]): a READ response's payload.
+pub struct MrRuns<'a> {
+    pub mr: &'a Mr,
+    pub addr: u64,
+    pub len: usize,
+}
+
+impl super::gather::Runs for MrRuns<'_> {
+    fn each(&self, f: &mut dyn FnMut(u64, usize) -> bool) -> bool {
+        self.len == 0 || self.mr.pieces(self.addr, self.len, |at, r| f(at, r.len()))
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

@@ -340,11 +340,8 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
             None => false,
         })
     } else {
-        let sges = qp.sq.sges(pos);
-        let pd = qp.pd;
-        tx::send(sink, stats, ip_id, &path, &roce, payload_len, &mut |out| {
-            sgl::gather(sges, u64::from(offset), out, mrs, pd, &*mem).is_ok()
-        })
+        let runs = sgl::SgeRuns { sges: qp.sq.sges(pos), offset: u64::from(offset), len: payload_len, mrs, pd: qp.pd };
+        tx::send_from_memory(sink, stats, ip_id, &path, &roce, payload_len, &runs, &*mem)
     };
     if !sent {
         return false;

@@ -14,6 +14,15 @@
 //! WRITEs are ACKed again without being executed, READs are answered again from the
 //! saved responder resources (re-reading memory, as the spec allows), atomics are
 //! answered with the saved original value and never executed twice.
+//!
+//! Payloads reach memory only from frames [`crate::wire::frame::parse`] accepted, the
+//! ICRC checked over the whole frame first: a payload is then copied into its MR once
+//! (here, and READ responses by the completer). The check and the copy stay two passes
+//! over the received bytes on purpose: a copy that computed the ICRC as it moved would
+//! have written the bytes before knowing they were good, into memory no retransmission
+//! can always repair (a receive buffer the application reads on completion). On
+//! transmit the ICRC is computed as the payload moves, or over it in place (zero-copy,
+//! [`super::gather`]).
 
 use crate::core::counters::RxeCounter;
 use crate::wire::aeth::Syndrome;
@@ -624,12 +633,13 @@ pub fn send_read<M: Memory, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device
         };
         let Device { mem, mrs, stats, ip_id, .. } = dev;
         // A zero-length READ names no memory (C9-88): nothing to read at `va`.
-        let sent = tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| {
-            out.is_empty()
-                || mr::find(mrs, target.mr_key).is_some_and(|m| {
-                    m.pieces(va, out.len(), |at, r| out.get_mut(r).is_some_and(|b| mem.read(at, b).is_ok()))
-                })
-        });
+        let sent = match mr::find(mrs, target.mr_key) {
+            Some(mr) if len > 0 => {
+                let runs = mr::MrRuns { mr, addr: va, len: len as usize };
+                tx::send_from_memory(sink, stats, ip_id, &path, &roce, len as usize, &runs, &*mem)
+            }
+            _ => tx::send(sink, stats, ip_id, &path, &roce, len as usize, &mut |out| out.is_empty()),
+        };
         if !sent {
             return;
         }

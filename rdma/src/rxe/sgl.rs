@@ -1,4 +1,4 @@
-//! Copies between scatter/gather lists and packets (IBA vol. 1 10.7.1 "local memory
+//! Scatter/gather lists and packets (IBA vol. 1 10.7.1 "local memory
 //! access" checks, made on every copy as Linux rxe's `copy_data` does): each SGE's lkey
 //! must name a valid MR of the QP's PD covering the SGE, with LOCAL_WRITE when the
 //! transport writes into it.
@@ -49,22 +49,27 @@ fn walk(
     if len == 0 { Ok(()) } else { Err(SglError) }
 }
 
-/// Fills `out` with the list's bytes from `offset`.
-pub fn gather<M: Memory + ?Sized>(
-    sges: &[Sge],
-    offset: u64,
-    out: &mut [u8],
-    mrs: &Pool<Mr>,
-    pd: PdHandle,
-    mem: &M,
-) -> Result<(), SglError> {
-    walk(sges, offset, out.len(), |sge, addr, n, done| {
-        let mr = mr::find(mrs, sge.lkey).ok_or(SglError)?;
-        mr.check(pd, addr, n as u64, 0).map_err(|_| SglError)?;
-        let out = &mut out[done..done + n];
-        let ok = mr.pieces(addr, n, |at, r| out.get_mut(r).is_some_and(|b| mem.read(at, b).is_ok()));
-        if ok { Ok(()) } else { Err(SglError) }
-    })
+/// `len` bytes of a scatter/gather list from byte `offset`, as the runs of memory
+/// they are in (what a send gathers, [`super::gather`]): each SGE's lkey, PD and
+/// bounds checked every time the runs are walked, so an MR deregistered in
+/// between is noticed.
+pub struct SgeRuns<'a> {
+    pub sges: &'a [Sge],
+    pub offset: u64,
+    pub len: usize,
+    pub mrs: &'a Pool<Mr>,
+    pub pd: PdHandle,
+}
+
+impl super::gather::Runs for SgeRuns<'_> {
+    fn each(&self, f: &mut dyn FnMut(u64, usize) -> bool) -> bool {
+        walk(self.sges, self.offset, self.len, |sge, addr, n, _| {
+            let mr = mr::find(self.mrs, sge.lkey).ok_or(SglError)?;
+            mr.check(self.pd, addr, n as u64, 0).map_err(|_| SglError)?;
+            if mr.pieces(addr, n, |at, r| f(at, r.len())) { Ok(()) } else { Err(SglError) }
+        })
+        .is_ok()
+    }
 }
 
 /// Writes `data` into the list from `offset`.
@@ -102,13 +107,24 @@ mod test {
         scatter(&sges, 1, &[1, 2, 3, 4], &mrs, pd, &mut mem).expect("fits");
         assert_eq!(mem.slice(0x1000, 3).expect("in range"), &[0, 1, 2]);
         assert_eq!(mem.slice(0x1080, 3).expect("in range"), &[3, 4, 0]);
+        use crate::rxe::gather::{Runs, copy_hashed};
+        use crate::wire::icrc::Hasher;
         let mut out = [0u8; 8];
-        gather(&sges, 0, &mut out, &mrs, pd, &mem).expect("fits");
+        let runs = SgeRuns { sges: &sges, offset: 0, len: 8, mrs: &mrs, pd };
+        assert!(copy_hashed(&runs, &mem, &mut out, &mut Hasher::new()));
         assert_eq!(out, [0, 1, 2, 3, 4, 0, 0, 0]);
-        assert_eq!(gather(&sges, 1, &mut out, &mrs, pd, &mem), Err(SglError), "past the end");
-        assert_eq!(gather(&sges, 0, &mut out, &mrs, PdHandle(1), &mem), Err(SglError), "wrong PD");
         assert_eq!(validate(&sges, &mrs, pd, true), Ok(()));
         let bad = [Sge { addr: 0x10F0, length: 0x20, lkey: key }];
         assert_eq!(validate(&bad, &mrs, pd, false), Err(SglError));
+        // The runs, in order, from an offset.
+        let mut seen = alloc::vec::Vec::new();
+        let runs = SgeRuns { offset: 1, len: 6, ..runs };
+        assert!(runs.each(&mut |a, n| {
+            seen.push((a, n));
+            true
+        }));
+        assert_eq!(seen, [(0x1001, 2), (0x1080, 4)]);
+        assert!(!SgeRuns { len: 8, ..runs }.each(&mut |_, _| true), "past the end");
+        assert!(!SgeRuns { pd: PdHandle(1), ..runs }.each(&mut |_, _| true), "wrong PD");
     }
 }

@@ -10,6 +10,12 @@
 //! Besides the random rates, a [`Script`] names the fault each of the first frames
 //! gets, by the order they were sent in (both directions counted together), so a
 //! test can enumerate every schedule instead of sampling them.
+//!
+//! With [`Sim::set_zero_copy`] the nodes send payloads from memory as a NIC with
+//! descriptor chains does: the sink takes headers, tail and the payload's bus spans,
+//! and the payload is read from the node's memory after the node's call returned
+//! (when a NIC would DMA it), [`Sim::dma_hook`] first, so a test can rewrite memory
+//! in between.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
@@ -23,12 +29,13 @@ use crate::wire::{BthPacket, MacAddr, Opcode, Psn, RethPacket};
 use super::ah::{AhAttr, LocalPort};
 use super::cq::CqHandle;
 use super::device::Config;
+use super::memory::DmaSpan;
 use super::memory::FlatMemory;
 use super::mr::{AccessFlags, MrHandle};
 use super::pd::PdHandle;
 use super::qp::{QpAttr, QpCap, QpHandle, QpInitAttr};
 use super::qp_state::{AttrMask, QpState, QpType};
-use super::sink::FrameSink;
+use super::sink::{FrameSink, GatherFrame};
 use super::srq::SrqHandle;
 use super::time::{Duration, Instant};
 use super::transport::{RxeTransport, VerbsError};
@@ -371,23 +378,62 @@ impl Wire {
     }
 }
 
-/// The sink a node sends into: frames go to the other node.
+/// The sink a node sends into: frames go to the other node. In zero-copy mode
+/// (`queued` set) every frame waits there, in order, until the node's call has
+/// returned and the payloads sent from memory can be read.
 struct Tx<'a> {
     wire: &'a mut Wire,
     to: usize,
     now: Instant,
     sent: &'a mut u64,
+    queued: Option<&'a mut Vec<Queued>>,
 }
+
+/// A frame a node sent, not on the wire yet.
+enum Queued {
+    Whole(Vec<u8>),
+    Gather(GatherFrame),
+}
+
+/// Payload spans a zero-copy node's sink takes per frame.
+const SIM_GATHER_ROOM: usize = 6;
 
 impl FrameSink for Tx<'_> {
     fn transmit(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         let mut frame = self.wire.buffer(len);
         fill(&mut frame);
         *self.sent += 1;
-        self.wire.carry(self.now, self.to, frame);
+        match self.queued.as_deref_mut() {
+            Some(q) => q.push(Queued::Whole(frame)),
+            None => self.wire.carry(self.now, self.to, frame),
+        }
+        true
+    }
+
+    fn gather_room(&mut self) -> usize {
+        if self.queued.is_some() { SIM_GATHER_ROOM } else { 0 }
+    }
+
+    fn transmit_gather(
+        &mut self,
+        head_len: usize,
+        spans: &[DmaSpan],
+        tail_len: usize,
+        fill: &mut dyn FnMut(&mut [u8], &mut [u8]),
+    ) -> bool {
+        let Some(q) = self.queued.as_deref_mut() else { return false };
+        if spans.is_empty() || spans.len() > SIM_GATHER_ROOM {
+            return false;
+        }
+        *self.sent += 1;
+        q.push(Queued::Gather(GatherFrame::new(head_len, spans, tail_len, fill)));
         true
     }
 }
+
+/// Rewrites a node's memory between a zero-copy send and the "NIC"'s read of it:
+/// (node, its memory).
+pub type DmaHook = alloc::boxed::Box<dyn FnMut(usize, &mut FlatMemory)>;
 
 /// Node addresses: node `i` is 10.0.0.(i+1) with MAC 52:54:00:00:00:(i+1).
 pub fn node_mac(i: usize) -> MacAddr {
@@ -403,6 +449,13 @@ pub struct Sim {
     pub nodes: [RxeTransport<FlatMemory>; 2],
     pub wire: Wire,
     pub now: Instant,
+    /// Zero-copy mode ([`Sim::set_zero_copy`]).
+    zero_copy: bool,
+    /// In zero-copy mode, called before each node's queued frames are read out
+    /// of its memory and put on the wire.
+    pub dma_hook: Option<DmaHook>,
+    /// Frames a payload of which could not be read back (a span outside memory).
+    pub dma_errors: u64,
 }
 
 /// Base address of each node's memory.
@@ -415,28 +468,80 @@ impl Sim {
             let port = LocalPort { mac: node_mac(i), gids: vec![node_gid(i)], mtu: IbMtu::Mtu1024 };
             RxeTransport::new(FlatMemory::new(MEM_BASE, mem_len), port, config)
         };
-        Sim { nodes: [node(0), node(1)], wire: Wire::new(seed, faults), now: Instant::ZERO }
+        Sim {
+            nodes: [node(0), node(1)],
+            wire: Wire::new(seed, faults),
+            now: Instant::ZERO,
+            zero_copy: false,
+            dma_hook: None,
+            dma_errors: 0,
+        }
+    }
+
+    /// Sends payloads from memory zero-copy (on) or copied (off, the default):
+    /// the nodes' memories let a device read them, and the sinks take chains.
+    pub fn set_zero_copy(&mut self, on: bool) {
+        self.zero_copy = on;
+        for node in &mut self.nodes {
+            node.memory_mut().set_dma(on);
+        }
     }
 
     /// Delivers what is due, polls both nodes; returns how many frames moved.
     pub fn step(&mut self) -> u64 {
-        let Sim { nodes, wire, now } = self;
         let mut moved = 0;
-        while let Some((to, frame)) = wire.pop_due(*now) {
-            wire.stats.delivered += 1;
+        let mut queued = Vec::new();
+        while let Some((to, frame)) = self.wire.pop_due(self.now) {
+            self.wire.stats.delivered += 1;
             moved += 1;
-            if let Some(obs) = wire.observer.as_mut() {
-                obs(*now, to, &frame);
+            if let Some(obs) = self.wire.observer.as_mut() {
+                obs(self.now, to, &frame);
             }
-            let mut tx = Tx { wire, to: 1 - to, now: *now, sent: &mut moved };
-            nodes[to].receive(&frame, *now, &mut tx);
-            tx.wire.recycle(frame);
+            let q = self.zero_copy.then_some(&mut queued);
+            let mut tx = Tx { wire: &mut self.wire, to: 1 - to, now: self.now, sent: &mut moved, queued: q };
+            self.nodes[to].receive(&frame, self.now, &mut tx);
+            self.wire.recycle(frame);
+            self.put_on_wire(1 - to, &mut queued);
         }
-        for (i, node) in nodes.iter_mut().enumerate() {
-            let mut tx = Tx { wire, to: 1 - i, now: *now, sent: &mut moved };
-            node.poll(*now, &mut tx);
+        for i in 0..self.nodes.len() {
+            let q = self.zero_copy.then_some(&mut queued);
+            let mut tx = Tx { wire: &mut self.wire, to: 1 - i, now: self.now, sent: &mut moved, queued: q };
+            self.nodes[i].poll(self.now, &mut tx);
+            self.put_on_wire(1 - i, &mut queued);
         }
         moved
+    }
+
+    /// Puts the frames node `1 - to` queued on the wire to `to`, in order,
+    /// reading the payloads sent from memory out of that node's memory now.
+    fn put_on_wire(&mut self, to: usize, queued: &mut Vec<Queued>) {
+        if queued.is_empty() {
+            return;
+        }
+        let from = 1 - to;
+        if let (Some(hook), Some(node)) = (self.dma_hook.as_mut(), self.nodes.get_mut(from)) {
+            hook(from, node.memory_mut());
+        }
+        for q in queued.drain(..) {
+            let frame = match q {
+                Queued::Whole(frame) => frame,
+                Queued::Gather(g) => {
+                    let mem = self.nodes[from].memory();
+                    match g.read(|bus, n| mem.dma_read(bus, n)) {
+                        Some(bytes) => {
+                            let mut frame = self.wire.buffer(bytes.len());
+                            frame.copy_from_slice(&bytes);
+                            frame
+                        }
+                        None => {
+                            self.dma_errors += 1;
+                            continue;
+                        }
+                    }
+                }
+            };
+            self.wire.carry(self.now, to, frame);
+        }
     }
 
     /// The next instant anything happens, if anything will.
@@ -469,10 +574,12 @@ impl Sim {
 
     /// Hands a frame to node `to` now, as if it came off the wire.
     pub fn inject(&mut self, to: usize, frame: &[u8]) {
-        let Sim { nodes, wire, now } = self;
         let mut moved = 0;
-        let mut tx = Tx { wire, to: 1 - to, now: *now, sent: &mut moved };
-        nodes[to].receive(frame, *now, &mut tx);
+        let mut queued = Vec::new();
+        let q = self.zero_copy.then_some(&mut queued);
+        let mut tx = Tx { wire: &mut self.wire, to: 1 - to, now: self.now, sent: &mut moved, queued: q };
+        self.nodes[to].receive(frame, self.now, &mut tx);
+        self.put_on_wire(1 - to, &mut queued);
     }
 
     /// Runs until both nodes are idle (or `limit`).

@@ -23,6 +23,10 @@ pub struct Stats {
     pub ghost_acks: u64,
     /// Frames the TX sink had no room for.
     pub tx_full: u64,
+    /// Frames whose payload (from memory) the sink sent from where it lies, and
+    /// frames whose payload from memory was copied into the sink's buffer.
+    pub tx_zero_copy: u64,
+    pub tx_copied: u64,
     /// Implied NAKs: a response past a READ/atomic still unanswered.
     pub implied_naks: u64,
     /// Times pacing shrank a QP's window after a loss.

@@ -2,8 +2,12 @@
 //! RoCE headers, payload, pad and ICRC.
 //!
 //! [`emit`] builds a frame in place at the start of a TX buffer and lets the caller write
-//! the payload straight into it. [`parse`] turns a received frame into an [`RxFrame`] or
-//! a [`DropReason`] for the caller's counters.
+//! the payload straight into it; [`emit_parts`] does the same into two buffers (headers,
+//! then the rest), [`emit_parts_hashed`] for a writer that computes the ICRC as it copies,
+//! and [`emit_around`] writes only the headers and the tail (pad, ICRC) around a payload
+//! that stays where it is, for a NIC that reads it from there. [`parse`] turns a received
+//! frame into an [`RxFrame`] or a [`DropReason`] for the caller's counters; it checks the
+//! ICRC before anything else reads the payload, so a receiver copies verified bytes only.
 //!
 //! Frames are built as Linux rxe builds them: IPv4 without options, DF set, the IP ID
 //! chosen by the caller (see [`IpId`]), UDP checksum 0. The shortest RoCE frame is 58
@@ -220,7 +224,8 @@ fn layout(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(&'static 
 
 /// [`emit`] into two buffers, for a NIC that gathers a frame from several (the first
 /// [`split_lens`] bytes into `head`, the rest into `body`): the same frame, byte for
-/// byte, and still one pass over the payload besides the ICRC's.
+/// byte. `fill_payload` writes the payload, which is then hashed for the ICRC; see
+/// [`emit_parts_hashed`] for a caller that hashes while it writes.
 pub fn emit_parts<R>(
     head: &mut [u8],
     body: &mut [u8],
@@ -230,19 +235,70 @@ pub fn emit_parts<R>(
     payload_len: usize,
     fill_payload: impl FnOnce(&mut [u8]) -> R,
 ) -> Result<(usize, R), EmitError> {
-    let (info, head_len, body_len) = layout(path, roce, payload_len)?;
+    emit_parts_hashed(head, body, path, ip_id, roce, payload_len, |payload, icrc| {
+        let filled = fill_payload(payload);
+        icrc.update(payload);
+        filled
+    })
+}
+
+/// [`emit_parts`] for a `fill_payload` that adds every byte it writes to the ICRC
+/// hasher it is handed, in order (e.g. with a copy that hashes as it goes,
+/// [`crc::Hasher::copy_update`]): the payload is then touched once. A fill that
+/// hashes something else gives a frame whose ICRC no receiver accepts.
+pub fn emit_parts_hashed<R>(
+    head: &mut [u8],
+    body: &mut [u8],
+    path: &Path,
+    ip_id: u16,
+    roce: &RoceRepr,
+    payload_len: usize,
+    fill_payload: impl FnOnce(&mut [u8], &mut icrc::Hasher) -> R,
+) -> Result<(usize, R), EmitError> {
+    let (head_len, body_len) = split_lens(path, roce, payload_len)?;
     let needed = head_len + body_len;
-    let (Some(head), Some(body)) = (head.get_mut(..head_len), body.get_mut(..body_len)) else {
+    let Some(body) = body.get_mut(..body_len) else {
         return Err(EmitError::BufferTooSmall { needed });
     };
+    let (payload, tail) = body.split_at_mut(payload_len);
+    emit_around(head, tail, path, ip_id, roce, payload_len, |icrc| fill_payload(payload, icrc))
+}
+
+/// The lengths of the two pieces [`emit_around`] writes around a payload of
+/// `payload_len` bytes: the headers (as [`split_lens`]'s first) and the tail (pad
+/// and ICRC).
+pub fn around_lens(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(usize, usize), EmitError> {
+    let (head_len, body_len) = split_lens(path, roce, payload_len)?;
+    Ok((head_len, body_len - payload_len))
+}
+
+/// Builds a frame whose payload is not in either buffer: the headers into `head`
+/// (the first [`around_lens`] bytes), the pad and ICRC into `tail` (the second). The
+/// payload goes between them on the wire, from wherever it lies (a NIC reads it by
+/// DMA from registered memory); `hash_payload` adds its `payload_len` bytes, in
+/// order, to the ICRC hasher it is handed, and its result is returned with the
+/// frame's length. The frame is the one [`emit`] builds around the same bytes.
+pub fn emit_around<R>(
+    head: &mut [u8],
+    tail: &mut [u8],
+    path: &Path,
+    ip_id: u16,
+    roce: &RoceRepr,
+    payload_len: usize,
+    hash_payload: impl FnOnce(&mut icrc::Hasher) -> R,
+) -> Result<(usize, R), EmitError> {
+    let (info, head_len, body_len) = layout(path, roce, payload_len)?;
+    let needed = head_len + body_len;
     let pad = roce::pad_len(payload_len);
+    let (Some(head), Some(tail)) = (head.get_mut(..head_len), tail.get_mut(..pad + ICRC_LEN)) else {
+        return Err(EmitError::BufferTooSmall { needed });
+    };
     let udp_len = udp::HEADER_LEN + info.header_len() + body_len;
 
     let (eth, rest) = head.split_at_mut(ethernet::HEADER_LEN);
     let (ip_header, rest) = rest.split_at_mut(path.ip_header_len());
     let (udp_header, roce_headers) = rest.split_at_mut(udp::HEADER_LEN);
-    let (covered, icrc_bytes) = body.split_at_mut(body_len - ICRC_LEN);
-    let (payload, pad_bytes) = covered.split_at_mut(payload_len);
+    let (pad_bytes, icrc_bytes) = tail.split_at_mut(pad);
 
     let ethertype = match path.ip {
         IpPath::V4 { .. } => EtherType::Ipv4,
@@ -282,15 +338,14 @@ pub fn emit_parts<R>(
     headers.bth.pad_count = pad as u8;
     headers.emit(info, roce_headers)?;
 
-    let filled = fill_payload(payload);
-    pad_bytes.fill(0);
-
     // The IP, UDP and BTH headers were written above, so the ICRC input is well formed;
     // the error arm cannot be taken.
-    let crc = icrc::compute_parts(&head[ethernet::HEADER_LEN..], covered)
-        .map_err(|_| EmitError::BufferTooSmall { needed })?;
-    icrc_bytes.copy_from_slice(&crc.to_le_bytes());
-    Ok((needed, filled))
+    let mut hasher = icrc::start(&head[ethernet::HEADER_LEN..]).map_err(|_| EmitError::BufferTooSmall { needed })?;
+    let hashed = hash_payload(&mut hasher);
+    pad_bytes.fill(0);
+    hasher.update(pad_bytes);
+    icrc_bytes.copy_from_slice(&hasher.finalize().to_le_bytes());
+    Ok((needed, hashed))
 }
 
 /// Parses a received frame, from the first byte of its Ethernet header, checking it in
@@ -544,6 +599,54 @@ mod test {
         assert_eq!(
             emit_parts(&mut head, &mut body[..7], &path_v4(), 0, &roce, 4, |_| ()),
             Err(EmitError::BufferTooSmall { needed: 62 })
+        );
+    }
+
+    /// Headers and tail around a payload hashed where it lies, and a payload
+    /// written and hashed in one go: the frame `emit` builds, for every payload
+    /// length up to 300 and a jumbo one, on both IP versions.
+    #[test]
+    fn a_frame_built_around_its_payload_is_the_same_frame() {
+        let send = RoceRepr { bth: bth(Opcode::RcSendOnly), ext: ExtHeaders::NONE };
+        let write = RoceRepr {
+            bth: bth(Opcode::RcRdmaWriteOnly),
+            ext: ExtHeaders { reth: Some(RethRepr { va: 0x1000, rkey: 7, dma_len: 9 }), ..ExtHeaders::NONE },
+        };
+        let lens = (0..=300).chain([4096, 8000]);
+        for (path, roce, len) in lens.flat_map(|n| [(path_v4(), send, n), (path_v6(), write, n)]) {
+            let payload: alloc::vec::Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            let mut whole = vec![0u8; 9000];
+            let (n, ()) = emit(&mut whole, &path, 3, &roce, len, |p| p.copy_from_slice(&payload)).expect("fits");
+            let (head_len, tail_len) = around_lens(&path, &roce, len).expect("lengths");
+            assert_eq!(head_len + len + tail_len, n);
+            let (mut head, mut tail) = (vec![0xEEu8; head_len], vec![0xEEu8; tail_len]);
+            let (m, read) = emit_around(&mut head, &mut tail, &path, 3, &roce, len, |h| {
+                // In two runs, as a payload over two pages.
+                let cut = len / 3;
+                h.update(&payload[..cut]);
+                h.update(&payload[cut..]);
+                true
+            })
+            .expect("fits");
+            assert_eq!((m, read), (n, true));
+            assert_eq!([&head[..], &payload, &tail].concat(), whole[..n], "{len} B around");
+            let (mut head, mut body) = (vec![0u8; head_len], vec![0u8; len + tail_len]);
+            let (m, ()) = emit_parts_hashed(&mut head, &mut body, &path, 3, &roce, len, |out, h| {
+                h.copy_update(&payload, out);
+            })
+            .expect("fits");
+            assert_eq!(m, n);
+            assert_eq!([head, body].concat(), whole[..n], "{len} B copied and hashed");
+        }
+        let (mut head, mut tail) = ([0u8; 54], [0u8; 4]);
+        assert_eq!(
+            emit_around(&mut head, &mut tail[..3], &path_v4(), 0, &send, 4, |_| ()),
+            Err(EmitError::BufferTooSmall { needed: 62 })
+        );
+        assert_eq!(
+            emit_around(&mut head, &mut tail, &path_v4(), 0, &send, 5, |_| ()),
+            Err(EmitError::BufferTooSmall { needed: 66 }),
+            "5 bytes need 3 of pad"
         );
     }
 

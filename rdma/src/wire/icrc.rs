@@ -8,7 +8,7 @@
 //! ICRC. The result is the standard (zlib) CRC-32 of that byte string, computed by the
 //! `crc` crate: PCLMULQDQ folding where the CPU has it, else a table.
 
-pub use crc::{Path, choose_cheaper, time_paths};
+pub use crc::{Hasher, Path, choose_cheaper, time_paths};
 
 use super::{Error, Result, bth, ipv4, ipv6, udp};
 
@@ -44,14 +44,30 @@ pub fn compute_parts(head: &[u8], tail: &[u8]) -> Result<u32> {
 }
 
 fn compute_parts_on(path: Path, head: &[u8], tail: &[u8]) -> Result<u32> {
+    let mut hasher = start_on(path, head)?;
+    hasher.update(tail);
+    Ok(hasher.finalize())
+}
+
+/// The ICRC of a packet so far: a hasher that has taken `head` (from the first
+/// byte of the IP header, holding at least the IP, UDP and BTH headers) with
+/// its variant fields masked. Whoever builds the rest of the packet adds each
+/// later byte to it in order, wherever the byte lies (a TX buffer, registered
+/// memory), and ends with `finalize`: the value [`compute`] gives for the
+/// whole packet.
+pub fn start(head: &[u8]) -> Result<Hasher> {
+    start_on(Path::best(), head)
+}
+
+/// [`start`] on a chosen CRC path; fails also if this CPU lacks it.
+pub fn start_on(path: Path, head: &[u8]) -> Result<Hasher> {
     let mut masked = [0u8; MAX_MASKED];
     let masked_len = mask_headers(head, &mut masked)?;
     let (prefix, rest) = (&masked[..masked_len], head.get(masked_len..).ok_or(Error)?);
-    let mut hasher = crc::Hasher::with_path(ONES_PREFIX_CRC, path).ok_or(Error)?;
+    let mut hasher = Hasher::with_path(ONES_PREFIX_CRC, path).ok_or(Error)?;
     hasher.update(prefix);
     hasher.update(rest);
-    hasher.update(tail);
-    Ok(hasher.finalize())
+    Ok(hasher)
 }
 
 /// Checks the ICRC of `packet`, which runs from the first byte of the IP header through
@@ -142,6 +158,20 @@ mod test {
             assert_eq!(compute_parts(&p[..cut], &p[cut..104]), Ok(0x8685_d009), "cut at {cut}");
         }
         assert_eq!(compute_parts(&p[..39], &p[39..104]), Err(Error), "the BTH must be in the head");
+    }
+
+    #[test]
+    fn a_started_packet_continued_anywhere_has_the_same_icrc() {
+        let p = send_only();
+        for cut in 40..=104 {
+            let mut h = start(&p[..cut]).expect("headers in the head");
+            // The rest in two pieces, as a payload split over memory runs.
+            let mid = cut + (104 - cut) / 3;
+            h.update(&p[cut..mid]);
+            h.update(&p[mid..104]);
+            assert_eq!(h.finalize(), 0x8685_d009, "cut at {cut}");
+        }
+        assert!(start(&p[..39]).is_err());
     }
 
     #[test]

@@ -97,7 +97,22 @@ pub fn check_with(
     config: rdma::rxe::device::Config,
     script: &[Fault],
 ) -> Result<Outcome, String> {
+    check_in(seed, faults, mtu, ops, config, script, false)
+}
+
+/// [`check_with`], the payloads sent from memory (zero-copy: the simulated NIC
+/// reads them after each send) when `zero_copy`.
+pub fn check_in(
+    seed: u64,
+    faults: Faults,
+    mtu: rdma::core::port::IbMtu,
+    ops: &[Op],
+    config: rdma::rxe::device::Config,
+    script: &[Fault],
+    zero_copy: bool,
+) -> Result<Outcome, String> {
     let mut sim = Sim::new(seed, faults, MEM, config);
+    sim.set_zero_copy(zero_copy);
     sim.wire.journal = Some(Vec::new());
     sim.wire.script = script.to_vec();
     if std::env::var("RXE_TRACE").is_ok() {
