@@ -321,7 +321,7 @@ impl Verbs {
     pub fn wake_status(&self) -> alloc::string::String {
         match &self.doorbell {
             Some(d) => alloc::format!(
-                "ring: doorbell ivshmem peer {} {}
+                "ring: doorbell ivshmem peer {} {}\n\
                  doorbell interrupts {} host rings {} halts asked {} averted {}",
                 d.position(),
                 d.irq(),
