@@ -18,6 +18,7 @@ mod image;
 mod linux;
 pub mod load;
 mod make_run;
+mod pair;
 pub mod passthrough;
 pub mod pcap;
 pub mod progress;
@@ -36,6 +37,7 @@ pub use linux::{
     free_tcp_port, peer_dir,
 };
 pub use make_run::MakeRun;
+pub use pair::ring_pair;
 pub use qemu::{Accel, Appliance, Error, Exit, Firmware, Ivshmem, Medium, Nic, NicModel, Options, qemu_binary};
 pub use vde::VdeSwitch;
 

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::{Appliance, Ivshmem, ring_pair};
 
 const REGION: u64 = 64 << 20;
 /// The bound on every wait for something that must happen: generous (TCG on
@@ -25,7 +25,6 @@ const REGION: u64 = 64 << 20;
 const WAIT: Duration = Duration::from_secs(120);
 
 fn pair(tag: &str, doorbell: bool) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
-    let (p1, p2) = (free_udp_port(), free_udp_port());
     let ring = |side: &str| {
         let name = format!("{tag}-{side}");
         if doorbell {
@@ -34,19 +33,7 @@ fn pair(tag: &str, doorbell: bool) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
             Ivshmem::temp_plain(&name, REGION)
         }
     };
-    let (s1, s2) = (ring("a"), ring("b"));
-    let node = |mac: &str, local, peer, ip: &str, shm: &Ivshmem| Options {
-        nic: Some(Nic::new(mac, local, peer)),
-        append: format!("ip={ip}"),
-        ivshmem: Some(shm.clone()),
-        ..Options::default()
-    };
-    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24", &s1)).unwrap();
-    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24", &s2)).unwrap();
-    for x in [&mut a, &mut b] {
-        assert!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    }
-    (a, b, s1, s2)
+    ring_pair([ring("a"), ring("b")], ["", ""])
 }
 
 /// The console's `ring` line of counters: (doorbell interrupts, host rings).

@@ -35,7 +35,7 @@ use tests::report::{counter, counters, perftest_row};
 use tests::tool;
 use tests::{
     Appliance, Ivshmem, LinuxPeer, MGMT_GUEST_PORT, MGMT_HOST_IP, Nic, Options, PeerOptions, free_tcp_port,
-    free_udp_port,
+    free_udp_port, ring_pair,
 };
 
 const REGION: u64 = 64 << 20;
@@ -530,20 +530,9 @@ fn duplex_write_outlasts_a_linux_guest_frozen_for_a_second() {
 /// that a context's buffer area (about 31 MiB) holds perftest's buffers for
 /// `-a`'s 8 MiB messages.
 fn pair(tag: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
-    let (p1, p2) = (free_udp_port(), free_udp_port());
     let region = 256 << 20;
-    let (s1, s2) = (Ivshmem::temp(&format!("{tag}-a"), region), Ivshmem::temp(&format!("{tag}-b"), region));
-    let node = |mac: &str, local, peer, ip: &str, shm: &Ivshmem| Options {
-        nic: Some(Nic::new(mac, local, peer)),
-        append: format!("ip={ip}"),
-        ivshmem: Some(shm.clone()),
-        ..Options::default()
-    };
-    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24", &s1)).unwrap();
-    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24", &s2)).unwrap();
-    for x in [&mut a, &mut b] {
-        assert!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    }
+    let (mut a, b, s1, s2) =
+        ring_pair([Ivshmem::temp(&format!("{tag}-a"), region), Ivshmem::temp(&format!("{tag}-b"), region)], ["", ""]);
     let out = a.cmd("ping 10.0.0.2 -c 2 -i 200").unwrap();
     assert!(out.contains("2 received"), "{out}");
     (a, b, s1, s2)

@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use tests::rc::connect;
-use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::{Appliance, Ivshmem, ring_pair};
 use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
 /// Bound on each wait for completions on the emulated wire: generous (TCG on
@@ -27,20 +27,8 @@ const IBV_MTU_1024: u32 = 3;
 /// Two appliances on one wire, 10.0.0.1 with `append_a` and 10.0.0.2 with
 /// `append_b` on their command lines, each with a `region`-byte ring.
 fn pair(tag: &str, region: u64, append_a: &str, append_b: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let (s1, s2) = (Ivshmem::temp_plain(&format!("{tag}-a"), region), Ivshmem::temp_plain(&format!("{tag}-b"), region));
-    let node = |mac: &str, local, peer, ip: &str, extra: &str, shm: &Ivshmem| Options {
-        nic: Some(Nic::new(mac, local, peer)),
-        append: format!("ip={ip} {extra}"),
-        ivshmem: Some(shm.clone()),
-        ..Options::default()
-    };
-    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24", append_a, &s1)).unwrap();
-    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24", append_b, &s2)).unwrap();
-    for x in [&mut a, &mut b] {
-        assert!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    }
-    (a, b, s1, s2)
+    let rings = [Ivshmem::temp_plain(&format!("{tag}-a"), region), Ivshmem::temp_plain(&format!("{tag}-b"), region)];
+    ring_pair(rings, [append_a, append_b])
 }
 
 /// The byte at `i` of message `seq` of QP `qp`.

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tests::rc::connect;
-use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port};
+use tests::{Appliance, Ivshmem, Nic, Options, free_udp_port, ring_pair};
 use verbs::{AccessFlags, Context, Cq, MemoryRegion, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WrOp};
 
 const REGION: u64 = 64 << 20;
@@ -30,20 +30,7 @@ const BIG: usize = 1 << 20;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn pair(tag: &str) -> (Appliance, Appliance, Ivshmem, Ivshmem) {
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let (s1, s2) = (Ivshmem::temp(&format!("{tag}-a"), REGION), Ivshmem::temp(&format!("{tag}-b"), REGION));
-    let node = |mac: &str, local, peer, ip: &str, shm: &Ivshmem| Options {
-        nic: Some(Nic::new(mac, local, peer)),
-        append: format!("ip={ip}"),
-        ivshmem: Some(shm.clone()),
-        ..Options::default()
-    };
-    let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, "10.0.0.1/24", &s1)).unwrap();
-    let mut b = Appliance::boot(node("52:54:00:00:00:02", p2, p1, "10.0.0.2/24", &s2)).unwrap();
-    for x in [&mut a, &mut b] {
-        assert!(x.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    }
-    (a, b, s1, s2)
+    ring_pair([Ivshmem::temp(&format!("{tag}-a"), REGION), Ivshmem::temp(&format!("{tag}-b"), REGION)], ["", ""])
 }
 
 /// The byte message `seq` of side `side` carries at `i`.

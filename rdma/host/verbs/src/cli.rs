@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::{Context, Device, Error};
 
@@ -24,6 +24,25 @@ impl RingArgs {
     /// Attach and open device `name` (the first device when `None`).
     pub fn device(&self, name: Option<&str>) -> Result<Device, Error> {
         self.open()?.device(name)
+    }
+}
+
+/// The two ends of the extension tools (`ext_verbs`, `frmr_cm`):
+/// `-R target|initiator`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    /// Owns the memory: registers it, announces its keys, checks what lands.
+    Target,
+    /// WRITEs, READs and SENDs WITH INVALIDATE through the target's keys.
+    Initiator,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Target => "target",
+            Role::Initiator => "initiator",
+        }
     }
 }
 

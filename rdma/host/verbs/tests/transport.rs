@@ -322,6 +322,28 @@ fn ipv4_gid(n: u8) -> [u8; 16] {
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, n]
 }
 
+/// Connects RC QP `a` on appliance 1 and `b` on appliance 2 to each other
+/// (PSN 7, 1024-byte MTU), each allowing `rd_atomic` READs and atomics in
+/// flight both ways.
+fn connect_rc(a: &Qp, b: &Qp, access: AccessFlags, rd_atomic: u8) {
+    for (q, remote, peer) in [(a, b, 2), (b, a, 1)] {
+        q.to_init(1, access).unwrap();
+        q.to_rtr(&RtrAttr {
+            port: 1,
+            path_mtu: 3,
+            dest_qp_num: remote.qp_num(),
+            rq_psn: 7,
+            dgid: ipv4_gid(peer),
+            sgid_index: 1,
+            max_dest_rd_atomic: rd_atomic,
+            min_rnr_timer: 12,
+            ..Default::default()
+        })
+        .unwrap();
+        q.to_rts(7, rd_atomic).unwrap();
+    }
+}
+
 #[test]
 fn rc_send_write_read_atomics_through_the_library() {
     let pair = Pair::start();
@@ -337,24 +359,7 @@ fn rc_send_write_read_atomics_through_the_library() {
     };
     let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
     let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap();
-    let connect = |q: &Qp, remote: &Qp, peer: u8| {
-        q.to_init(1, AccessFlags::ALL_REMOTE).unwrap();
-        q.to_rtr(&RtrAttr {
-            port: 1,
-            path_mtu: 3,
-            dest_qp_num: remote.qp_num(),
-            rq_psn: 7,
-            dgid: ipv4_gid(peer),
-            sgid_index: 1,
-            max_dest_rd_atomic: 4,
-            min_rnr_timer: 12,
-            ..Default::default()
-        })
-        .unwrap();
-        q.to_rts(7, 4).unwrap();
-    };
-    connect(&qa, &qb, 2);
-    connect(&qb, &qa, 1);
+    connect_rc(&qa, &qb, AccessFlags::ALL_REMOTE, 4);
     let q = qa.query(0).unwrap();
     assert_eq!((q.attr.qp_state, q.attr.dest_qp_num), (verbs::qp_state::RTS, qb.qp_num()));
 
@@ -1132,24 +1137,7 @@ fn srq_limit_event_fires_once_and_modify_srq_rearms_it_and_resizes() {
     };
     let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
     let qb = Qp::create(&pb, &qb_cq, &qb_cq, Some(&srq), &attr).unwrap();
-    let connect = |q: &Qp, remote: &Qp, peer: u8| {
-        q.to_init(1, AccessFlags::NONE_REMOTE).unwrap();
-        q.to_rtr(&RtrAttr {
-            port: 1,
-            path_mtu: 3,
-            dest_qp_num: remote.qp_num(),
-            rq_psn: 7,
-            dgid: ipv4_gid(peer),
-            sgid_index: 1,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 12,
-            ..Default::default()
-        })
-        .unwrap();
-        q.to_rts(7, 1).unwrap();
-    };
-    connect(&qa, &qb, 2);
-    connect(&qb, &qa, 1);
+    connect_rc(&qa, &qb, AccessFlags::NONE_REMOTE, 1);
     let recvs: Vec<(u64, Vec<verbs::Sge>)> =
         (0..8).map(|i| (i, vec![mb.sge(i as usize * 4096, 4096).unwrap()])).collect();
     let posted: Vec<(u64, &[verbs::Sge])> = recvs.iter().map(|(i, s)| (*i, &s[..])).collect();
@@ -1450,23 +1438,7 @@ fn completion_events_and_doorbells_between_hosts_and_appliances() {
     };
     let qa = Qp::create(&pa, &qa_cq, &qa_cq, None, &attr).unwrap();
     let qb = Qp::create(&pb, &qb_cq, &qb_cq, None, &attr).unwrap();
-    let connect = |q: &Qp, remote: &Qp, peer: u8| {
-        q.to_init(1, AccessFlags::LOCAL_WRITE).unwrap();
-        q.to_rtr(&RtrAttr {
-            port: 1,
-            path_mtu: 3,
-            dest_qp_num: remote.qp_num(),
-            rq_psn: 7,
-            dgid: ipv4_gid(peer),
-            sgid_index: 1,
-            min_rnr_timer: 12,
-            ..Default::default()
-        })
-        .unwrap();
-        q.to_rts(7, 1).unwrap();
-    };
-    connect(&qa, &qb, 2);
-    connect(&qb, &qa, 1);
+    connect_rc(&qa, &qb, AccessFlags::LOCAL_WRITE, 1);
     let send = |wr_id, flags| {
         let wr = SendWr { wr_id, op: WrOp::Send, sg_list: &[ma.sge(0, 8).unwrap()], flags, ud: None };
         qa.post_send(&[wr]).unwrap();

@@ -41,8 +41,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
-use verbs::cli::RingArgs;
+use clap::Parser;
+use verbs::cli::{RingArgs, Role};
 use verbs::{
     AccessFlags, Cq, Device, MemoryRegion, MemoryWindow, MwType, Pd, Qp, QpCap, QpInitAttr, RtrAttr, SendFlags, SendWr,
     WcStatus, WorkCompletion, WrOp, names, wc_opcode,
@@ -77,23 +77,6 @@ const INV_SEND_FRMR: u32 = 4096;
 const FRMR_IOVA: u64 = 0x5000_0000;
 /// How long one completion may take (TCG guests are slow).
 const COMPLETION: Duration = Duration::from_secs(30);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Role {
-    /// Owns the memory: binds windows, fast-registers, receives.
-    Target,
-    /// WRITEs, READs and SENDs WITH INVALIDATE through the target's keys.
-    Initiator,
-}
-
-impl Role {
-    fn name(self) -> &'static str {
-        match self {
-            Role::Target => "target",
-            Role::Initiator => "initiator",
-        }
-    }
-}
 
 #[derive(Parser)]
 #[command(name = "ext_verbs", about = "Memory windows, fast registration and SEND WITH INVALIDATE against a peer")]

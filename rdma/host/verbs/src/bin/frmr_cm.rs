@@ -35,8 +35,8 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
-use verbs::cli::RingArgs;
+use clap::Parser;
+use verbs::cli::{RingArgs, Role};
 use verbs::cm::{CmEvent, CmId, ConnParam, EventChannel, cm_event, port_space};
 use verbs::{
     AccessFlags, Cq, FastRegMr, MemoryRegion, Pd, Qp, QpCap, QpInitAttr, SendFlags, SendWr, WcStatus, WorkCompletion,
@@ -64,23 +64,6 @@ const OFF_KEYS: u64 = 4 * PAGE;
 const BUF_LEN: usize = 6 * PAGE as usize;
 /// How long one step may take (a TCG guest on a busy host is slow).
 const STEP: Duration = Duration::from_secs(60);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Role {
-    /// Fast-registers the memory, announces its keys, checks what lands.
-    Target,
-    /// READs, WRITEs and SENDs WITH INVALIDATE through the target's keys.
-    Initiator,
-}
-
-impl Role {
-    fn name(self) -> &'static str {
-        match self {
-            Role::Target => "target",
-            Role::Initiator => "initiator",
-        }
-    }
-}
 
 #[derive(Parser)]
 #[command(
