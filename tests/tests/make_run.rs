@@ -153,8 +153,8 @@ fn make_run_starts_and_stops_the_ivshmem_server_and_doorbell_0_polls() {
     // A host rings only an appliance that halts asking for it; one that is
     // still awake from the last command finds the next by itself (a short
     // tool like `rdma link` may never ring). Commands spaced wider than the
-    // appliance's 1 ms heartbeat find it halted, but for the few
-    // microseconds of a heartbeat pass.
+    // appliance's 1 ms heartbeat find it halted, unless one lands in the few
+    // microseconds of a heartbeat's pass.
     let ctx = verbs::Context::open(std::path::Path::new(&ring)).unwrap();
     let door = ctx.doorbell().expect("the host library found the doorbell");
     for _ in 0..20 {
