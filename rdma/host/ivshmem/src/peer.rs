@@ -99,6 +99,13 @@ impl Peer {
         self.id
     }
 
+    /// The connection to the server: readable when notices wait for
+    /// [`Peer::update`]. A long-lived peer must take them as they come: the
+    /// server drops one whose socket stays full.
+    pub fn socket(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+
     /// The shared-memory file the server handed out.
     pub fn shm(&self) -> BorrowedFd<'_> {
         self.shm.as_fd()

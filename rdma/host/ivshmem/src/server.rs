@@ -4,6 +4,13 @@
 //! ivshmem server"). One thread, one `poll` over the listening socket, the
 //! peers' sockets (a peer never writes: readable means gone) and a stop
 //! eventfd.
+//!
+//! Every peer must read its notices (QEMU does as they come; our host
+//! library's wake-up thread does). One that does not fills its socket after
+//! a few hundred comings and goings of others, and a blocking send to it
+//! would stall the server for everyone: no new peer could connect. So a
+//! send may wait [`SEND_TIMEOUT`] at most, and a peer it times out on is
+//! disconnected like one that closed.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -12,10 +19,14 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
 
 use crate::msg::{self, MAX_ID, SHM, VERSION};
+
+/// How long a send to one peer may wait for room in its socket.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A connected peer: its socket and the eventfds of its vectors.
 struct Conn {
@@ -128,6 +139,9 @@ impl Server {
     /// peers already there; then the others hear of it, and it gets its own
     /// vectors.
     fn welcome(&mut self, stream: UnixStream) {
+        if stream.set_write_timeout(Some(SEND_TIMEOUT)).is_err() {
+            return;
+        }
         let Some(id) = self.free_id() else { return };
         let eventfds: io::Result<Vec<OwnedFd>> =
             (0..self.vectors).map(|_| eventfd(0, EventfdFlags::CLOEXEC).map_err(io::Error::from)).collect();
@@ -284,6 +298,36 @@ mod tests {
         let c = UnixStream::connect(&r.socket).unwrap();
         assert_eq!(next(&c).value, VERSION);
         assert_eq!(next(&c).value, 2);
+    }
+
+    /// A peer that never reads its notices: once its socket is full the
+    /// server drops it after [`SEND_TIMEOUT`] instead of stalling every
+    /// other peer behind it (a soak's host processes found the server so,
+    /// blocked in a send, after ~140 of them had come and gone).
+    #[test]
+    fn a_peer_that_never_reads_is_dropped_not_waited_for() {
+        let r = Running::start(1);
+        let silent = UnixStream::connect(&r.socket).unwrap();
+        let socket = r.socket.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        const CHURN: usize = 2000;
+        std::thread::spawn(move || {
+            for _ in 0..CHURN {
+                // Each comes (its eventfd to every peer) and goes (its ID).
+                let _ = tx.send(crate::Peer::connect(&socket).is_ok());
+            }
+        });
+        for i in 0..CHURN {
+            let ok = rx.recv_timeout(Duration::from_secs(60)).expect("the server stalled");
+            assert!(ok, "peer {i} was refused");
+        }
+        // The silent peer's backlog ends with the server closing it.
+        silent.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut notices = 0;
+        while recv(&silent).expect("closed, not stalled").is_some() {
+            notices += 1;
+        }
+        assert!(notices < 2 * CHURN, "dropped before it heard of all {CHURN} peers ({notices} notices)");
     }
 
     #[test]

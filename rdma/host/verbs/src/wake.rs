@@ -7,8 +7,11 @@
 //! its own eventfd: each wake-up the appliance sends (a CQ event it asked
 //! for) bumps a generation that waiters sleep on ([`Wake::wait_after`]) and
 //! runs the listeners a layer above registered (our libibverbs' completion
-//! channels). Without a doorbell (`ivshmem-plain`) none of this exists and
-//! waiting is polling with a back-off.
+//! channels). The same thread takes the server's notices of other peers as
+//! they come: left unread they would fill the connection, and the server
+//! drops a peer it cannot tell (and with it the appliance's way to wake
+//! this process). Without a doorbell (`ivshmem-plain`) none of this exists
+//! and waiting is polling with a back-off.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -38,7 +41,7 @@ struct Hub {
 
 /// One context's doorbell.
 pub struct Wake {
-    peer: Mutex<Peer>,
+    peer: Arc<Mutex<Peer>>,
     fw_peer: u16,
     fw_vector: u16,
     hub: Arc<Hub>,
@@ -72,11 +75,13 @@ impl Wake {
             .ok_or_else(|| err(io::Error::new(io::ErrorKind::InvalidData, "no vector to be woken on")))?
             .try_clone_to_owned()
             .map_err(err)?;
+        let notices = peer.socket().try_clone_to_owned().map_err(err)?;
         let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC).map_err(|e| err(e.into()))?);
         let hub = Arc::new(Hub::default());
-        spawn(own, stop.clone(), hub.clone()).map_err(err)?;
+        let peer = Arc::new(Mutex::new(peer));
+        spawn(Fds { own, notices, stop: stop.clone() }, peer.clone(), hub.clone()).map_err(err)?;
         let fw_vector = u16::try_from(block.fw_vector).unwrap_or(0);
-        Ok(Wake { peer: Mutex::new(peer), fw_peer, fw_vector, hub, stop, rings: Mutex::new(0) })
+        Ok(Wake { peer, fw_peer, fw_vector, hub, stop, rings: Mutex::new(0) })
     }
 
     /// This process's peer ID.
@@ -133,21 +138,42 @@ impl Drop for Wake {
     }
 }
 
-/// The wake-up thread: blocks on `own` (this peer's eventfd) and `stop`.
-fn spawn(own: OwnedFd, stop: Arc<OwnedFd>, hub: Arc<Hub>) -> io::Result<()> {
+/// What the wake-up thread blocks on.
+struct Fds {
+    /// This peer's eventfd: the appliance rang.
+    own: OwnedFd,
+    /// The connection to the server: notices of other peers.
+    notices: OwnedFd,
+    /// The context closed.
+    stop: Arc<OwnedFd>,
+}
+
+/// The wake-up thread.
+fn spawn(fds: Fds, peer: Arc<Mutex<Peer>>, hub: Arc<Hub>) -> io::Result<()> {
+    let Fds { own, notices, stop } = fds;
     let body = move || {
+        // Until the server goes (or says something this side cannot read).
+        let mut listening = true;
         loop {
-            let (woken, stopped) = {
-                let mut fds = [PollFd::new(&own, PollFlags::IN), PollFd::new(&*stop, PollFlags::IN)];
+            let (woken, stopped, noticed) = {
+                let mut fds = [
+                    PollFd::new(&own, PollFlags::IN),
+                    PollFd::new(&*stop, PollFlags::IN),
+                    PollFd::new(&notices, if listening { PollFlags::IN } else { PollFlags::empty() }),
+                ];
                 match poll(&mut fds, None) {
                     Ok(_) => {}
                     Err(rustix::io::Errno::INTR) => continue,
                     Err(_) => return,
                 }
-                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+                (!fds[0].revents().is_empty(), !fds[1].revents().is_empty(), !fds[2].revents().is_empty())
             };
             if stopped {
                 return;
+            }
+            if noticed && listening {
+                let mut p = lock(&peer);
+                listening = p.update().is_ok() && !p.server_gone();
             }
             if woken {
                 let mut count = [0u8; 8];
@@ -161,4 +187,40 @@ fn spawn(own: OwnedFd, stop: Arc<OwnedFd>, hub: Arc<Hub>) -> io::Result<()> {
         }
     };
     std::thread::Builder::new().name("verbs-wake".into()).spawn(body).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ivshmem::Server;
+
+    /// Peers come and go by the thousand (a soak's host processes) while
+    /// this context waits: its thread takes the notices, so the server keeps
+    /// it, and the appliance can still wake it.
+    #[test]
+    fn the_server_keeps_a_peer_that_takes_its_notices() {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = dir.path().join("ring");
+        let shm = std::fs::File::create(&ring).unwrap();
+        shm.set_len(4096).unwrap();
+        let socket = ivshmem::socket_for(&ring);
+        let mut server = Server::bind(&socket, shm, 1).unwrap();
+        let stopper = server.stopper();
+        let t = std::thread::spawn(move || server.run());
+        // The appliance's side, reading its notices as QEMU does.
+        let mut fw = Peer::connect(&socket).unwrap();
+        let wake = Wake::connect(&ring, &WakeBlock::ivshmem(fw.id())).unwrap();
+        for i in 0..2000 {
+            drop(Peer::connect(&socket).unwrap());
+            if i % 50 == 0 {
+                fw.update().unwrap();
+            }
+        }
+        let seen = wake.generation();
+        fw.ring(wake.peer_id(), 0).expect("the server kept our peer");
+        assert!(wake.wait_after(seen, Duration::from_secs(60)), "the ring woke the thread");
+        drop(wake);
+        stopper.stop();
+        t.join().unwrap().unwrap();
+    }
 }
