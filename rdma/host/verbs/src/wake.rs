@@ -156,12 +156,15 @@ fn spawn(fds: Fds, peer: Arc<Mutex<Peer>>, hub: Arc<Hub>) -> io::Result<()> {
         let mut listening = true;
         loop {
             let (woken, stopped, noticed) = {
+                // A closed connection reports a hang-up whatever is asked,
+                // so once the server is gone its socket is left out.
                 let mut fds = [
                     PollFd::new(&own, PollFlags::IN),
                     PollFd::new(&*stop, PollFlags::IN),
-                    PollFd::new(&notices, if listening { PollFlags::IN } else { PollFlags::empty() }),
+                    PollFd::new(&notices, PollFlags::IN),
                 ];
-                match poll(&mut fds, None) {
+                let n = if listening { 3 } else { 2 };
+                match poll(&mut fds[..n], None) {
                     Ok(_) => {}
                     Err(rustix::io::Errno::INTR) => continue,
                     Err(_) => return,
@@ -222,5 +225,49 @@ mod tests {
         drop(wake);
         stopper.stop();
         t.join().unwrap().unwrap();
+    }
+
+    /// CPU clock ticks used so far by this process's wake-up threads.
+    fn wake_threads_ticks() -> u64 {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+        tasks
+            .flatten()
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "verbs-wake"))
+            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+            .map(|stat| {
+                // utime and stime: fields 14 and 15, counted after the
+                // parenthesised command name.
+                let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+                    + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+            })
+            .sum()
+    }
+
+    /// The server goes away under an open context: its thread stops
+    /// listening to the closed connection instead of spinning on the
+    /// hang-up, and the context's rings fail quietly.
+    #[test]
+    fn a_server_that_goes_leaves_the_thread_asleep() {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = dir.path().join("ring");
+        let shm = std::fs::File::create(&ring).unwrap();
+        shm.set_len(4096).unwrap();
+        let socket = ivshmem::socket_for(&ring);
+        let mut server = Server::bind(&socket, shm, 1).unwrap();
+        let stopper = server.stopper();
+        let t = std::thread::spawn(move || server.run());
+        let fw = Peer::connect(&socket).unwrap();
+        let wake = Wake::connect(&ring, &WakeBlock::ivshmem(fw.id())).unwrap();
+        stopper.stop();
+        t.join().unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let before = wake_threads_ticks();
+        std::thread::sleep(Duration::from_secs(1));
+        let used = wake_threads_ticks() - before;
+        // A spinning thread would use about 100 ticks of the second.
+        assert!(used < 20, "the wake-up threads used {used} ticks in a second");
+        drop(wake);
     }
 }
