@@ -195,21 +195,28 @@ fn spawn(fds: Fds, peer: Arc<Mutex<Peer>>, hub: Arc<Hub>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ivshmem::Server;
+    use ivshmem::{Server, Stopper};
+
+    /// An ivshmem server for a ring file `ring` in a new folder, run in a
+    /// thread: the folder, how to stop it, the thread.
+    fn serve() -> (tempfile::TempDir, Stopper, std::thread::JoinHandle<io::Result<()>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = dir.path().join("ring");
+        let shm = std::fs::File::create(&ring).unwrap();
+        shm.set_len(4096).unwrap();
+        let mut server = Server::bind(&ivshmem::socket_for(&ring), shm, 1).unwrap();
+        let stopper = server.stopper();
+        (dir, stopper, std::thread::spawn(move || server.run()))
+    }
 
     /// Peers come and go by the thousand (a soak's host processes) while
     /// this context waits: its thread takes the notices, so the server keeps
     /// it, and the appliance can still wake it.
     #[test]
     fn the_server_keeps_a_peer_that_takes_its_notices() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, stopper, t) = serve();
         let ring = dir.path().join("ring");
-        let shm = std::fs::File::create(&ring).unwrap();
-        shm.set_len(4096).unwrap();
         let socket = ivshmem::socket_for(&ring);
-        let mut server = Server::bind(&socket, shm, 1).unwrap();
-        let stopper = server.stopper();
-        let t = std::thread::spawn(move || server.run());
         // The appliance's side, reading its notices as QEMU does.
         let mut fw = Peer::connect(&socket).unwrap();
         let wake = Wake::connect(&ring, &WakeBlock::ivshmem(fw.id())).unwrap();
@@ -253,14 +260,9 @@ mod tests {
     /// hang-up, and the context's rings fail quietly.
     #[test]
     fn a_server_that_goes_leaves_the_thread_asleep() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, stopper, t) = serve();
         let ring = dir.path().join("ring");
-        let shm = std::fs::File::create(&ring).unwrap();
-        shm.set_len(4096).unwrap();
         let socket = ivshmem::socket_for(&ring);
-        let mut server = Server::bind(&socket, shm, 1).unwrap();
-        let stopper = server.stopper();
-        let t = std::thread::spawn(move || server.run());
         let fw = Peer::connect(&socket).unwrap();
         let wake = Wake::connect(&ring, &WakeBlock::ivshmem(fw.id())).unwrap();
         stopper.stop();
