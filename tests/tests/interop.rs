@@ -974,19 +974,8 @@ fn ud_multicast_with_linux_mckey_both_ways() {
     const RDMA_UDP_QKEY: u32 = 0x0123_4567;
     const COUNT: usize = 10;
     const SIZE: u32 = 100;
-    let (p1, p2) = (free_udp_port(), free_udp_port());
-    let mut linux = LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, p1), "10.0.0.3/24")).unwrap();
-    let shm = tests::Ivshmem::temp("mcast-ud", 64 << 20);
-    let mut app = tests::Appliance::boot(tests::Options {
-        nic: Some(Nic::new("52:54:00:00:00:01", p1, p2)),
-        append: "ip=10.0.0.1/24".into(),
-        ivshmem: Some(shm.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    linux.wait_ready().unwrap();
-    assert!(app.cmd("rdma link add rxe0 type rxe netdev eth0").unwrap().contains("rxe0: set active"));
-    assert!(app.cmd("ping 10.0.0.3 -c 2 -i 200").unwrap().contains("2 received"));
+    // The appliance lives to the end of the test (its QEMU goes with it).
+    let RingPeer { app: _app, mut linux, shm, .. } = ring_appliance_and_linux("mcast-ud");
     let run = Duration::from_secs(90);
 
     let ctx = Context::open(&shm.path).unwrap();
