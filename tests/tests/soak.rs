@@ -80,10 +80,12 @@ fn minutes() -> f64 {
 }
 
 /// What happened, per kind of operation.
-#[derive(Default)]
 struct Tally {
     kinds: Mutex<BTreeMap<String, Kind>>,
     failures: Mutex<Vec<String>>,
+    /// When the appliances' clocks started (about): a failure is stamped
+    /// with the guest uptime of its moment, to find it in their consoles.
+    booted: Instant,
 }
 
 #[derive(Default, Clone)]
@@ -104,10 +106,15 @@ impl Tally {
         e.unit = unit;
     }
 
+    fn new(booted: Instant) -> Tally {
+        Tally { kinds: Mutex::default(), failures: Mutex::default(), booted }
+    }
+
     fn fail(&self, kind: &str, why: String) {
         self.kinds.lock().unwrap().entry(kind.to_string()).or_default().failed += 1;
-        eprintln!("SOAK FAILURE {kind}: {why}");
-        self.failures.lock().unwrap().push(format!("{kind}: {why}"));
+        let at = self.booted.elapsed().as_secs_f64();
+        eprintln!("SOAK FAILURE {kind} (guest uptime about {at:.0} s): {why}");
+        self.failures.lock().unwrap().push(format!("{kind} (guest uptime about {at:.0} s): {why}"));
     }
 
     fn failures(&self) -> usize {
@@ -817,6 +824,7 @@ fn soak() {
         cmd_timeout: RUN,
         ..Options::default()
     };
+    let booted = Instant::now();
     let mut a = Appliance::boot(node("52:54:00:00:00:01", pa0, ab.port_a, "10.0.0.1/24", &ring_a, second_nic)).unwrap();
     let mut b = Appliance::boot(node("52:54:00:00:00:02", pb0, ab.port_b, "10.0.0.2/24", &ring_b, vec![])).unwrap();
     linux.wait_ready().unwrap();
@@ -844,7 +852,7 @@ fn soak() {
         assert_eq!(x.cmd("perf reset").unwrap(), "");
     }
     let (ra, rb) = (Ring { name: "A", path: ring_a.path.clone() }, Ring { name: "B", path: ring_b.path.clone() });
-    let tally = Tally::default();
+    let tally = Tally::new(booted);
     let rng = Mutex::new(Rng(seed));
     let load = tests::load::Watch::start();
     let start = Instant::now();
@@ -1066,6 +1074,10 @@ fn soak() {
     println!("{sum}");
     let _ = std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/soak"));
     let _ = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/soak/summary.txt"), &sum);
+    // The consoles, for what the firmware logged around a failure.
+    for (name, x) in [("A", &a), ("B", &b)] {
+        let _ = std::fs::write(format!("{}/../target/soak/{name}.console", env!("CARGO_MANIFEST_DIR")), x.transcript());
+    }
     assert!(total_ops > 0, "no operation ran");
     assert!(fail.is_empty(), "soak failed {} check(s):\n{}\n\n{sum}", fail.len(), fail.join("\n---\n"));
 }
