@@ -206,8 +206,31 @@ fn last_ack_lost(e: &str, iters: u32) -> bool {
     let Some((client, server)) = e.split_once("--- server ---") else { return false };
     let done = format!("{iters} iters in");
     let retried_out = "transport retry counter exceeded (12) for wr_id 2";
+    // `pair`'s first line names both sides' status before the client's part.
     (client.contains("client ok=true") && client.contains(&done) && server.contains(retried_out))
-        || (server.contains("server ok=true") && server.contains(&done) && client.contains(retried_out))
+        || (e.contains("server ok=true") && server.contains(&done) && client.contains(retried_out))
+}
+
+#[test]
+fn a_pingpong_left_behind_is_told_from_a_failure() {
+    let retried = "Failed status transport retry counter exceeded (12) for wr_id 2";
+    // `pair`'s report, and `linux_traffic`'s.
+    let pair = |c: bool, cout: &str, s: bool, sout: &str| {
+        format!("rc_pingpong: client ok={c} server ok={s}\n--- client ---\n{cout}\n--- server ---\n{sout}")
+    };
+    let linux = |c: bool, cout: &str, s: bool, sout: &str| {
+        format!("client ok={c} (ours):\n{cout}\n--- server ---\nserver ok={s} (Linux):\n{sout}")
+    };
+    for report in [pair, linux] {
+        assert!(last_ack_lost(
+            &report(false, &format!("198/200 iters{retried}"), true, "200 iters in 3.08 seconds"),
+            200
+        ));
+        assert!(last_ack_lost(&report(true, "200 iters in 3.08 seconds", false, retried), 200));
+        assert!(!last_ack_lost(&report(false, retried, false, retried), 200), "neither finished");
+        assert!(!last_ack_lost(&report(false, "no completion", true, "200 iters in 3 s"), 200), "not a retry");
+        assert!(!last_ack_lost(&report(true, "100 iters in 3 s", false, retried), 200), "not every exchange");
+    }
 }
 
 /// rc_pingpong between the appliances, alternating directions and sizes.
