@@ -284,7 +284,7 @@ impl EventChannel {
                 return Ok(ev);
             }
             if start.elapsed() > timeout {
-                return Err(Error::TimedOut { cmd: "rdma_get_cm_event", firmware_alive: true });
+                return Err(Error::NothingCame { what: "rdma_cm event", waited: start.elapsed() });
             }
             // Each poll is a command round trip: past the first spins, rest.
             round = (round + 1).min(300);

@@ -28,6 +28,10 @@ pub enum Error {
     /// No answer in time (`ETIMEDOUT`). `firmware_alive` says whether the
     /// appliance's heartbeat moved meanwhile (alive but slow, or gone).
     TimedOut { cmd: &'static str, firmware_alive: bool },
+    /// A wait for what the network brings (a completion, an rdma_cm event)
+    /// ran out with nothing come (`ETIMEDOUT`): the firmware answered, the
+    /// peer sent nothing.
+    NothingCame { what: &'static str, waited: std::time::Duration },
     /// The firmware reclaimed this context: its lease expired, it broke the
     /// ring protocol, or the firmware stopped (`ENOTCONN`). Every object of
     /// the context is gone.
@@ -70,7 +74,7 @@ impl Error {
             Error::Layout { .. } | Error::NoDevice(_) => ("ENODEV", 19),
             Error::NoFreeContext { .. } => ("EBUSY", 16),
             Error::Command { status, .. } => (status.name().unwrap_or("EIO"), i32::from(status.0)),
-            Error::TimedOut { .. } => ("ETIMEDOUT", 110),
+            Error::TimedOut { .. } | Error::NothingCame { .. } => ("ETIMEDOUT", 110),
             Error::Lost | Error::Abandoned { .. } => ("ENOTCONN", 107),
             Error::Protocol(_) => ("EPROTO", 71),
             Error::InvalidArgument(_) => ("EINVAL", 22),
@@ -108,6 +112,9 @@ impl fmt::Display for Error {
             }
             Error::TimedOut { cmd, firmware_alive: false } => {
                 write!(f, "{cmd}: no answer in time (the appliance's heartbeat stopped: is it running?)")
+            }
+            Error::NothingCame { what, waited } => {
+                write!(f, "no {what} came in {:.1} s (has the peer stopped?)", waited.as_secs_f64())
             }
             Error::Lost => f.write_str(
                 "the firmware reclaimed this context (lease expired or protocol error); its objects are gone: \

@@ -219,7 +219,7 @@ impl<'d> Cq<'d> {
             }
             let elapsed = start.elapsed();
             if elapsed > timeout {
-                return Err(Error::TimedOut { cmd: "poll_cq", firmware_alive: true });
+                return Err(Error::NothingCame { what: "completion", waited: elapsed });
             }
             if round > 1024 && self.dev.ctx.is_lost() {
                 return Err(self.dev.ctx.inner.lost_error());

@@ -312,6 +312,13 @@ fn errors_are_typed() {
     let e = qp.post_send(&[SendWr { sg_list: &too_many, ..wr }]).err().unwrap();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 
+    // A wait on a CQ nothing completes into: the firmware answered every
+    // poll, so the error names the missing completion, not the appliance.
+    let e = cq.wait(Duration::from_millis(50)).err().unwrap();
+    assert!(matches!(e, Error::NothingCame { what: "completion", .. }), "{e}");
+    assert!(e.to_string().starts_with("no completion came in"), "{e}");
+    assert_eq!(e.errno().0, "ETIMEDOUT");
+
     // A stalled appliance: the command times out, and says the heartbeat stopped.
     let quick =
         Context::open_with(&app.path, Options { timeout: Duration::from_millis(200), ..Default::default() }).unwrap();

@@ -143,7 +143,7 @@ fn wait(cli: &Cli, ch: &EventChannel, cq: &Cq<'_>) -> Result<Wake, Error> {
             last_cm = Instant::now();
         }
         if start.elapsed() > STALL {
-            return Err(Error::TimedOut { cmd: "rping completion", firmware_alive: true });
+            return Err(Error::NothingCame { what: "rping completion", waited: start.elapsed() });
         }
         std::thread::yield_now();
     }

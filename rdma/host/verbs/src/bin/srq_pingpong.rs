@@ -143,7 +143,7 @@ fn run(cli: &Cli, dev: &Device, mtu: u32) -> verbs::Result<()> {
     let mut last_progress = Instant::now();
     while rcnt < pp.common.iters || scnt < pp.common.iters {
         let wc = cq.wait(STALL).map_err(|e| match e {
-            Error::TimedOut { .. } => {
+            Error::TimedOut { .. } | Error::NothingCame { .. } => {
                 die(&format!("no completion for {}s (scnt={scnt}, rcnt={rcnt})", STALL.as_secs()))
             }
             e => e,

@@ -389,7 +389,7 @@ fn next_event(ch: &EventChannel, phase: &str) -> Result<CmEvent, i32> {
     loop {
         match ch.get_cm_event(Duration::from_secs(3600)) {
             Ok(ev) => return Ok(ev),
-            Err(Error::TimedOut { .. }) => continue,
+            Err(Error::TimedOut { .. } | Error::NothingCame { .. }) => continue,
             Err(e) => {
                 println!("cmatose: failure in rdma_get_cm_event in {phase} events: {e}");
                 return Err(errno(&e));

@@ -343,7 +343,7 @@ fn next_event(ch: &EventChannel) -> Result<CmEvent, i32> {
     loop {
         match ch.get_cm_event(Duration::from_secs(3600)) {
             Ok(ev) => return Ok(ev),
-            Err(Error::TimedOut { .. }) => continue,
+            Err(Error::TimedOut { .. } | Error::NothingCame { .. }) => continue,
             Err(e) => {
                 println!("udaddy: failure in rdma_get_cm_event: {e}");
                 return Err(errno(&e));

@@ -111,7 +111,7 @@ impl Events {
                     return ev.request.take().ok_or(Error::Protocol("CONNECT_REQUEST without an id".into()));
                 }
                 Ok(ev) => return Err(cm_error("listen", &ev)),
-                Err(Error::TimedOut { .. }) => continue,
+                Err(Error::TimedOut { .. } | Error::NothingCame { .. }) => continue,
                 Err(e) => return Err(e),
             }
         }

@@ -135,8 +135,9 @@ fn check(wc: &WorkCompletion) -> crate::Result<()> {
     }
 }
 
-fn stalled(cmd: &'static str) -> Error {
-    Error::TimedOut { cmd, firmware_alive: true }
+/// Nothing came for [`STALL`]: no `what` from the peer.
+fn stalled(what: &'static str) -> Error {
+    Error::NothingCame { what, waited: STALL }
 }
 
 /// Reaps completions for a bandwidth run.
@@ -165,7 +166,7 @@ impl Poller {
             self.last = Instant::now();
             self.idle = 0;
         } else if self.last.elapsed() > STALL {
-            return Err(stalled("poll_cq"));
+            return Err(stalled("completion"));
         } else {
             crate::context::backoff(&mut self.idle);
         }
@@ -515,7 +516,7 @@ impl Run<'_> {
                 return Ok(());
             }
             if t.elapsed() > STALL {
-                return Err(stalled("write_lat"));
+                return Err(stalled("write_lat message"));
             }
             crate::context::backoff(&mut round);
         }

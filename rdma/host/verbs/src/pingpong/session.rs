@@ -212,7 +212,7 @@ fn run(s: &Session<'_>, dev: &Device, mtu: Option<u32>) -> crate::Result<()> {
         // with its completion channel; else a short spin first.
         let wc = if c.events { cq.wait_event(STALL) } else { cq.wait(STALL) };
         let wc = wc.map_err(|e| match e {
-            Error::TimedOut { .. } => {
+            Error::TimedOut { .. } | Error::NothingCame { .. } => {
                 die(&format!("no completion for {}s (scnt={scnt}, rcnt={rcnt})", STALL.as_secs()))
             }
             e => e,
