@@ -31,6 +31,11 @@ pub enum Header {
 }
 
 impl Header {
+    /// Its bit in a set of headers ([`OpcodeInfo::header_set`]).
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
     /// The header's length in bytes.
     pub const fn header_len(self) -> usize {
         match self {
@@ -148,6 +153,11 @@ impl OpcodeInfo {
     /// Whether this opcode carries `header`.
     pub fn has(&self, header: Header) -> bool {
         self.offset_of(header).is_some()
+    }
+
+    /// The extension headers it carries, one [`Header::bit`] each.
+    pub fn header_set(&self) -> u8 {
+        self.headers.iter().fold(0, |set, at| set | at.header.bit())
     }
 
     /// Bytes from the BTH start to the payload.
