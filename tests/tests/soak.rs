@@ -955,13 +955,21 @@ fn soak() {
                     std::thread::sleep(Duration::from_secs(60).min(until.saturating_duration_since(Instant::now())));
                     let h = (heap_used(&mut a).0, heap_used(&mut b).0);
                     heap_samples.push(h);
+                    // Frames the host dropped at each QEMU's wire socket so far:
+                    // a side that stops taking frames in shows here first.
+                    let socket_drops = [pa0, pb0, pa1, pl].map(udp_drops);
                     eprintln!(
-                        "soak {:.1} min: heap used A {} B {} bytes (under load); relay AB {}; relay AL {}\n{}",
+                        "soak {:.1} min: heap used A {} B {} bytes (under load); relay AB {}; relay AL {}; \
+                         dropped at QEMU's sockets: A eth0 {} B eth0 {} A eth1 {} Linux {}\n{}",
                         start.elapsed().as_secs_f64() / 60.0,
                         h.0,
                         h.1,
                         ab.summary(),
                         al.summary(),
+                        socket_drops[0],
+                        socket_drops[1],
+                        socket_drops[2],
+                        socket_drops[3],
                         tally.table()
                     );
                 }
