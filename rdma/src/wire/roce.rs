@@ -63,15 +63,7 @@ impl ExtHeaders {
 
     /// The headers present, one [`Header::bit`] each.
     pub fn set(&self) -> u8 {
-        let bit = |present: bool, h: Header| if present { h.bit() } else { 0 };
-        bit(self.deth.is_some(), Header::Deth)
-            | bit(self.reth.is_some(), Header::Reth)
-            | bit(self.atomic_eth.is_some(), Header::AtomicEth)
-            | bit(self.aeth.is_some(), Header::Aeth)
-            | bit(self.atomic_ack_eth.is_some(), Header::AtomicAckEth)
-            | bit(self.immdt.is_some(), Header::ImmDt)
-            | bit(self.ieth.is_some(), Header::Ieth)
-            | bit(self.feth.is_some(), Header::Feth)
+        ALL_HEADERS.iter().filter(|h| self.has(**h)).fold(0, |set, h| set | h.bit())
     }
 
     /// Whether exactly the headers `info` lists are present (a set compare:
