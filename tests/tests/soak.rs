@@ -211,6 +211,14 @@ fn last_ack_lost(e: &str, iters: u32) -> bool {
         || (e.contains("server ok=true") && server.contains(&done) && client.contains(retried_out))
 }
 
+/// The report of a failed run against Linux, in the layout
+/// [`last_ack_lost`] reads: `(who, ok, output)` of the client, then of the
+/// server.
+fn linux_report(client: (&str, bool, &str), server: (&str, bool, &str)) -> String {
+    let ((c, cok, cout), (s, sok, sout)) = (client, server);
+    format!("client ok={cok} ({c}):\n{cout}\n--- server ---\nserver ok={sok} ({s}):\n{sout}")
+}
+
 #[test]
 fn a_pingpong_left_behind_is_told_from_a_failure() {
     let retried = "Failed status transport retry counter exceeded (12) for wr_id 2";
@@ -218,9 +226,7 @@ fn a_pingpong_left_behind_is_told_from_a_failure() {
     let pair = |c: bool, cout: &str, s: bool, sout: &str| {
         format!("rc_pingpong: client ok={c} server ok={s}\n--- client ---\n{cout}\n--- server ---\n{sout}")
     };
-    let linux = |c: bool, cout: &str, s: bool, sout: &str| {
-        format!("client ok={c} (ours):\n{cout}\n--- server ---\nserver ok={s} (Linux):\n{sout}")
-    };
+    let linux = |c: bool, cout: &str, s: bool, sout: &str| linux_report(("ours", c, cout), ("Linux", s, sout));
     for report in [pair, linux] {
         assert!(last_ack_lost(
             &report(false, &format!("198/200 iters{retried}"), true, "200 iters in 3.08 seconds"),
@@ -550,10 +556,9 @@ fn linux_traffic(linux: &mut LinuxPeer, a: &Ring, gid: u8, gp: u16, deadline: In
             if ok && (linux_ok || matches!(theirs, LinuxEnd::LeftBehind { .. })) {
                 Ok((out, theirs))
             } else {
-                let (c, s) = if linux_serves { ("ours", "Linux") } else { ("Linux", "ours") };
-                let (cok, sok) = if linux_serves { (ok, linux_ok) } else { (linux_ok, ok) };
-                let (cout, sout) = if linux_serves { (out, theirs.text()) } else { (theirs.text(), out) };
-                Err(format!("client ok={cok} ({c}):\n{cout}\n--- server ---\nserver ok={sok} ({s}):\n{sout}"))
+                let text = theirs.text();
+                let (ours, linux) = (("ours", ok, out.as_str()), ("Linux", linux_ok, text.as_str()));
+                Err(if linux_serves { linux_report(ours, linux) } else { linux_report(linux, ours) })
             }
         })();
         let who = if linux_serves { "Linux serves" } else { "A serves" };
@@ -609,10 +614,15 @@ impl LinuxEnd {
     }
 }
 
+/// Linux's `rdma statistic show link rxe0/1` counters.
+fn linux_stats(linux: &mut LinuxPeer) -> Result<Vec<(String, u64)>, String> {
+    linux.cmd("rdma statistic show link rxe0/1").map(|out| counters(&out)).map_err(|e| e.to_string())
+}
+
 /// Linux rxe0's `completer_retry_err`: its requesters' retransmission rounds.
 fn linux_retries(linux: &mut LinuxPeer) -> Result<u64, String> {
-    let out = linux.cmd("rdma statistic show link rxe0/1").map_err(|e| e.to_string())?;
-    counter(&counters(&out), "completer_retry_err").ok_or_else(|| format!("no completer_retry_err in {out}"))
+    let stats = linux_stats(linux)?;
+    counter(&stats, "completer_retry_err").ok_or_else(|| format!("no completer_retry_err in {stats:?}"))
 }
 
 /// Waits for the Linux job `spawn_bg` started, Linux's
@@ -1046,7 +1056,7 @@ fn soak() {
         a0: stats(&mut a, "rxe0"),
         a1: stats(&mut a, "rxe1"),
         b0: stats(&mut b, "rxe0"),
-        linux: counters(&linux.cmd("rdma statistic show link rxe0/1").unwrap()),
+        linux: linux_stats(&mut linux).unwrap(),
         perf_a: perf(&mut a),
         perf_b: perf(&mut b),
     };
@@ -1219,10 +1229,7 @@ fn linux_pingpong_through_the_lossy_relay() {
             Ok(LinuxEnd::LeftBehind { .. }) => last_ack += 1,
             Ok(LinuxEnd::Exited(theirs))
                 if last_ack_lost(
-                    &format!(
-                        "client ok={} (Linux):\n{theirs}\n--- server ---\nserver ok={ok} (ours):\n{ours}",
-                        theirs.contains("exit=0")
-                    ),
+                    &linux_report(("Linux", theirs.contains("exit=0"), &theirs), ("ours", ok, &ours)),
                     iters,
                 ) =>
             {
