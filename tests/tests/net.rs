@@ -176,6 +176,53 @@ fn malformed_frames_are_dropped_and_counted() {
     assert!(a.cmd("version").unwrap().starts_with("RoCE appliance"));
 }
 
+/// ARP has no checksum: a frame whose sender MAC was damaged on the wire (the
+/// soak's corrupting relay did it once, and A sent B's traffic to a MAC
+/// nobody had for 30 s) must teach nothing. Its sender MAC disagrees with the
+/// frame's source, so it is dropped and counted, and the entry keeps its MAC.
+#[test]
+fn an_arp_frame_damaged_on_the_wire_teaches_nothing() {
+    let (wire, port) = (free_udp_port(), free_udp_port());
+    let mut a = Appliance::boot(node("52:54:00:00:00:01", port, wire, "10.0.0.1/24")).unwrap();
+    let inject = UdpSocket::bind(("127.0.0.1", wire)).unwrap();
+    let station = [2, 0, 0, 0, 0, 9];
+    // Who has 10.0.0.1? Tell 10.0.0.9, at `sha`; sent from `station`.
+    let request = |sha: [u8; 6]| {
+        let mut f = [&[0xff; 6][..], &station, &[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]].concat();
+        f.extend_from_slice(&[&sha[..], &[10, 0, 0, 9], &[0; 6], &[10, 0, 0, 1]].concat());
+        f.resize(60, 0);
+        f
+    };
+    inject.send_to(&request(station), ("127.0.0.1", port)).unwrap();
+    let learnt = "10.0.0.9 dev eth0 lladdr 02:00:00:00:00:09 ";
+    let mut out = String::new();
+    for _ in 0..50 {
+        out = a.cmd("ip neigh").unwrap();
+        if out.contains(learnt) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(out.contains(learnt), "the requester is learnt:\n{out}");
+    // The same request with one bit of its sender MAC flipped.
+    let mut damaged = station;
+    damaged[5] ^= 2;
+    inject.send_to(&request(damaged), ("127.0.0.1", port)).unwrap();
+    // Taken in: refused (counted), or, as before this check, given to the
+    // neighbour tables (a second frame steered to ARP).
+    let mut link = String::new();
+    for _ in 0..50 {
+        link = a.cmd("ip -s link show dev eth0").unwrap();
+        if link.contains("arp_sender 1") || link.contains(" arp 2 ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = a.cmd("ip neigh").unwrap();
+    assert!(out.contains(learnt) && !out.contains("02:00:00:00:00:0b"), "the entry keeps its MAC:\n{out}");
+    assert!(link.contains("arp_sender 1") && link.contains(" arp 1 "), "the damaged frame is counted:\n{link}");
+}
+
 #[test]
 fn rdma_link_follows_the_netdev() {
     let (mut a, _b) = pair("10.0.0.1/24", "10.0.0.2/24");

@@ -14,6 +14,15 @@
 //! header cut short, a version that says the fields are elsewhere) or because the
 //! frame is not for us, and it counts each in [`LinkStats`] by [`DropReason`].
 //!
+//! One check more, on ARP: its sender MAC must be the frame's source MAC. ARP
+//! carries no checksum of its own, so a frame damaged after the FCS was
+//! checked (a faulty switch, the soak's corrupting relay) or forged would
+//! teach both neighbour caches a MAC nobody has, and every frame to that
+//! neighbour would go nowhere until the entry aged out (30 s and more:
+//! RC QPs run out of retries long before). Linux does not check; a sender
+//! that answers for another station's MAC (some proxies) is refused here.
+//! Neighbour discovery needs no such check: the ICMPv6 checksum covers it.
+//!
 //! The classifier reads bytes only through bounds-checked accessors, so no input
 //! can make it panic (a proptest feeds it arbitrary bytes).
 
@@ -24,6 +33,9 @@ const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_ARP: u16 = 0x0806;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ARP_ETH_IPV4_LEN: usize = 28;
+/// An ARP body's hardware type (Ethernet), protocol type (IPv4) and their
+/// address lengths (RFC 826): the sender MAC follows, at bytes 8..14.
+const ARP_ETH_IPV4: [u8; 6] = [0, 1, 8, 0, 6, 4];
 const IPV4_MIN_HDR_LEN: usize = 20;
 const IPV6_HDR_LEN: usize = 40;
 /// The UDP destination port is bytes 2..4 of the UDP header.
@@ -71,8 +83,11 @@ pub fn classify(frame: &[u8], our_mac: [u8; 6]) -> Steer {
     }
     let payload = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
     match ethertype {
-        ETHERTYPE_ARP if payload.len() >= ARP_ETH_IPV4_LEN => Steer::Arp,
-        ETHERTYPE_ARP => Steer::Drop(DropReason::ArpTruncated),
+        ETHERTYPE_ARP if payload.len() < ARP_ETH_IPV4_LEN => Steer::Drop(DropReason::ArpTruncated),
+        ETHERTYPE_ARP if payload.starts_with(&ARP_ETH_IPV4) && frame.get(6..12) != payload.get(8..14) => {
+            Steer::Drop(DropReason::ArpSender)
+        }
+        ETHERTYPE_ARP => Steer::Arp,
         ETHERTYPE_IPV4 => classify_ipv4(payload),
         ETHERTYPE_IPV6 => classify_ipv6(payload),
         _ => Steer::Drop(DropReason::EtherType),
@@ -303,10 +318,36 @@ mod tests {
         assert_eq!(classify(&ra, OURS), Steer::Stack);
     }
 
+    /// An Ethernet/IPv4 ARP body from `sha`.
+    fn arp_body(sha: [u8; 6]) -> Vec<u8> {
+        [&ARP_ETH_IPV4[..], &[0, 2], &sha, &[10, 0, 0, 2], &OURS, &[10, 0, 0, 1]].concat()
+    }
+
     #[test]
     fn arp_is_recognised() {
-        assert_eq!(classify(&eth([0xff; 6], ETHERTYPE_ARP, &[0; 28]), OURS), Steer::Arp);
+        assert_eq!(classify(&eth([0xff; 6], ETHERTYPE_ARP, &arp_body(PEER)), OURS), Steer::Arp);
+        assert_eq!(classify(&eth(OURS, ETHERTYPE_ARP, &arp_body(PEER)), OURS), Steer::Arp);
         assert_eq!(classify(&eth([0xff; 6], ETHERTYPE_ARP, &[0; 27]), OURS), Steer::Drop(DropReason::ArpTruncated));
+        // Not Ethernet/IPv4: the table refuses it, steering does not read on.
+        assert_eq!(classify(&eth([0xff; 6], ETHERTYPE_ARP, &[0; 28]), OURS), Steer::Arp);
+    }
+
+    /// The soak's outage: for about 30 s A sent B's frames to a MAC nobody
+    /// has (B counted 1,105 for another host), as an ARP frame whose sender
+    /// MAC had a bit flipped on the wire makes it do. Every such flip is caught.
+    #[test]
+    fn arp_whose_sender_is_not_the_frames_source_is_dropped() {
+        for byte in 0..6 {
+            for bit in 0..8 {
+                let mut sha = PEER;
+                sha[byte] ^= 1 << bit;
+                let f = eth(OURS, ETHERTYPE_ARP, &arp_body(sha));
+                assert_eq!(classify(&f, OURS), Steer::Drop(DropReason::ArpSender), "byte {byte} bit {bit}");
+            }
+        }
+        let mut stats = LinkStats::default();
+        steer(&eth([0xff; 6], ETHERTYPE_ARP, &arp_body([2, 0, 0, 0, 0, 9])), OURS, &mut stats);
+        assert_eq!((stats.rx_arp, stats.rx_dropped, stats.drops(DropReason::ArpSender)), (0, 1, 1));
     }
 
     #[test]

@@ -41,6 +41,7 @@ drop_reasons! {
     OtherHost => "otherhost", "Unicast to another MAC (the wire is a hub; Linux's `PACKET_OTHERHOST`).";
     EtherType => "ethertype", "An EtherType this path does not take (VLAN tags, 802.3 lengths; ARP on the RoCE path).";
     ArpTruncated => "arp_short", "ARP shorter than its Ethernet/IPv4 body (28 bytes).";
+    ArpSender => "arp_sender", "Ethernet/IPv4 ARP whose sender MAC is not the frame's source MAC: damaged after the FCS was checked, or forged. Nothing may learn from it.";
     Truncated => "truncated", "Shorter than a header, or than a length field says.";
     BadIpVersion => "bad_ip_version", "The IP version disagrees with the EtherType.";
     IpOptions => "ip_options", "An IPv4 header with options; RoCE v2 never sends them.";
@@ -97,6 +98,7 @@ impl DropReason {
             DropReason::OtherHost
                 | DropReason::EtherType
                 | DropReason::ArpTruncated
+                | DropReason::ArpSender
                 | DropReason::NotUdp
                 | DropReason::NotRoce
         )
