@@ -18,6 +18,12 @@ pub struct Faults {
     pub reorder: f64,
     /// One byte after the Ethernet header flipped.
     pub corrupt: f64,
+    /// ARP frames are never corrupted: for a wire to a stack that, like
+    /// Linux's, learns from ARP without checking it (ARP has no checksum), so
+    /// one flipped sender MAC would make it send to a MAC nobody has for
+    /// half a minute, a fault of that stack's, not of the appliance's. The
+    /// appliance drops such frames (steering's `arp_sender`).
+    pub spare_arp: bool,
 }
 
 /// What the relay did, both directions together.
@@ -173,7 +179,7 @@ fn forward(rx: UdpSocket, tx: UdpSocket, to: u16, f: Faults, mut rng: Rng, stop:
             c.dropped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        if rng.chance(f.corrupt) && frame.len() > 14 {
+        if rng.chance(f.corrupt) && frame.len() > 14 && !(f.spare_arp && frame[12..14] == [0x08, 0x06]) {
             let at = 14 + (rng.next() as usize) % (frame.len() - 14);
             frame[at] ^= 1 << (rng.next() % 8);
             c.corrupted.fetch_add(1, Ordering::Relaxed);
@@ -224,6 +230,27 @@ mod tests {
         assert!((0..100).all(|_| x.chance(0.3) == y.chance(0.3)));
         let hits = (0..10_000).filter(|_| x.chance(0.05)).count();
         assert!((400..600).contains(&hits), "{hits}");
+    }
+
+    #[test]
+    fn spared_arp_is_never_corrupted() {
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let pb = b.local_addr().unwrap().port();
+        let all = Faults { corrupt: 1.0, spare_arp: true, ..Faults::default() };
+        let relay = Relay::start(free_port(), pb, all, 3).unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 100];
+        for ethertype in [[0x08, 0x06], [0x08, 0x00]] {
+            let frame = [&[0xff; 12][..], &ethertype, &[0x5a; 46]].concat();
+            a.send_to(&frame, ("127.0.0.1", relay.port_a)).unwrap();
+            let n = b.recv(&mut buf).unwrap();
+            assert_eq!(buf[..n] == frame[..], ethertype == [0x08, 0x06], "{ethertype:?}");
+        }
+    }
+
+    fn free_port() -> u16 {
+        UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
     }
 
     #[test]

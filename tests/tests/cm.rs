@@ -168,7 +168,8 @@ fn rping_against_linux_on_a_lossy_wire() {
         return;
     }
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let relay = Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.0 }, 11).unwrap();
+    let relay =
+        Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, ..Faults::default() }, 11).unwrap();
     let (_app, mut linux, shm) = setup_wire("cm-lossy", None, (p1, relay.port_a), (p2, relay.port_b));
     rping_both_ways(&mut linux, &shm, &[64, 4096], 100);
     eprintln!("lossy wire: {}", relay.summary());

@@ -436,7 +436,7 @@ fn verbs_rings_run_rc_pingpong(model: NicModel) {
 fn rc_pingpong_through_the_lossy_relay(model: NicModel) {
     use tests::relay::{Faults, Relay};
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let faults = Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.005 };
+    let faults = Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.005, spare_arp: false };
     let relay = Relay::start(p1, p2, faults, 42).unwrap();
     let node = |mac: &str, local, peer, ip: &str| Options {
         nic: Some(nic(model, mac, local, peer, None)),

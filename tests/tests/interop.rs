@@ -464,7 +464,8 @@ fn appliance_linux_rc_pingpong_on_a_lossy_wire() {
         return;
     }
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let relay = Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.0 }, 7).unwrap();
+    let relay =
+        Relay::start(p1, p2, Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, ..Faults::default() }, 7).unwrap();
     let mut linux =
         LinuxPeer::start(PeerOptions::new(Nic::new("52:54:00:00:01:03", p2, relay.port_b), "10.0.0.3/24")).unwrap();
     let mut app = tests::Appliance::boot(tests::Options {

@@ -220,7 +220,7 @@ fn rc_pingpong_refusals_are_clear() {
 fn rc_pingpong_under_loss_reordering_duplication_and_corruption() {
     use tests::relay::{Faults, Relay};
     let (p1, p2) = (free_udp_port(), free_udp_port());
-    let faults = Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.005 };
+    let faults = Faults { drop: 0.05, duplicate: 0.01, reorder: 0.01, corrupt: 0.005, spare_arp: false };
     let relay = Relay::start(p1, p2, faults, 42).unwrap();
     let node = |mac: &str, local, peer, ip: &str| Options {
         nic: Some(Nic::new(mac, local, peer)),
