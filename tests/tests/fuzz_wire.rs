@@ -301,9 +301,28 @@ fn fuzz_live_appliance(frames: u64) {
         ..Default::default()
     };
     let qvb = Qp::create(&pvb, &cqvb, &cqvb, None, &vattr).unwrap();
+    // A victim made while the flood runs can be hit between RTR and RTS:
+    // mutated frames flip bits of the victim's QPN, so its neighbours' QPNs
+    // (a new QP's among them) get fuzzed requests, and a broken one puts an
+    // RTR QP in ERR, from which RTS is refused. Such a QP is dropped and
+    // another made.
     let new_victim = || {
-        let q = Qp::create(&pv, &cqv, &cqv, None, &vattr).unwrap();
-        connect(&q, qvb.qp_num(), 2, IBV_MTU_1024).unwrap();
+        let mut tries = 0;
+        let q = loop {
+            let q = Qp::create(&pv, &cqv, &cqv, None, &vattr).unwrap();
+            match connect(&q, qvb.qp_num(), 2, IBV_MTU_1024) {
+                Ok(()) => break q,
+                Err(e) => {
+                    let state = q.query(IBV_QP_STATE).map(|a| a.attr.qp_state);
+                    assert!(tries < 10, "no victim QP connected in {tries} tries: {e:?}, state {state:?}");
+                    tries += 1;
+                    eprintln!(
+                        "fuzz-wire: a new victim QP {} was fuzzed while connecting ({e:?}, state {state:?}); another",
+                        q.qp_num()
+                    );
+                }
+            }
+        };
         let sge = mv.sge(0, 1024).unwrap();
         for i in 0..VICTIM_RECVS {
             q.post_recv(&[(u64::from(i), &[sge][..])]).unwrap();
