@@ -238,7 +238,7 @@ mod tests {
         b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let pb = b.local_addr().unwrap().port();
         let all = Faults { corrupt: 1.0, spare_arp: true, ..Faults::default() };
-        let relay = Relay::start(free_port(), pb, all, 3).unwrap();
+        let relay = Relay::start(crate::free_udp_port(), pb, all, 3).unwrap();
         let a = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut buf = [0u8; 100];
         for ethertype in [[0x08, 0x06], [0x08, 0x00]] {
@@ -247,10 +247,6 @@ mod tests {
             let n = b.recv(&mut buf).unwrap();
             assert_eq!(buf[..n] == frame[..], ethertype == [0x08, 0x06], "{ethertype:?}");
         }
-    }
-
-    fn free_port() -> u16 {
-        UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
     }
 
     #[test]
