@@ -15,6 +15,7 @@ pub mod echo;
 pub mod fuzz;
 mod guest;
 mod image;
+pub mod iplink;
 mod linux;
 pub mod load;
 mod make_run;

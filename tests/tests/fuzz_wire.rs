@@ -204,37 +204,6 @@ fn perf_counters(out: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// From `ip -s link show`: the RX row, the steering split and the drops by reason.
-fn link_counters(out: &str) -> BTreeMap<String, u64> {
-    let mut m = BTreeMap::new();
-    let lines: Vec<&str> = out.lines().map(str::trim).collect();
-    for (i, l) in lines.iter().enumerate() {
-        if l.starts_with("RX:") {
-            let heads: Vec<&str> = l.split_whitespace().skip(1).collect();
-            let vals = lines.get(i + 1).map_or(vec![], |v| v.split_whitespace().collect());
-            for (h, v) in heads.iter().zip(vals) {
-                if let Ok(n) = v.parse() {
-                    m.insert(format!("rx {h}"), n);
-                }
-            }
-        }
-        for (prefix, key) in [("RX steer:", "steer"), ("RX drops:", "")] {
-            if let Some(rest) = l.strip_prefix(prefix) {
-                let w: Vec<&str> = rest.split_whitespace().collect();
-                for p in w.chunks(2) {
-                    if let [name, n] = p
-                        && let Ok(n) = n.parse()
-                    {
-                        let k = if key.is_empty() { name.to_string() } else { format!("{key} {name}") };
-                        m.insert(k, n);
-                    }
-                }
-            }
-        }
-    }
-    m
-}
-
 fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>, k: &str) -> u64 {
     after.get(k).copied().unwrap_or(0).saturating_sub(before.get(k).copied().unwrap_or(0))
 }
@@ -346,7 +315,7 @@ fn fuzz_live_appliance(frames: u64) {
         avoid_ips: vec![[10, 0, 0, 2]],
     };
     let fuzz = Fuzzer::new(golden_frames().unwrap(), seed).expect("no IPv4 RoCE frame among the golden captures");
-    let link_before = link_counters(&a.cmd("ip -s link show eth0").unwrap());
+    let link_before = tests::iplink::counters(&a.cmd("ip -s link show eth0").unwrap());
     a.cmd("perf reset").unwrap();
     let shared = Arc::new(Shared::default());
     shared.victim_qpn.store(victim.qp_num(), Ordering::Relaxed);
@@ -416,11 +385,11 @@ fn fuzz_live_appliance(frames: u64) {
     assert!(a.cmd("version").unwrap().contains("RoCE appliance"), "A no longer answers its console");
 
     let socket_drops = queue_probe.queue().map_or(0, |(_, d)| d).saturating_sub(socket_drops_before);
-    let link_after = link_counters(&a.cmd("ip -s link show eth0").unwrap());
+    let link_after = tests::iplink::counters(&a.cmd("ip -s link show eth0").unwrap());
     let perf = perf_counters(&a.cmd("perf").unwrap());
     // Read again: the cross check of the two below holds only if no frame
     // came between the readings.
-    let link_again = link_counters(&a.cmd("ip -s link show eth0").unwrap());
+    let link_again = tests::iplink::counters(&a.cmd("ip -s link show eth0").unwrap());
     let stats = a.cmd("rdma statistic show").unwrap();
 
     // The table.

@@ -682,33 +682,6 @@ fn broken_frames(perf: &[(String, u64)]) -> u64 {
     DropReason::ALL.iter().filter(|r| !r.is_transport() && !r.is_not_roce()).map(|r| get(perf, r.name())).sum()
 }
 
-/// `(rx_packets, tx_packets)` of an `ip -s link show dev DEV` listing (the
-/// numbers under its `RX:` and `TX:` headers).
-fn link_packets(out: &str) -> Option<(u64, u64)> {
-    let lines: Vec<&str> = out.lines().map(str::trim).collect();
-    let after = |head: &str| -> Option<u64> {
-        let i = lines.iter().position(|l| l.starts_with(head))?;
-        lines.get(i + 1)?.split_whitespace().nth(1)?.parse().ok()
-    };
-    Some((after("RX:")?, after("TX:")?))
-}
-
-/// A drop reason's count on the `RX drops:` line of an `ip -s link` listing
-/// (0 when the line does not name it).
-fn rx_drops(out: &str, reason: &str) -> u64 {
-    let Some(line) = out.lines().map(str::trim).find(|l| l.starts_with("RX drops:")) else { return 0 };
-    let words: Vec<&str> = line.split_whitespace().collect();
-    words.windows(2).find(|w| w[0] == reason).and_then(|w| w[1].parse().ok()).unwrap_or(0)
-}
-
-#[test]
-fn drop_reasons_are_read_from_ip_link() {
-    let out = "    RX steer: rdma 18569506 arp 121 ndisc 0 stack 1633\n    \
-               RX drops: otherhost 1105 truncated 24 bad_ip_version 144\n";
-    assert_eq!((rx_drops(out, "otherhost"), rx_drops(out, "truncated"), rx_drops(out, "arp_sender")), (1105, 24, 0));
-    assert_eq!(rx_drops("    RX steer: rdma 1 arp 1", "otherhost"), 0);
-}
-
 /// Datagrams the host kernel dropped at the socket bound to
 /// 127.0.0.1:`port` (its receive queue full), from /proc/net/udp.
 fn udp_drops(port: u16) -> u64 {
@@ -1094,14 +1067,20 @@ fn soak() {
     // refresh may pass between them).
     let mut prev = None;
     let mut nics = (0, 0, 0, 0, 0, 0, 0, 0);
+    // Frames each appliance NIC received for another MAC (A eth0, B eth0, A eth1).
+    let mut otherhost = (0, 0, 0);
     for _ in 0..5 {
+        // `(rx packets, tx packets, otherhost)` of one appliance NIC.
         let la = |x: &mut Appliance, dev: &str| {
-            link_packets(&x.cmd(&format!("ip -s link show dev {dev}")).unwrap()).expect("ip -s link")
+            let c = tests::iplink::counters(&x.cmd(&format!("ip -s link show dev {dev}")).unwrap());
+            let packets = |k: &str| c.get(k).copied().unwrap_or_else(|| panic!("ip -s link show dev {dev}: no {k}"));
+            (packets("rx packets"), packets("tx packets"), c.get("otherhost").copied().unwrap_or(0))
         };
         let (a0, a1, b0) = (la(&mut a, "eth0"), la(&mut a, "eth1"), la(&mut b, "eth0"));
         let lrx = linux.cmd("cat /sys/class/net/eth0/statistics/rx_packets").unwrap().trim().parse::<u64>().unwrap();
         let ltx = linux.cmd("cat /sys/class/net/eth0/statistics/tx_packets").unwrap().trim().parse::<u64>().unwrap();
         nics = (a0.0, a0.1, b0.0, b0.1, a1.0, a1.1, lrx, ltx);
+        otherhost = (a0.2, b0.2, a1.2);
         let relays = (ab.counts.frames.load(Ordering::Relaxed), al.counts.frames.load(Ordering::Relaxed));
         if prev == Some((nics, relays)) {
             break;
@@ -1109,12 +1088,15 @@ fn soak() {
         prev = Some((nics, relays));
         std::thread::sleep(Duration::from_secs(2));
     }
-    let otherhost =
-        |x: &mut Appliance, dev: &str| rx_drops(&x.cmd(&format!("ip -s link show dev {dev}")).unwrap(), "otherhost");
-    let (oa0, ob0, oa1) = (otherhost(&mut a, "eth0"), otherhost(&mut b, "eth0"), otherhost(&mut a, "eth1"));
     let wires = [
-        Wire { name: "wire AB", relay: &ab, rx: nics.0 + nics.2, tx: nics.1 + nics.3, otherhost: oa0 + ob0 },
-        Wire { name: "wire AL", relay: &al, rx: nics.4 + nics.6, tx: nics.5 + nics.7, otherhost: oa1 },
+        Wire {
+            name: "wire AB",
+            relay: &ab,
+            rx: nics.0 + nics.2,
+            tx: nics.1 + nics.3,
+            otherhost: otherhost.0 + otherhost.1,
+        },
+        Wire { name: "wire AL", relay: &al, rx: nics.4 + nics.6, tx: nics.5 + nics.7, otherhost: otherhost.2 },
     ];
     let kills = tally
         .kinds
