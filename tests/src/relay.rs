@@ -146,8 +146,15 @@ impl Injector {
     /// for QEMU to read and datagrams the kernel dropped because the queue was
     /// full. Pacing on it keeps the relayed traffic from being crowded out.
     pub fn queue(&self) -> Option<(u64, u64)> {
-        udp_queue(&std::fs::read_to_string("/proc/net/udp").ok()?, self.to)
+        udp_socket(self.to)
     }
+}
+
+/// The socket bound to 127.0.0.1:`port`, from `/proc/net/udp`: bytes
+/// waiting in its receive queue, and datagrams the kernel dropped because
+/// the queue was full.
+pub fn udp_socket(port: u16) -> Option<(u64, u64)> {
+    udp_queue(&std::fs::read_to_string("/proc/net/udp").ok()?, port)
 }
 
 /// `(rx_queue bytes, drops)` of the socket bound to 127.0.0.1:`port` in a

@@ -41,7 +41,7 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tests::relay::{Faults, Relay, Rng};
+use tests::relay::{Faults, Relay, Rng, udp_socket};
 use tests::report::{counter, counters, perftest_row};
 use tests::tool;
 use tests::{
@@ -683,18 +683,9 @@ fn broken_frames(perf: &[(String, u64)]) -> u64 {
 }
 
 /// Datagrams the host kernel dropped at the socket bound to
-/// 127.0.0.1:`port` (its receive queue full), from /proc/net/udp.
+/// 127.0.0.1:`port` (its receive queue full); 0 for no such socket.
 fn udp_drops(port: u16) -> u64 {
-    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
-    let local = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(1) == Some(&local.as_str())).then(|| f.last()?.parse::<u64>().ok()).flatten()
-        })
-        .sum()
+    udp_socket(port).map_or(0, |(_, drops)| drops)
 }
 
 /// One relayed wire at a quiet moment: what its two NICs counted and what
