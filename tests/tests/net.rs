@@ -135,11 +135,17 @@ fn link_down_and_up_emit_events_in_order_and_stop_traffic() {
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{boot}");
 }
 
+/// One appliance at 10.0.0.1/24 on a wire whose other end is a socket of
+/// the test's: frames sent from it to the returned port reach the appliance.
+fn alone_on_a_wire() -> (Appliance, UdpSocket, u16) {
+    let (wire, port) = (free_udp_port(), free_udp_port());
+    let a = Appliance::boot(node("52:54:00:00:00:01", port, wire, "10.0.0.1/24")).unwrap();
+    (a, UdpSocket::bind(("127.0.0.1", wire)).unwrap(), port)
+}
+
 #[test]
 fn malformed_frames_are_dropped_and_counted() {
-    let (wire, port) = (free_udp_port(), free_udp_port());
-    let mut a = Appliance::boot(node("52:54:00:00:00:01", port, wire, "10.0.0.1/24")).unwrap();
-    let inject = UdpSocket::bind(("127.0.0.1", wire)).unwrap();
+    let (mut a, inject, port) = alone_on_a_wire();
     let mac = [0x52, 0x54, 0, 0, 0, 1];
     let eth = |ethertype: [u8; 2], rest: &[u8]| [&mac[..], &[2, 0, 0, 0, 0, 9], &ethertype, rest].concat();
     let mut ipv4 = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 9, 10, 0, 0, 1];
@@ -182,15 +188,12 @@ fn malformed_frames_are_dropped_and_counted() {
 /// frame's source, so it is dropped and counted, and the entry keeps its MAC.
 #[test]
 fn an_arp_frame_damaged_on_the_wire_teaches_nothing() {
-    let (wire, port) = (free_udp_port(), free_udp_port());
-    let mut a = Appliance::boot(node("52:54:00:00:00:01", port, wire, "10.0.0.1/24")).unwrap();
-    let inject = UdpSocket::bind(("127.0.0.1", wire)).unwrap();
+    let (mut a, inject, port) = alone_on_a_wire();
     let station = [2, 0, 0, 0, 0, 9];
     // Who has 10.0.0.1? Tell 10.0.0.9, at `sha`; sent from `station`.
     let request = |sha: [u8; 6]| {
-        let mut f = [&[0xff; 6][..], &station, &[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]].concat();
-        f.extend_from_slice(&[&sha[..], &[10, 0, 0, 9], &[0; 6], &[10, 0, 0, 1]].concat());
-        f.resize(60, 0);
+        let mut f = tests::echo::arp_request(tests::echo::Endpoint { mac: sha, ip: [10, 0, 0, 9] }, [10, 0, 0, 1]);
+        f[6..12].copy_from_slice(&station);
         f
     };
     inject.send_to(&request(station), ("127.0.0.1", port)).unwrap();
