@@ -165,12 +165,6 @@ fn pingpong(tool: &str, a: &mut Appliance, b: &mut Appliance, args: &str, iters:
     }
 }
 
-/// The first word after `name` in `ip -s link`-like text, as a number.
-fn field(text: &str, after: &str) -> u64 {
-    let line = text.lines().skip_while(|l| !l.contains(after)).nth(1).unwrap_or_else(|| panic!("{after}:\n{text}"));
-    line.split_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("{after}:\n{text}"))
-}
-
 /// Asks `ip link show` until it contains `want`.
 fn wait_link(x: &mut Appliance, want: &str) -> String {
     let deadline = std::time::Instant::now() + WAIT;
@@ -199,7 +193,9 @@ fn probed_by_pci_id_and_carries_ping(model: NicModel) {
     assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
     assert!(out.contains("1408 bytes from 10.0.0.1"), "{out}");
     let stats = b.cmd("ip -s link show eth0").unwrap();
-    assert!(field(&stats, "RX:") >= 2 && field(&stats, "TX:") >= 2, "{stats}");
+    let c = tests::iplink::counters(&stats);
+    let packets = |k: &str| c.get(k).copied().unwrap_or_else(|| panic!("no {k}:\n{stats}"));
+    assert!(packets("rx packets") >= 2 && packets("tx packets") >= 2, "{stats}");
     // The statistics registers are read once a second.
     b.cmd("sleep 1500").unwrap();
     let perf = b.cmd("perf").unwrap();

@@ -169,15 +169,9 @@ fn malformed_frames_are_dropped_and_counted() {
     // Still alive and answering; the drops are counted.
     std::thread::sleep(Duration::from_millis(300));
     let out = a.cmd("ip -s link").unwrap();
-    let dropped: u64 = out
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("RX:"))
-        .nth(1)
-        .and_then(|l| {
-            let cols: Vec<u64> = l.split_whitespace().filter_map(|c| c.parse().ok()).collect();
-            Some(cols.get(2)? + cols.get(3)?) // errors + dropped
-        })
-        .unwrap_or_else(|| panic!("no RX counters:\n{out}"));
+    let c = tests::iplink::counters(&out);
+    let rx = |k: &str| c.get(k).copied().unwrap_or_else(|| panic!("no {k}:\n{out}"));
+    let dropped = rx("rx errors") + rx("rx dropped");
     assert!(dropped >= frames.len() as u64, "{out}");
     assert!(a.cmd("version").unwrap().starts_with("RoCE appliance"));
 }
