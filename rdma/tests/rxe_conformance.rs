@@ -731,8 +731,65 @@ fn coalesced_acks_answer_a_burst_with_few_acks() {
     assert!(nothing.frames.is_empty(), "nothing more owed");
 }
 
+/// Unsignaled single-packet WRITEs with more queued behind them ask for no
+/// ACK: the signaled one, the last of the burst and the one a READ waits
+/// behind do, and those ACKs retire every WRITE (9.7.5.1.1), with one
+/// completion each for what was signaled (WRITE 4 and the READ, signaled by
+/// `SendWr::new`'s default).
+#[test]
+fn only_signaled_messages_and_the_ends_of_bursts_ask_for_acks() {
+    use rdma::rxe::sink::VecSink;
+    use rdma::rxe::wr::SendFlags;
+    let mut sim = Sim::new(1, Faults::NONE, MEM, rdma::rxe::device::Config::default());
+    let [a, b] = sim::connect(&mut sim, &Link::default()).expect("connect");
+    fill(&mut sim, 0, 0, &pattern(12 * 64, 6));
+    let post = |sim: &mut Sim, i: u64, op: WrOpcode, flags: u32| {
+        let s = [sge(&a, i * 64, 64)];
+        let wr = SendWr::new(i, op, &s).with_remote(MEM_BASE + 0x10000 + i * 64, b.mr.raw()).with_flags(flags);
+        sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    };
+    // Unsignaled WRITEs 0-9 but 4; a READ of WRITE 0's bytes into 10; WRITE 11.
+    for i in 0..10 {
+        post(&mut sim, i, WrOpcode::RdmaWrite, if i == 4 { SendFlags::SIGNALED } else { 0 });
+    }
+    let s = [sge(&a, 10 * 64, 64)];
+    let wr = SendWr::new(10, WrOpcode::RdmaRead, &s).with_remote(MEM_BASE + 0x10000, b.mr.raw());
+    sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    post(&mut sim, 11, WrOpcode::RdmaWrite, 0);
+    let now = sim.now;
+    let mut out = VecSink::default();
+    sim.nodes[0].poll(now, &mut out);
+    assert_eq!(out.frames.len(), 12);
+    let asks: Vec<usize> = out
+        .frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| wire_frame::parse(f).expect("a valid frame").repr.roce.bth.ack_req)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(asks, [4, 9, 10, 11], "the signaled WRITE, the one before the READ, the READ, the last");
+    let mut answers = VecSink::default();
+    for f in &out.frames {
+        sim.nodes[1].receive(f, now, &mut answers);
+    }
+    sim.nodes[1].end_batch(&mut answers);
+    let mut none = VecSink::default();
+    for f in &answers.frames {
+        sim.nodes[0].receive(f, now, &mut none);
+    }
+    let done = sim::drain_cq(&mut sim.nodes[0], a.cq);
+    let signaled = [(4, WcStatus::Success), (10, WcStatus::Success)];
+    assert_eq!(done.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), signaled, "WRITE 4 and the READ");
+    assert_eq!(read(&sim, 1, 0x10000, 10 * 64), pattern(12 * 64, 6)[..10 * 64]);
+    assert_eq!(read(&sim, 0, 10 * 64, 64), pattern(12 * 64, 6)[..64], "the READ brought WRITE 0's bytes back");
+    // Nothing was left waiting for an ACK: no retransmit timer fires.
+    assert!(sim.run_idle(sim.now + rdma::rxe::time::Duration::from_secs(1)), "both nodes go idle");
+    assert_eq!((sim.nodes[0].stats().timeouts, sim.nodes[0].stats().retransmitted_pkts), (0, 0));
+}
+
 /// What the transport sends while taking a frame leaves at once: the sink is
-/// flushed (the NIC kicked) right after, and not when nothing went out.
+/// flushed (the NIC kicked) right after, and not when nothing went out. With
+/// ACKs coalesced (the default), the ACK and the flush come at the batch's end.
 #[test]
 fn a_frame_that_causes_an_ack_flushes_the_sink() {
     use rdma::rxe::sink::{FrameSink, VecSink};
@@ -746,24 +803,29 @@ fn a_frame_that_causes_an_ack_flushes_the_sink() {
             self.1 += 1;
         }
     }
-    let mut sim = Sim::new(1, Faults::NONE, MEM, rdma::rxe::device::Config::default());
-    let [a, b] = sim::connect(&mut sim, &Link::default()).expect("connect");
-    let s = [sge(&a, 0, 64)];
-    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s)
-        .with_remote(MEM_BASE + 0x10000, b.mr.raw())
-        .with_flags(rdma::rxe::wr::SendFlags::SIGNALED);
-    sim.nodes[0].post_send(a.qp, &wr).expect("post");
-    let now = Instant::from_micros(0);
-    let mut out = VecSink::default();
-    sim.nodes[0].poll(now, &mut out);
-    let mut sink = Flushes::default();
-    sim.nodes[1].receive(&out.frames[0], now, &mut sink);
-    assert_eq!((sink.0.frames.len(), sink.1), (1, 1), "the ACK went, and the sink was flushed");
-    sim.nodes[1].end_batch(&mut sink);
-    assert_eq!((sink.0.frames.len(), sink.1), (1, 1), "nothing owed at the batch's end");
-    let mut quiet = Flushes::default();
-    sim.nodes[1].receive(&out.frames[0][..20], now, &mut quiet);
-    assert_eq!(quiet.1, 0, "a dropped frame sends nothing and flushes nothing");
+    for coalesce_acks in [false, true] {
+        let config = rdma::rxe::device::Config { coalesce_acks, ..Default::default() };
+        let mut sim = Sim::new(1, Faults::NONE, MEM, config);
+        let [a, b] = sim::connect(&mut sim, &Link::default()).expect("connect");
+        let s = [sge(&a, 0, 64)];
+        let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s)
+            .with_remote(MEM_BASE + 0x10000, b.mr.raw())
+            .with_flags(rdma::rxe::wr::SendFlags::SIGNALED);
+        sim.nodes[0].post_send(a.qp, &wr).expect("post");
+        let now = Instant::from_micros(0);
+        let mut out = VecSink::default();
+        sim.nodes[0].poll(now, &mut out);
+        let mut sink = Flushes::default();
+        sim.nodes[1].receive(&out.frames[0], now, &mut sink);
+        let at_once = if coalesce_acks { (0, 0) } else { (1, 1) };
+        assert_eq!((sink.0.frames.len(), sink.1), at_once, "coalesced: {coalesce_acks}");
+        sim.nodes[1].end_batch(&mut sink);
+        assert_eq!((sink.0.frames.len(), sink.1), (1, 1), "one ACK, one flush by the batch's end");
+        let mut quiet = Flushes::default();
+        sim.nodes[1].receive(&out.frames[0][..20], now, &mut quiet);
+        sim.nodes[1].end_batch(&mut quiet);
+        assert_eq!(quiet.1, 0, "a dropped frame sends nothing and flushes nothing");
+    }
 }
 
 /// C9-88: a zero-length RDMA WRITE or READ need not carry a valid rkey or address,

@@ -5,8 +5,9 @@
 //!
 //! - RC keeps at most `window` PSNs unacknowledged (pacing, see `completer`; the
 //!   window is also capped in bytes, `max_inflight_bytes`), asks for an ACK on the
-//!   last packet of every message, as the captures and rxe do, and every half
-//!   window (at most every `max_pkt_per_ack` packets).
+//!   last packet of a message that wants a completion or ends what can be sent at
+//!   once (rxe asks on every message's last packet), and every half window (at
+//!   most every `max_pkt_per_ack` packets).
 //! - An RDMA READ request is one packet but takes one PSN per response packet it asks
 //!   for (9.7.1.2); READs and atomics are limited to `max_rd_atomic` outstanding, and a
 //!   FENCEd WR waits until none is.
@@ -218,6 +219,23 @@ fn data_opcode(qp_type: QpType, op: WrOpcode, first: bool, last: bool) -> Opcode
     }
 }
 
+/// Whether the WQE after `pos` is queued and will follow it without waiting
+/// on anything but the window: not a READ or atomic (`max_rd_atomic`), not
+/// FENCEd, not a local operation (which sends nothing), the QP not draining. When it is not, the packet ending `pos` asks
+/// for an ACK, or the requester could sit idle with unacknowledged packets.
+fn sends_next_at_once(qp: &Qp, pos: u64) -> bool {
+    qp.sq.ring.get(pos + 1).is_some_and(|next| match next.state {
+        WqeState::Posted => {
+            qp.state != QpState::Sqd
+                && !next.flags.has(SendFlags::FENCE)
+                && !next.opcode.is_rd_atomic()
+                && !next.opcode.is_local()
+        }
+        WqeState::Sending | WqeState::Sent => true,
+        WqeState::Done | WqeState::Error(_) => false,
+    })
+}
+
 /// Sends the next packet of the WQE at `pos`. Returns whether it left.
 fn send_one<M: Memory, S: FrameSink + ?Sized>(
     qp: &mut Qp,
@@ -306,15 +324,23 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
             (opcode, len as usize, last, 1)
         }
     };
-    // Ask for an ACK on a message's last packet, every half window (at most
-    // every `max_pkt_per_ack` packets), and on the packet that fills the
-    // window: the ACK for the first half comes back while the second is on
-    // the wire, so a window sized to what the receiver can hold still keeps
-    // the link busy; and a full window whose packets asked for nothing would
-    // wait out the retransmit timer for an ACK that never comes.
+    // Ask for an ACK every half window (at most every `max_pkt_per_ack`
+    // packets) and on the packet that fills the window: the ACK for the first
+    // half comes back while the second is on the wire, so a window sized to
+    // what the receiver can hold still keeps the link busy; and a full window
+    // whose packets asked for nothing would wait out the retransmit timer for
+    // an ACK that never comes. A message's last packet asks too when its WQE
+    // wants a completion, when nothing behind it goes out at once (so a
+    // requester that stops sending always has an ACK coming), and for the
+    // requests answered by a response. An unsignaled SEND or WRITE with more
+    // following needs none (9.7.5.1.1: an ACK covers every earlier PSN), and
+    // a responder that answers each 64 B message spends a frame on each: a
+    // Linux responder sends one per AckReq, twice its frames per message.
     let fills_window = psn.wrapping_add(psns).diff(qp.req.comp_psn) as u32 >= qp.req.window;
     let ack_every = (qp.req.window / 2).clamp(1, dev.config.max_pkt_per_ack.max(1));
-    let ack_req = rc && (last || fills_window || qp.req.noack_pkts + 1 >= ack_every);
+    let signaled = qp.sq_sig_all || wqe.flags.has(SendFlags::SIGNALED);
+    let ends_burst = last && (signaled || wqe.opcode.is_rd_atomic() || !sends_next_at_once(qp, pos));
+    let ack_req = rc && (ends_burst || fills_window || qp.req.noack_pkts + 1 >= ack_every);
     let solicited = last && wqe.flags.has(SendFlags::SOLICITED) && wqe.opcode.is_send()
         || last && wqe.opcode == WrOpcode::RdmaWriteWithImm && wqe.flags.has(SendFlags::SOLICITED);
     let roce = RoceRepr { bth: tx::bth(opcode, dest_qpn, psn, ack_req, solicited), ext };

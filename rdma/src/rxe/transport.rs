@@ -132,12 +132,6 @@ fn qpn_for(h: u32) -> u32 {
     FIRST_QPN + super::pool::split(h).0 + u32::from(super::pool::generation(h)) * MAX_QP
 }
 
-/// Received frames between two flushes of the ACKs held back for coalescing
-/// (`Config::coalesce_acks`): few enough that a requester waiting on one is not
-/// held up long (under TCG a frame takes ~20 us), enough to fold a burst of
-/// small messages' ACKs into one.
-const ACK_BATCH: u32 = 4;
-
 /// One rxe device's transport.
 pub struct RxeTransport<M> {
     dev: Device<M>,
@@ -838,7 +832,7 @@ impl<M: Memory> RxeTransport<M> {
     /// Takes one received frame (from the Ethernet header on), one of a batch the
     /// caller ends with [`Self::end_batch`]. Responses and requests it causes go
     /// out through `sink` before this returns, and the ACKs held back for
-    /// coalescing go every [`ACK_BATCH`] frames. When anything went out, the sink
+    /// coalescing go every `Config::ack_batch` frames. When anything went out, the sink
     /// is flushed at once: the peer waits for an ACK, or for the packets an ACK
     /// let out, and the rest of the batch may take a while.
     pub fn receive<S: FrameSink + ?Sized>(&mut self, frame: &[u8], now: Instant, sink: &mut S) {
@@ -858,7 +852,7 @@ impl<M: Memory> RxeTransport<M> {
         let mut sink = Watched::new(sink);
         self.receive_one(frame, ip_header_verified, now, &mut sink);
         self.batch_frames += 1;
-        if self.batch_frames.is_multiple_of(ACK_BATCH) {
+        if self.batch_frames.is_multiple_of(self.dev.config.ack_batch.max(1)) {
             self.flush_acks(&mut sink);
         }
         sink.flush_if_sent();
