@@ -49,8 +49,8 @@ const LEGACY_HEADER_LEN: usize = 10;
 /// Ethernet header plus one VLAN tag: room around the MTU in a buffer.
 const L2_OVERHEAD: usize = 18;
 /// The queues' indices (§5.1.2).
-const RECEIVE_QUEUE: u16 = 0;
-const TRANSMIT_QUEUE: u16 = 1;
+pub const RECEIVE_QUEUE: u16 = 0;
+pub const TRANSMIT_QUEUE: u16 = 1;
 
 /// Feature bits (§5.1.3, 6): the MTU and MAC in config space, the link
 /// status, EVENT_IDX (notifications only when asked), virtio 1.0.
@@ -181,6 +181,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         nic.txq.disable_interrupts();
         nic.kick();
         Ok(nic)
+    }
+
+    /// The transport, for set-up the driver does not do (interrupt routing).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
     }
 
     pub fn stats(&self) -> Stats {

@@ -38,6 +38,35 @@ impl Mmio {
     }
 }
 
+impl Mmio {
+    /// The 16-bit field at `offset`, if it lies inside the window and is aligned.
+    fn field16(&self, offset: u32) -> Option<*mut u16> {
+        let offset = offset as usize;
+        if !offset.is_multiple_of(2) || offset.checked_add(2).is_none_or(|end| end > self.len) {
+            debug_assert!(false, "field {offset:#x} outside a {:#x}-byte window", self.len);
+            return None;
+        }
+        // SAFETY: `offset / 2` halfwords past `base` is inside the window
+        // (checked above), which `new`'s caller promised is mapped.
+        Some(unsafe { self.base.as_ptr().cast::<u16>().add(offset / 2) })
+    }
+
+    /// A 16-bit read (zero outside the window), as [`Regs::read`].
+    pub fn read16(&self, offset: u32) -> u16 {
+        // SAFETY: as in `Regs::read`, on an aligned halfword of the window.
+        self.field16(offset).map_or(0, |r| unsafe { r.read_volatile() })
+    }
+
+    /// A 16-bit write (nothing outside the window), as [`Regs::write`].
+    pub fn write16(&mut self, offset: u32, value: u16) {
+        if let Some(r) = self.field16(offset) {
+            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+            // SAFETY: as in `Regs::write`, on an aligned halfword of the window.
+            unsafe { r.write_volatile(value) }
+        }
+    }
+}
+
 impl Regs for Mmio {
     fn read(&self, offset: u32) -> u32 {
         // SAFETY: an aligned register inside the mapped window (`reg`); a

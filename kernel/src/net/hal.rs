@@ -68,18 +68,28 @@ impl ConfigurationAccess for PciConfig {
 /// 128 KiB on the 82574 and the 82576, 256 on ivshmem), which `pci::scan`
 /// mapped uncached; `None` when the BAR is not that or not mapped.
 pub fn bar0_registers(f: &kbase::pci::Function, len: usize) -> Option<drivers::intel::Mmio> {
-    let Some(kbase::pci::Bar::Memory { addr, size, .. }) = f.bars[0] else { return None };
-    if size < len as u64 || crate::mem::paging::translate(addr).is_none() {
+    bar_window(f, 0, 0, len as u64)
+}
+
+/// `len` bytes at `offset` into `f`'s memory BAR `bar`, which `pci::scan`
+/// mapped uncached; `None` when that BAR is not a mapped memory BAR holding
+/// the whole window.
+pub fn bar_window(f: &kbase::pci::Function, bar: u8, offset: u32, len: u64) -> Option<drivers::intel::Mmio> {
+    let Some(Some(kbase::pci::Bar::Memory { addr, size, .. })) = f.bars.get(usize::from(bar)) else {
+        return None;
+    };
+    if len == 0 || u64::from(offset).checked_add(len)? > *size {
         return None;
     }
-    crate::mem::paging::translate(addr.checked_add(len as u64 - 1)?)?;
-    let base = NonNull::new(addr as *mut u8)?;
-    // SAFETY: `addr..addr + len` is the function's own memory BAR (checked
-    // above to be at least `len` long and mapped at both ends), identity-
-    // mapped uncached by `pci::scan` for the life of the kernel; each
-    // function has one driver (a NIC's probe, the ring's doorbell), so
-    // nothing else touches it.
-    Some(unsafe { drivers::intel::Mmio::new(base, len) })
+    let start = addr.checked_add(u64::from(offset))?;
+    crate::mem::paging::translate(start)?;
+    crate::mem::paging::translate(start.checked_add(len - 1)?)?;
+    let base = NonNull::new(start as *mut u8)?;
+    // SAFETY: `start..start + len` lies inside the function's own memory
+    // BAR (checked above), identity-mapped uncached by `pci::scan` for the
+    // life of the kernel at both ends; each function has one driver (a
+    // NIC's probe, the ring's doorbell), so nothing else touches it.
+    Some(unsafe { drivers::intel::Mmio::new(base, usize::try_from(len).ok()?) })
 }
 
 /// Lets `f` decode its memory BARs and master the bus (DMA), keeping the
@@ -101,20 +111,6 @@ pub fn msix_table(f: &kbase::pci::Function) -> Option<(drivers::intel::Mmio, u16
     let Some(kbase::pci::Capability::MsiX { table_size, table_bar, table_offset, .. }) = f.msix() else {
         return None;
     };
-    let Some(Some(kbase::pci::Bar::Memory { addr, size, .. })) = f.bars.get(usize::from(table_bar)) else {
-        return None;
-    };
     let len = u64::from(kbase::msi::table::len(table_size));
-    if len == 0 || u64::from(table_offset).checked_add(len)? > *size {
-        return None;
-    }
-    let start = addr.checked_add(u64::from(table_offset))?;
-    crate::mem::paging::translate(start)?;
-    crate::mem::paging::translate(start.checked_add(len - 1)?)?;
-    let base = NonNull::new(start as *mut u8)?;
-    // SAFETY: `start..start + len` lies inside the function's own memory
-    // BAR (checked above), identity-mapped uncached by `pci::scan` for the
-    // life of the kernel at both ends; only the interrupt setup of the one
-    // driver of this function writes the table.
-    Some((unsafe { drivers::intel::Mmio::new(base, len as usize) }, table_size))
+    Some((bar_window(f, table_bar, table_offset, len)?, table_size))
 }

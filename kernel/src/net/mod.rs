@@ -14,6 +14,7 @@ pub(crate) mod hal;
 pub mod memory;
 mod nic;
 pub mod rdma;
+mod virtio_pci;
 
 use crate::arch::source::IrqSource;
 use crate::poll::{Task, Timers};
@@ -114,7 +115,11 @@ fn probe_virtio(f: &Function) -> Option<NetDevice> {
     root.set_command(df, Command::IO_SPACE | Command::MEMORY_SPACE | Command::BUS_MASTER);
     let transport =
         PciTransport::new::<KernelHal, _>(&mut root, df).map_err(|e| log::error!("{}: virtio transport: {e:?}", f.bdf));
-    let nic = VirtioNet::new(transport.ok()?).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf));
+    let Some(transport) = virtio_pci::VirtioPci::new(transport.ok()?, f) else {
+        log::error!("{}: virtio transport: no mapped common or notify structure", f.bdf);
+        return None;
+    };
+    let nic = VirtioNet::new(transport).map_err(|e| log::error!("{}: virtio-net: {e:?}", f.bdf));
     nic.ok().map(NetDevice::Virtio)
 }
 

@@ -14,10 +14,10 @@ use drivers::intel::Regs as _;
 use drivers::intel::{self, IrqMode, Mmio};
 use drivers::nic::{Nic, RxVerdict, TxChecksum, TxOffload, TxSegment};
 use drivers::virtio_net::{self, VirtioNet};
-use virtio_drivers::transport::pci::PciTransport;
+use super::virtio_pci::{self, VirtioPci};
 
 pub enum NetDevice {
-    Virtio(VirtioNet<KernelHal, PciTransport>),
+    Virtio(VirtioNet<KernelHal, VirtioPci>),
     E1000e(E1000e<KernelHal, Mmio>),
     Igb(Igb<KernelHal, Mmio>),
 }
@@ -67,6 +67,37 @@ impl NetRx {
     }
 }
 
+/// virtio-net on MSI-X: its receive queue on table entry 0, configuration
+/// changes on entry 1, each its own vector; `None` (and nothing left
+/// enabled) when the function, the command line, the vector pool or the
+/// device will not have it.
+fn virtio_msix(n: &mut VirtioNet<KernelHal, VirtioPci>, f: &kbase::pci::Function) -> Option<IrqSource> {
+    use crate::arch::msi as vectors;
+    if !vectors::allowed(kbase::msi::Allowed::All) {
+        return None;
+    }
+    let (mut table, entries) = super::hal::msix_table(f)?;
+    let mut v = [0u8; 2];
+    if !vectors::alloc(&mut v) {
+        return None;
+    }
+    let routes = virtio_pci::Vectors { rx: 0, config: 1, config_cpu: v[1] };
+    let done = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value))
+        .map_err(|e| format!("{e:?}"))
+        .and_then(|()| {
+            let (rx, tx) = (virtio_net::RECEIVE_QUEUE, virtio_net::TRANSMIT_QUEUE);
+            n.transport_mut().use_msix(routes, rx, tx).map_err(|()| "the device refused a vector".into())
+        });
+    if let Err(e) = done {
+        log::warn!("{}: MSI-X: {e}; using INTx", f.bdf);
+        crate::pci::msi_off(f);
+        vectors::free(&v);
+        return None;
+    }
+    crate::pci::msix_unmask(f);
+    Some(IrqSource::msix(&v))
+}
+
 impl NetDevice {
     /// Whether the NIC verifies every received IPv4 header checksum it
     /// can parse (and drops the bad): the Intel NICs, with RXCSUM on.
@@ -95,11 +126,14 @@ impl NetDevice {
 
     /// Sets up the device's interrupts, the best kind it has first: MSI-X
     /// (the Intel NICs' receive queue, transmit queue and other causes each
-    /// on a vector), else one MSI vector, else its INTx line, which is also
-    /// virtio-net's (its `virtio-drivers` transport drives no MSI-X).
+    /// on a vector; virtio-net's receive queue and configuration changes),
+    /// else one MSI vector (the Intel NICs), else the INTx line.
     pub fn setup_interrupts(&mut self, f: &kbase::pci::Function) -> IrqSource {
-        if let NetDevice::Virtio(_) = self {
-            return IrqSource::Line(f.interrupt_line);
+        if let NetDevice::Virtio(n) = self {
+            return virtio_msix(n, f).unwrap_or_else(|| {
+                crate::pci::msi_off(f);
+                IrqSource::Line(f.interrupt_line)
+            });
         }
         if let Some(source) = self.msix(f).or_else(|| self.msi(f)) {
             return source;
