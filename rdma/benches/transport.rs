@@ -7,7 +7,8 @@
 //! transport's poll visits the QPs with work, and QPN lookup is an index, so this
 //! should stay flat). The output is Markdown tables that name the ICRC's CRC path:
 //! PCLMULQDQ folding where the CPU has it (`RDMA_ICRC=table` measures the table).
-//! `cargo bench -p rdma --bench transport`.
+//! `cargo bench -p rdma --bench transport` (`-- 64` measures only the message
+//! sizes given, and skips the scale table unless 64 is among them).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant as WallClock;
@@ -189,11 +190,16 @@ fn main() {
         "Transport through the simulated wire without faults, path MTU 4096, on one thread timed by {clock}, \
          so rates are per core; ICRC by {path} ({how}; RDMA_ICRC=table|pclmulqdq picks one).\n"
     );
-    println!("| op | message | msgs/s | Gb/s per core | ns per frame | retransmitted |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    // Frames per message: the data frames, and the ACKs (coalesced: fewer
+    // than one per message when small messages come in bursts).
+    println!("| op | message | msgs/s | Gb/s per core | ns per frame | frames per message | ns per message | retransmitted |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut headline = Vec::new();
+    // Message sizes named on the command line, else all.
+    let only: Vec<u32> = std::env::args().filter_map(|a| a.parse().ok()).collect();
+    let wanted = |size: u32| only.is_empty() || only.contains(&size);
     for (name, op) in [("SEND", WrOpcode::Send), ("WRITE", WrOpcode::RdmaWrite)] {
-        for size in [64u32, 4096, 65536] {
+        for size in [64u32, 4096, 65536].into_iter().filter(|&s| wanted(s)) {
             // About the same number of frames for every size.
             let msgs = (400_000 / u64::from(size.div_ceil(4096))).max(2_000);
             run(op, size, msgs / 10); // warm-up
@@ -201,20 +207,28 @@ fn main() {
             let rate = r.msgs as f64 / r.secs;
             let gbps = rate * f64::from(size) * 8.0 / 1e9;
             let ns_frame = r.secs * 1e9 / r.frames as f64;
-            println!("| {name} | {size} B | {rate:.0} | {gbps:.2} | {ns_frame:.0} | {} |", r.retransmitted);
+            let frames_per_msg = r.frames as f64 / r.msgs as f64;
+            let ns_msg = r.secs * 1e9 / r.msgs as f64;
+            println!(
+                "| {name} | {size} B | {rate:.0} | {gbps:.2} | {ns_frame:.0} | {frames_per_msg:.2} | {ns_msg:.0} | {} |",
+                r.retransmitted
+            );
             match (op, size) {
                 (WrOpcode::RdmaWrite, 65536) => headline.push(format!("64 KiB WRITE {gbps:.1} Gb/s per core")),
-                (_, 64) => headline.push(format!("64 B {name} {ns_frame:.0} ns per frame")),
+                (_, 64) => headline.push(format!("64 B {name} {ns_frame:.0} ns per frame ({ns_msg:.0} per message)")),
                 _ => {}
             }
         }
     }
     // All QPs busy, and one busy among many idle ones (what a poll that
     // visited every QP would pay for).
-    println!("\n64 B WRITEs spread over QP pairs, two in flight on each active one:\n");
-    println!("| QP pairs | active | ns per frame |");
-    println!("|---:|---:|---:|");
-    for (qps, active) in [(1u32, 1usize), (100, 100), (1000, 1000), (100, 1), (1000, 1)] {
+    let scales: &[(u32, usize)] = if wanted(64) { &[(1, 1), (100, 100), (1000, 1000), (100, 1), (1000, 1)] } else { &[] };
+    if !scales.is_empty() {
+        println!("\n64 B WRITEs spread over QP pairs, two in flight on each active one:\n");
+        println!("| QP pairs | active | ns per frame |");
+        println!("|---:|---:|---:|");
+    }
+    for &(qps, active) in scales {
         scale(qps, active, 20_000); // warm-up
         let ns = scale(qps, active, 200_000);
         println!("| {qps} | {active} | {ns:.0} |");
