@@ -94,9 +94,6 @@ pub struct Device<M> {
     pub ip_id: IpId,
     pub port: LocalPort,
     pub config: Config,
-    /// Some QP may hold an ACK back (`Config::coalesce_acks`) or owe one the
-    /// NIC refused.
-    pub acks_owed: bool,
 }
 
 impl<M> Device<M> {

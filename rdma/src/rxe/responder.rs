@@ -92,7 +92,6 @@ fn ack<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S,
     // one replaces it (ACKs are cumulative, and a NAK is about the newest state).
     let sent = tx::send_ack(sink, &mut dev.stats, &mut dev.ip_id, &path, qp.attr.dest_qp_num, psn, syndrome, msn);
     qp.resp.owed_ack = if sent { None } else { Some((psn, syndrome)) };
-    dev.acks_owed |= !sent;
 }
 
 /// The ACK a request asked for: sent now, or held back to be coalesced with
@@ -101,7 +100,6 @@ fn ack<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S,
 fn ack_requested<M, S: FrameSink + ?Sized>(qp: &mut Qp, dev: &mut Device<M>, sink: &mut S, psn: Psn) {
     if dev.config.coalesce_acks {
         qp.resp.owed_ack = Some((psn, Syndrome::ACK));
-        dev.acks_owed = true;
     } else {
         ack(qp, dev, sink, psn, Syndrome::ACK);
     }

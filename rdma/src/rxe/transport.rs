@@ -141,6 +141,10 @@ pub struct RxeTransport<M> {
     mad: MadPort,
     /// Frames received since the batch began (see [`RxeTransport::end_batch`]).
     batch_frames: u32,
+    /// The QPs (pool indices) that came to hold an ACK back while frames
+    /// were received: what a flush visits, rather than every ready QP (a
+    /// thousand busy QPs made each flush, every few frames, a walk of them all).
+    owing: Vec<u32>,
     /// UD multicast groups and their QPs.
     mcast: Groups,
     /// The QPs with work now and the QPs' timers: what `poll` visits.
@@ -166,12 +170,12 @@ impl<M: Memory> RxeTransport<M> {
                 ip_id: IpId::new(0),
                 port,
                 config,
-                acks_owed: false,
             },
             qps: Pool::new(MAX_QP),
             gsi: None,
             mad: MadPort::default(),
             batch_frames: 0,
+            owing: Vec::new(),
             mcast: Groups::default(),
             sched: Schedule::default(),
         }
@@ -900,12 +904,17 @@ impl<M: Memory> RxeTransport<M> {
             self.dev.stats.drop(DropReason::NoSuchQp);
             return;
         };
-        let Self { dev, qps, sched, .. } = self;
+        let Self { dev, qps, sched, owing, .. } = self;
         let Some(qp) = qps.get_mut(h.0) else { return };
+        let owed_before = qp.resp.owed_ack.is_some();
         deliver(qp, dev, &rx, frame, sink, now);
+        let index = split(h.0).0;
+        if !owed_before && qp.resp.owed_ack.is_some() {
+            owing.push(index);
+        }
         // Whatever the frame did to the QP (a window opened, a timer armed, an
         // ACK owed), its schedule follows.
-        settle(sched, split(h.0).0, qp, now);
+        settle(sched, index, qp, now);
     }
 
     /// A frame to the multicast QPN: to every UD QP attached to the group its
@@ -947,16 +956,12 @@ impl<M: Memory> RxeTransport<M> {
         }
     }
 
-    /// Sends the ACKs held back for coalescing (and any the NIC refused). Cheap
-    /// when none is owed.
+    /// Sends the ACKs held back for coalescing (and any the NIC refused) by
+    /// the QPs that came to owe one while receiving. Cheap when none is owed.
+    /// One the NIC refuses again stays owed: its QP is ready, and `poll` sends it.
     fn flush_acks<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
-        let Self { dev, qps, sched, .. } = self;
-        if !dev.acks_owed {
-            return;
-        }
-        dev.acks_owed = false;
-        // A QP that owes an ACK was settled as ready when it came to owe it.
-        for index in sched.ready() {
+        let Self { dev, qps, owing, .. } = self;
+        for index in owing.drain(..) {
             let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
             if qp.state != QpState::Err && qp.state != QpState::Reset {
                 responder::send_owed_ack(qp, dev, sink);
@@ -969,7 +974,6 @@ impl<M: Memory> RxeTransport<M> {
     /// Visits only the QPs with work now or a timer due (see [`Schedule`]).
     pub fn poll<S: FrameSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
         let Self { dev, qps, sched, .. } = self;
-        dev.acks_owed = false;
         sched.fire_due(now);
         for index in sched.take_ready() {
             let Some((_, qp)) = qps.get_by_index_mut(index) else { continue };
