@@ -67,35 +67,44 @@ impl NetRx {
     }
 }
 
-/// virtio-net on MSI-X: its receive queue on table entry 0, configuration
-/// changes on entry 1, each its own vector; `None` (and nothing left
-/// enabled) when the function, the command line, the vector pool or the
-/// device will not have it.
-fn virtio_msix(n: &mut VirtioNet<KernelHal, VirtioPci>, f: &kbase::pci::Function) -> Option<IrqSource> {
+/// MSI-X on `f` with `N` vectors on table entries 0..N, each routed by
+/// `route` (which tells the device which entry is which cause); `None`
+/// (and nothing left enabled) when the function, the command line, the
+/// vector pool or the device will not have it.
+fn msix_vectors<const N: usize>(
+    f: &kbase::pci::Function,
+    route: impl FnOnce(&[u8; N]) -> Result<(), String>,
+) -> Option<IrqSource> {
     use crate::arch::msi as vectors;
     if !vectors::allowed(kbase::msi::Allowed::All) {
         return None;
     }
     let (mut table, entries) = super::hal::msix_table(f)?;
-    let mut v = [0u8; 2];
+    let mut v = [0u8; N];
     if !vectors::alloc(&mut v) {
         return None;
     }
-    let routes = virtio_pci::Vectors { rx: 0, config: 1, config_cpu: v[1] };
     let done = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value))
         .map_err(|e| format!("{e:?}"))
-        .and_then(|()| {
-            let (rx, tx) = (virtio_net::RECEIVE_QUEUE, virtio_net::TRANSMIT_QUEUE);
-            n.transport_mut().use_msix(routes, rx, tx).map_err(|()| "the device refused a vector".into())
-        });
+        .and_then(|()| route(&v));
     if let Err(e) = done {
-        log::warn!("{}: MSI-X: {e}; using INTx", f.bdf);
+        log::warn!("{}: MSI-X: {e}; trying the next kind", f.bdf);
         crate::pci::msi_off(f);
         vectors::free(&v);
         return None;
     }
     crate::pci::msix_unmask(f);
     Some(IrqSource::msix(&v))
+}
+
+/// virtio-net on MSI-X: its receive queue on table entry 0, configuration
+/// changes on entry 1, each its own vector.
+fn virtio_msix(n: &mut VirtioNet<KernelHal, VirtioPci>, f: &kbase::pci::Function) -> Option<IrqSource> {
+    msix_vectors::<2>(f, |v| {
+        let routes = virtio_pci::Vectors { rx: 0, config: 1, config_cpu: v[1] };
+        let (rx, tx) = (virtio_net::RECEIVE_QUEUE, virtio_net::TRANSMIT_QUEUE);
+        n.transport_mut().use_msix(routes, rx, tx).map_err(|()| "the device refused a vector".into())
+    })
 }
 
 impl NetDevice {
@@ -154,31 +163,9 @@ impl NetDevice {
     }
 
     /// MSI-X: receive queue 0, transmit queue 0 and the other causes on
-    /// table entries 0, 1, 2, each its own vector; `None` (and nothing left
-    /// enabled) when the function, the command line or the vector pool
-    /// will not have it.
+    /// table entries 0, 1, 2, each its own vector.
     fn msix(&mut self, f: &kbase::pci::Function) -> Option<IrqSource> {
-        use crate::arch::msi as vectors;
-        if !vectors::allowed(kbase::msi::Allowed::All) {
-            return None;
-        }
-        let (mut table, entries) = super::hal::msix_table(f)?;
-        let mut v = [0u8; 3];
-        if !vectors::alloc(&mut v) {
-            return None;
-        }
-        let mode = IrqMode::Msix { rx: 0, tx: 1, other: 2 };
-        let done = crate::pci::msix_setup(f, entries, &v, |off, value| table.write(off, value))
-            .map_err(|e| format!("{e:?}"))
-            .and_then(|()| self.set_interrupt_mode(mode));
-        if let Err(e) = done {
-            log::warn!("{}: MSI-X: {e}; trying MSI", f.bdf);
-            crate::pci::msi_off(f);
-            vectors::free(&v);
-            return None;
-        }
-        crate::pci::msix_unmask(f);
-        Some(IrqSource::msix(&v))
+        msix_vectors::<3>(f, |_| self.set_interrupt_mode(IrqMode::Msix { rx: 0, tx: 1, other: 2 }))
     }
 
     /// One MSI vector, every cause on it.
