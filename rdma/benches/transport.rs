@@ -192,7 +192,9 @@ fn main() {
     );
     // Frames per message: the data frames, and the ACKs (coalesced: fewer
     // than one per message when small messages come in bursts).
-    println!("| op | message | msgs/s | Gb/s per core | ns per frame | frames per message | ns per message | retransmitted |");
+    println!(
+        "| op | message | msgs/s | Gb/s per core | ns per frame | frames per message | ns per message | retransmitted |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut headline = Vec::new();
     // Message sizes named on the command line, else all.
@@ -222,7 +224,8 @@ fn main() {
     }
     // All QPs busy, and one busy among many idle ones (what a poll that
     // visited every QP would pay for).
-    let scales: &[(u32, usize)] = if wanted(64) { &[(1, 1), (100, 100), (1000, 1000), (100, 1), (1000, 1)] } else { &[] };
+    let scales: &[(u32, usize)] =
+        if wanted(64) { &[(1, 1), (100, 100), (1000, 1000), (100, 1), (1000, 1)] } else { &[] };
     if !scales.is_empty() {
         println!("\n64 B WRITEs spread over QP pairs, two in flight on each active one:\n");
         println!("| QP pairs | active | ns per frame |");

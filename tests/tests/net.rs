@@ -421,10 +421,9 @@ fn link_status_follows_the_device() {
 /// carry ping and count their interrupts.
 #[test]
 fn virtio_net_interrupts_through_msix_or_its_line() {
-    for (append, log, lspci) in [
-        ("", "irq msix 48-49", "MSI-X: Enable+ Count="),
-        ("pci=nomsix", "irq 10", "MSI-X: Enable- Count="),
-    ] {
+    for (append, log, lspci) in
+        [("", "irq msix 48-49", "MSI-X: Enable+ Count="), ("pci=nomsix", "irq 10", "MSI-X: Enable- Count=")]
+    {
         let (p1, p2) = (free_udp_port(), free_udp_port());
         let ip = |ip: &str| if append.is_empty() { ip.to_string() } else { format!("{ip} {append}") };
         let mut a = Appliance::boot(node("52:54:00:00:00:01", p1, p2, &ip("10.0.0.1/24"))).unwrap();
@@ -437,7 +436,8 @@ fn virtio_net_interrupts_through_msix_or_its_line() {
         let out = a.cmd("ping 10.0.0.2 -c 5 -i 100").unwrap();
         assert!(out.contains("5 packets transmitted, 5 received, 0% packet loss"), "{append}:\n{out}");
         let perf = a.cmd("perf").unwrap();
-        let interrupts = perf.lines().find_map(|l| l.strip_prefix("nic interrupts ")).and_then(|n| n.trim().parse().ok());
+        let interrupts =
+            perf.lines().find_map(|l| l.strip_prefix("nic interrupts ")).and_then(|n| n.trim().parse().ok());
         assert!(interrupts.is_some_and(|n: u64| n >= 5), "one interrupt per reply at least:\n{perf}");
     }
 }

@@ -4,6 +4,7 @@
 //! indirect call, and the virtio path compiles as before.
 
 use super::hal::KernelHal;
+use super::virtio_pci::{self, VirtioPci};
 use crate::arch::source::IrqSource;
 use crate::time::Instant;
 use alloc::format;
@@ -14,7 +15,6 @@ use drivers::intel::Regs as _;
 use drivers::intel::{self, IrqMode, Mmio};
 use drivers::nic::{Nic, RxVerdict, TxChecksum, TxOffload, TxSegment};
 use drivers::virtio_net::{self, VirtioNet};
-use super::virtio_pci::{self, VirtioPci};
 
 pub enum NetDevice {
     Virtio(VirtioNet<KernelHal, VirtioPci>),

@@ -178,7 +178,14 @@ impl Transport for VirtioPci {
         self.inner.requires_legacy_layout()
     }
 
-    fn queue_set(&mut self, queue: u16, size: u32, descriptors: PhysAddr, driver_area: PhysAddr, device_area: PhysAddr) {
+    fn queue_set(
+        &mut self,
+        queue: u16,
+        size: u32,
+        descriptors: PhysAddr,
+        driver_area: PhysAddr,
+        device_area: PhysAddr,
+    ) {
         self.inner.queue_set(queue, size, descriptors, driver_area, device_area)
     }
 

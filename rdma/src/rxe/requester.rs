@@ -221,8 +221,9 @@ fn data_opcode(qp_type: QpType, op: WrOpcode, first: bool, last: bool) -> Opcode
 
 /// Whether the WQE after `pos` is queued and will follow it without waiting
 /// on anything but the window: not a READ or atomic (`max_rd_atomic`), not
-/// FENCEd, not a local operation (which sends nothing), the QP not draining. When it is not, the packet ending `pos` asks
-/// for an ACK, or the requester could sit idle with unacknowledged packets.
+/// FENCEd, not a local operation (which sends nothing), the QP not draining.
+/// When it is not, the packet ending `pos` asks for an ACK, or the requester
+/// could sit idle with unacknowledged packets.
 fn sends_next_at_once(qp: &Qp, pos: u64) -> bool {
     qp.sq.ring.get(pos + 1).is_some_and(|next| match next.state {
         WqeState::Posted => {
