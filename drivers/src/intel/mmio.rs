@@ -25,41 +25,28 @@ impl Mmio {
         Self { base: base.cast(), len }
     }
 
-    /// The register at `offset`, if it lies inside the window and is aligned.
-    fn reg(&self, offset: u32) -> Option<*mut u32> {
-        let offset = offset as usize;
-        if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|end| end > self.len) {
-            debug_assert!(false, "register {offset:#x} outside a {:#x}-byte BAR", self.len);
+    /// The `T`-wide register or field at `offset` (32 or 16 bits), if it lies
+    /// inside the window and is aligned to its width.
+    fn field<T>(&self, offset: u32) -> Option<*mut T> {
+        let (offset, width) = (offset as usize, core::mem::size_of::<T>());
+        if !offset.is_multiple_of(width) || offset.checked_add(width).is_none_or(|end| end > self.len) {
+            debug_assert!(false, "{width}-byte field {offset:#x} outside a {:#x}-byte window", self.len);
             return None;
         }
-        // SAFETY: `offset / 4` words past `base` is inside the window
-        // (checked above), which `new`'s caller promised is mapped.
-        Some(unsafe { self.base.as_ptr().add(offset / 4) })
-    }
-}
-
-impl Mmio {
-    /// The 16-bit field at `offset`, if it lies inside the window and is aligned.
-    fn field16(&self, offset: u32) -> Option<*mut u16> {
-        let offset = offset as usize;
-        if !offset.is_multiple_of(2) || offset.checked_add(2).is_none_or(|end| end > self.len) {
-            debug_assert!(false, "field {offset:#x} outside a {:#x}-byte window", self.len);
-            return None;
-        }
-        // SAFETY: `offset / 2` halfwords past `base` is inside the window
-        // (checked above), which `new`'s caller promised is mapped.
-        Some(unsafe { self.base.as_ptr().cast::<u16>().add(offset / 2) })
+        // SAFETY: `offset` bytes past `base` is inside the window (checked
+        // above), which `new`'s caller promised is mapped.
+        Some(unsafe { self.base.as_ptr().cast::<u8>().add(offset).cast::<T>() })
     }
 
     /// A 16-bit read (zero outside the window), as [`Regs::read`].
     pub fn read16(&self, offset: u32) -> u16 {
         // SAFETY: as in `Regs::read`, on an aligned halfword of the window.
-        self.field16(offset).map_or(0, |r| unsafe { r.read_volatile() })
+        self.field::<u16>(offset).map_or(0, |r| unsafe { r.read_volatile() })
     }
 
     /// A 16-bit write (nothing outside the window), as [`Regs::write`].
     pub fn write16(&mut self, offset: u32, value: u16) {
-        if let Some(r) = self.field16(offset) {
+        if let Some(r) = self.field::<u16>(offset) {
             core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
             // SAFETY: as in `Regs::write`, on an aligned halfword of the window.
             unsafe { r.write_volatile(value) }
@@ -69,14 +56,14 @@ impl Mmio {
 
 impl Regs for Mmio {
     fn read(&self, offset: u32) -> u32 {
-        // SAFETY: an aligned register inside the mapped window (`reg`); a
+        // SAFETY: an aligned register inside the mapped window (`field`); a
         // volatile read is what a device register needs (it may change, and
         // reading may have an effect, so it must happen exactly once).
-        self.reg(offset).map_or(0, |r| unsafe { r.read_volatile() })
+        self.field::<u32>(offset).map_or(0, |r| unsafe { r.read_volatile() })
     }
 
     fn write(&mut self, offset: u32, value: u32) {
-        if let Some(r) = self.reg(offset) {
+        if let Some(r) = self.field::<u32>(offset) {
             // Descriptors written before a doorbell must be visible to the
             // device when it rings: keep the compiler (and on weaker
             // orderings the CPU) from moving them past the register write.
