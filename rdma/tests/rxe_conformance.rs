@@ -914,3 +914,70 @@ fn ud_messages_follow_the_port_mtu() {
     sim.nodes[0].post_send(a.qp, &SendWr::new(2, WrOpcode::Send, &[sge(&a, 0, 4097)]).with_ud(ud)).expect("post");
     assert_eq!(statuses(&wait_cqes(&mut sim, 0, &a, 1)), [(2, WcStatus::LocLenErr)]);
 }
+
+/// A path that takes 32 frames per round trip and drops the rest (a shallow
+/// queue in front of a receiver, as a socket buffer under QEMU is). With no
+/// byte cap the window starts at 128 packets and overruns it; the losses of
+/// one overrun (several NAKs) cut it once, and after a cut it grows by about
+/// a packet per round trip, so the next overrun comes many round trips later
+/// rather than within a few ACKs. Everything arrives; the only timeout is the
+/// first overrun's, which loses every packet that asked for an ACK.
+#[test]
+fn after_a_loss_the_window_settles_near_what_the_path_holds() {
+    use rdma::rxe::sink::VecSink;
+    const PATH: usize = 32;
+    let config = rdma::rxe::device::Config { max_inflight_bytes: 0, ..Default::default() };
+    let mut sim = Sim::new(1, Faults::NONE, MEM, config);
+    let link = Link { mtu: rdma::core::port::IbMtu::Mtu1024, ..Link::default() };
+    let [a, b] = sim::connect(&mut sim, &link).expect("connect");
+    let len = 256 * 1024;
+    let data = pattern(len, 7);
+    fill(&mut sim, 0, 0, &data);
+    let messages = 16u64;
+    for i in 0..messages {
+        let s = [sge(&a, 0, len as u32)];
+        let wr = SendWr::new(i, WrOpcode::RdmaWrite, &s)
+            .with_remote(MEM_BASE + 0x40000, b.mr.raw())
+            .with_flags(rdma::rxe::wr::SendFlags::SIGNALED);
+        sim.nodes[0].post_send(a.qp, &wr).expect("post");
+    }
+    let mut done = Vec::new();
+    let mut now = Instant::from_micros(0);
+    // What the requester sent since the last round trip: the path takes the
+    // first PATH of it.
+    let mut sent = VecSink::default();
+    let mut cuts_at = Vec::new();
+    for round in 0..10_000 {
+        now = now + rdma::rxe::time::Duration::from_micros(100);
+        sim.nodes[0].poll(now, &mut sent);
+        let mut answers = VecSink::default();
+        for f in std::mem::take(&mut sent.frames).iter().take(PATH) {
+            sim.nodes[1].receive(f, now, &mut answers);
+        }
+        sim.nodes[1].poll(now, &mut answers);
+        for f in &answers.frames {
+            sim.nodes[0].receive(f, now, &mut sent);
+        }
+        if sim.nodes[0].stats().window_cuts > cuts_at.len() as u64 {
+            cuts_at.push(round);
+        }
+        done.extend(sim::drain_cq(&mut sim.nodes[0], a.cq));
+        if done.len() as u64 == messages {
+            break;
+        }
+    }
+    assert_eq!(done.len() as u64, messages, "every WRITE completes");
+    assert!(done.iter().all(|c| c.status == WcStatus::Success));
+    assert_eq!(read(&sim, 1, 0x40000, len), data);
+    let s = sim.nodes[0].stats();
+    let packets = messages * (len as u64 / 1024);
+    assert!(s.timeouts <= 1, "{} timeouts", s.timeouts);
+    assert!(s.retransmitted_pkts * 5 < packets, "{} of {packets} packets sent again", s.retransmitted_pkts);
+    // From 128 down to the path's size takes a few cuts; after that the
+    // window climbs from half the path back to it (16 to 32) a packet per
+    // round trip: ~16 round trips between overruns. (Growing a packet per
+    // ACK, two ACKs a round trip, overran it every 8-10.)
+    let settled: Vec<u32> = cuts_at.windows(2).skip(3).map(|w| w[1] - w[0]).collect();
+    assert!(!settled.is_empty(), "the window overran the path again after settling: cuts at rounds {cuts_at:?}");
+    assert!(settled.iter().all(|&gap| gap >= 12), "cuts at rounds {cuts_at:?}");
+}

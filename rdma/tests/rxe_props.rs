@@ -290,9 +290,11 @@ mod hostile {
 }
 
 /// The case `make fuzz` first failed on (the coalesced-ACK property, case ~5 500 of
-/// 100 000): 9.5% corruption and 8.8% drops beat all seven retries of op 29's READ.
+/// 100 000): 9.5% corruption and 8.8% drops beat all seven retries of an op.
 /// Legitimate: the wire lost a frame in each of its eight rounds; everything before
-/// it succeeded, everything after it is flushed.
+/// it succeeded, everything after it is flushed. (The seed moved when the window's
+/// growth after a loss slowed, which changed which frames the wire hits: the first
+/// one found nearby that still beats the retries; the old one now succeeds.)
 #[test]
 fn regression_retries_exhausted_by_the_wire() {
     let faults = Faults { drop: 875, duplicate: 135, reorder: 81, corrupt: 946, delay_us: 2, jitter_us: 4 };
@@ -331,9 +333,12 @@ fn regression_retries_exhausted_by_the_wire() {
         Op::Read(5121),
         Op::Send(0),
     ];
-    let config = rdma::rxe::device::Config { coalesce_acks: true, ..Default::default() };
-    let r = check_with(16819607775214746007, faults, rdma::core::port::IbMtu::Mtu1024, &ops, config, &[]);
-    assert_eq!(r, Ok(Outcome::RetryExhausted { op: 29 }));
+    // The window as it was when the seed was found: another one moves which
+    // frames the wire hits.
+    let config =
+        rdma::rxe::device::Config { coalesce_acks: true, max_inflight_bytes: 96 * 1024, ..Default::default() };
+    let r = check_with(16819607775214746036, faults, rdma::core::port::IbMtu::Mtu1024, &ops, config, &[]);
+    assert_eq!(r, Ok(Outcome::RetryExhausted { op: 3 }));
 }
 
 /// The retry-exhaustion oracle refuses a give-up the wire did not cause: eight

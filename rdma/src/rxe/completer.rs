@@ -25,10 +25,15 @@
 //!   retries, then RETRY_EXC_ERR. (Linux rxe treats 7 as "forever"; we do not, on
 //!   purpose.) Any forward progress restores the count, as rxe does. An armed QP
 //!   whose count runs out migrates to its alternate path instead ([`apm`]).
-//! - Pacing: the window of PSNs in flight grows by one per ACK that moves it, up to
-//!   `Qp::window_cap` (`max_window` packets, `max_inflight_bytes` bytes), and halves
-//!   (once per loss episode, at most once per retransmit timeout) on a timeout, a
-//!   sequence NAK, an implied NAK or a congestion notification.
+//! - Pacing (TCP Reno's shape, RFC 5681, in PSNs): the window of PSNs in flight
+//!   starts at `Qp::window_cap` (`max_window` packets, `max_inflight_bytes` bytes).
+//!   A sequence NAK, an implied NAK or a congestion notification halves it once per
+//!   loss episode (until everything sent before the loss is acknowledged: one
+//!   overrun brings several NAKs), a retransmit timeout every time; the halved
+//!   window becomes the threshold, at or above which the window grows by one per
+//!   window of packets acknowledged (about one per round trip), below it by one
+//!   per ACK. So on a path that holds less than the cap the window settles just
+//!   under what the path holds instead of overrunning it again within a few ACKs.
 
 use crate::core::counters::RxeCounter;
 use crate::wire::aeth::rnr_timer_micros;
@@ -181,12 +186,18 @@ fn flush_sq<M>(qp: &mut Qp, dev: &mut Device<M>) {
 /// Moves the oldest unacknowledged PSN forward to `to`, if it is ahead.
 fn advance<M>(qp: &mut Qp, dev: &Device<M>, to: Psn, now: Instant) {
     if to.is_after(qp.req.comp_psn) {
+        let acked = to.diff(qp.req.comp_psn).unsigned_abs();
         qp.req.comp_psn = to;
         qp.req.rewound_to = None;
         qp.req.retry_left = qp.attr.retry_cnt;
         qp.req.rnr_left = qp.attr.rnr_retry;
         qp.req.backoff = 0;
-        qp.req.window = (qp.req.window + 1).min(qp.window_cap(&dev.config));
+        // The episode is over once all it sent is acknowledged (and a stale
+        // PSN would look ahead again after half the PSN space).
+        if qp.req.recover.is_some_and(|p| !p.is_after(to)) {
+            qp.req.recover = None;
+        }
+        grow_window(qp, dev, acked);
     }
     rearm(qp, now);
 }
@@ -207,14 +218,39 @@ fn rearm(qp: &mut Qp, now: Instant) {
     qp.req.timer = if qp.req.comp_psn != qp.req.psn { retransmit_timeout(qp).map(|t| now + t) } else { None };
 }
 
-/// Halves the window, at most once per `episode` (a loss shows up as several NAKs).
-pub fn cut_window<M>(qp: &mut Qp, dev: &mut Device<M>, now: Instant) {
-    let episode = local_ack_timeout(qp.attr.timeout).unwrap_or(Duration::from_micros(1000));
-    if qp.req.last_cut.is_some_and(|t| now < t + episode) {
+/// Opens the window after an ACK that acknowledged `acked` more packets: by
+/// one below the threshold of the last cut, and at or above it by one per
+/// window's worth acknowledged (about one per round trip), so after a loss
+/// the window creeps back toward the size that overran the path instead of
+/// reaching it again within a few ACKs.
+fn grow_window<M>(qp: &mut Qp, dev: &Device<M>, acked: u32) {
+    let cap = qp.window_cap(&dev.config);
+    let r = &mut qp.req;
+    if r.window < r.threshold {
+        r.window += 1;
+    } else {
+        r.acked_toward_growth = r.acked_toward_growth.saturating_add(acked);
+        if r.acked_toward_growth >= r.window {
+            r.acked_toward_growth -= r.window;
+            r.window += 1;
+        }
+    }
+    r.window = r.window.min(cap);
+}
+
+/// Halves the window and makes the result the threshold of growth: once per
+/// loss episode for NAKs and congestion notifications (an overrun shows up as
+/// a NAK per window sent into it, answered by one go-back), on every
+/// retransmit timeout (nothing got through in a whole timeout).
+pub fn cut_window<M>(qp: &mut Qp, dev: &mut Device<M>, timeout: bool) {
+    let r = &mut qp.req;
+    if !timeout && r.recover.is_some_and(|p| p.is_after(r.comp_psn)) {
         return;
     }
-    qp.req.last_cut = Some(now);
-    qp.req.window = (qp.req.window / 2).max(dev.config.min_window);
+    r.recover = Some(r.max_psn);
+    r.window = (r.window / 2).max(dev.config.min_window);
+    r.threshold = r.window;
+    r.acked_toward_growth = 0;
     dev.stats.window_cuts += 1;
 }
 
@@ -301,7 +337,7 @@ fn retry<M>(qp: &mut Qp, dev: &mut Device<M>, now: Instant, psn: Psn, why: Retry
     if why == Retry::ImpliedNak {
         dev.stats.implied_naks += 1;
     }
-    cut_window(qp, dev, now);
+    cut_window(qp, dev, why == Retry::Timeout);
     rewind(qp, psn);
     qp.req.rewound_to = Some(psn);
     rearm(qp, now);
@@ -521,8 +557,8 @@ fn read_response<M: Memory>(qp: &mut Qp, dev: &mut Device<M>, rx: &RxFrame<'_>, 
 }
 
 /// A congestion notification or an ECN-marked response: slow down.
-pub fn on_congestion<M>(qp: &mut Qp, dev: &mut Device<M>, now: Instant) {
+pub fn on_congestion<M>(qp: &mut Qp, dev: &mut Device<M>) {
     if qp.qp_type == QpType::Rc {
-        cut_window(qp, dev, now);
+        cut_window(qp, dev, false);
     }
 }

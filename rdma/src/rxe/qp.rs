@@ -345,8 +345,17 @@ pub struct ReqState {
     pub rewound_to: Option<Psn>,
     /// Pacing: PSNs allowed in flight.
     pub window: u32,
-    /// Pacing: when the window was last cut (one cut per loss episode).
-    pub last_cut: Option<Instant>,
+    /// Pacing: the window at the last cut. At or above it the window grows
+    /// by one per window of packets acknowledged, below it by one per ACK
+    /// (`u32::MAX` until the first loss: the window starts at its cap).
+    pub threshold: u32,
+    /// Pacing: packets acknowledged toward the next step of growth at or
+    /// above `threshold`.
+    pub acked_toward_growth: u32,
+    /// Pacing: the loss episode of the last cut lasts until everything sent
+    /// before it (up to this PSN) is acknowledged; the NAKs of one overrun are
+    /// one loss, not one each.
+    pub recover: Option<Psn>,
 }
 
 impl ReqState {
@@ -366,7 +375,9 @@ impl ReqState {
             rnr_until: None,
             rewound_to: None,
             window,
-            last_cut: None,
+            threshold: u32::MAX,
+            acked_toward_growth: 0,
+            recover: None,
         }
     }
 }

@@ -703,6 +703,7 @@ impl<M: Memory> RxeTransport<M> {
                 q.req.retry_left = q.attr.retry_cnt;
                 q.req.rnr_left = q.attr.rnr_retry;
                 q.req.window = q.window_cap(&dev.config);
+                q.req.recover = None;
             }
             QpState::Sqd if from == QpState::Rts => q.sqd_notify = attr.en_sqd_async_notify,
             QpState::Err if from != QpState::Err => {
@@ -1137,7 +1138,7 @@ fn deliver<M: Memory, S: FrameSink + ?Sized>(
 ) {
     let bth = rx.repr.roce.bth;
     if bth.opcode == Opcode::Cnp {
-        completer::on_congestion(qp, dev, now);
+        completer::on_congestion(qp, dev);
         return;
     }
     let bit = match qp.qp_type {
@@ -1175,7 +1176,7 @@ fn deliver<M: Memory, S: FrameSink + ?Sized>(
                 return;
             }
             if rx.repr.path.ecn == Ecn::Ce {
-                completer::on_congestion(qp, dev, now);
+                completer::on_congestion(qp, dev);
             }
             completer::on_response(qp, dev, rx, now);
         }
