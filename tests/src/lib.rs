@@ -28,6 +28,7 @@ pub mod rc;
 pub mod relay;
 pub mod report;
 pub mod tool;
+pub mod udp_wire;
 mod vde;
 
 pub use console::PROMPT;

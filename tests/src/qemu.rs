@@ -128,12 +128,29 @@ pub struct Nic {
     /// Instead of the UDP wire: the socket directory of a
     /// [`VdeSwitch`](crate::VdeSwitch) (the ports are then unused).
     pub switch: Option<PathBuf>,
+    /// Our end of the UDP wire with this receive buffer, opened by the
+    /// harness (see [`crate::udp_wire`]); `None`: QEMU's own socket.
+    pub socket_buffer: Option<usize>,
 }
 
 impl Nic {
     /// A NIC with the default MTU.
     pub fn new(mac: &str, local_port: u16, peer_port: u16) -> Self {
-        Nic { model: NicModel::from_env(), mac: mac.into(), local_port, peer_port, host_mtu: None, switch: None }
+        Nic {
+            model: NicModel::from_env(),
+            mac: mac.into(),
+            local_port,
+            peer_port,
+            host_mtu: None,
+            switch: None,
+            socket_buffer: None,
+        }
+    }
+
+    /// This NIC on a deep UDP wire end ([`crate::udp_wire::DEEP_BUFFER`]),
+    /// where the QEMU takes one; both ends of a wire should be.
+    pub fn deep(self) -> Self {
+        Nic { socket_buffer: Some(crate::udp_wire::DEEP_BUFFER), ..self }
     }
 
     /// A NIC on a port of `switch`.
@@ -548,7 +565,15 @@ pub fn qemu_command_from(opts: &Options, medium: &Medium) -> Command {
         Accel::Kvm => cmd.args(["-accel", "kvm"]),
     };
     if let Some(nic) = &opts.nic {
-        cmd.args(["-netdev", &nic.netdev("n0"), "-device", &nic.model.device("n0", &nic.mac, nic.host_mtu)]);
+        let socket = nic
+            .socket_buffer
+            .filter(|_| nic.switch.is_none() && crate::udp_wire::qemu_takes_connected_socket(&qemu))
+            .and_then(|b| crate::udp_wire::socket(nic.local_port, nic.peer_port, b).ok());
+        let netdev = match socket {
+            Some(fd) => crate::udp_wire::netdev(&mut cmd, "n0", fd),
+            None => nic.netdev("n0"),
+        };
+        cmd.args(["-netdev", &netdev, "-device", &nic.model.device("n0", &nic.mac, nic.host_mtu)]);
     }
     if let Some(shm) = &opts.ivshmem {
         cmd.args(shm.qemu_args());

@@ -1,6 +1,8 @@
 //! perftest figures for Linux rxe and the appliance, measured in one run on
-//! one kind of wire (QEMU's UDP socket netdev, 9000-byte netdevs, RoCE MTU
-//! 4096): Linux<->Linux with Linux's `ib_*` programs; the appliance (host
+//! one kind of wire (a UDP wire over 127.0.0.1, 9000-byte netdevs, RoCE MTU
+//! 4096; each end a deep socket the harness hands QEMU, `tests::udp_wire`,
+//! or with `BENCH_WIRE=qemu` QEMU's own socket netdev, whose 208 KiB receive
+//! buffer holds ~24 frames of 4 KiB): Linux<->Linux with Linux's `ib_*` programs; the appliance (host
 //! tools through its verbs ring) against Linux, in both roles; appliance<->
 //! appliance; the wire's own limits between the same two appliances
 //! (`netbench`) at the frame size of an MTU-4096 WRITE: the raw frame limit
@@ -348,7 +350,23 @@ fn cabi_table(md: &mut String, csv: &mut String, pairs: &[(&str, Samples, Sample
 }
 
 fn wire(mac: &str, local: u16, peer: u16) -> Nic {
-    Nic { host_mtu: Some(MTU), ..Nic::new(mac, local, peer) }
+    let nic = Nic { host_mtu: Some(MTU), ..Nic::new(mac, local, peer) };
+    if deep_wire() { nic.deep() } else { nic }
+}
+
+/// Whether the wires are deep (see the module's doc): unless `BENCH_WIRE=qemu`,
+/// where the QEMU takes a socket.
+fn wire_kind() -> String {
+    if deep_wire() {
+        format!("UDP, each end's receive buffer {} KiB", tests::udp_wire::DEEP_BUFFER >> 10)
+    } else {
+        "UDP, QEMU's own sockets".into()
+    }
+}
+
+fn deep_wire() -> bool {
+    std::env::var("BENCH_WIRE").as_deref() != Ok("qemu")
+        && tests::udp_wire::qemu_takes_connected_socket(&tests::qemu_binary())
 }
 
 /// A Linux peer at `ip` on the wire; its guest clients reach host port `gp`.
@@ -449,7 +467,8 @@ fn main() -> Res<()> {
     }
     let accel = std::env::var("APPLIANCE_ACCEL").unwrap_or_else(|_| "tcg".into());
     println!(
-        "perftest on a {MTU}-byte wire (RoCE MTU 4096), medians of {runs} runs; appliances on {accel}, Linux on tcg"
+        "perftest on a {MTU}-byte wire (RoCE MTU 4096; {}), medians of {runs} runs; appliances on {accel}, Linux on tcg",
+        wire_kind()
     );
     let mut rows: Vec<(String, Figures)> = Vec::new();
     // Each appliance pair with the Rust tools and with the C ABI, for the cost table.
@@ -566,7 +585,7 @@ fn main() -> Res<()> {
     let share = |l: &Limit| 100.0 * app_64k / l.gbps;
     writeln!(
         md,
-        "\nThe limits are netbench between the two appliances at {ROCE_FRAME}-byte frames (an MTU-4096 WRITE's): \
+        "\nThe wire: {}. The limits are netbench between the two appliances at {ROCE_FRAME}-byte frames (an MTU-4096 WRITE's): \
          {:.0} frames/s with a copy per frame, {:.0} prebuilt (headers written, no per-byte work), {:.0} with a \
          copy and an ICRC per frame (by {crc_path}). appliance<->appliance 64 KiB WRITE reaches {:.1}% of the raw \
          frame limit, {:.1}% of the raw wire limit and {:.1}% of the copy + ICRC limit. The ping row is half the \
@@ -574,6 +593,7 @@ fn main() -> Res<()> {
          apart; median round trip {:.1} us, p99 {:.1} us), as perftest's SEND latency is half its round trip: \
          appliance<->appliance SEND 2 B is {:.2}x it. Ratios: bandwidth and message rate over \
          Linux<->Linux (higher is better), latency over Linux<->Linux (lower is better).",
+        wire_kind(),
         limits[0].fps,
         limits[1].fps,
         limits[2].fps,
