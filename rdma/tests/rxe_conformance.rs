@@ -610,25 +610,24 @@ fn a_small_window_asks_for_acks_and_never_times_out() {
 }
 
 /// The window is capped in bytes as well as in packets: at MTU 4096 a QP
-/// keeps at most `max_inflight_bytes` (96 KiB: 24 packets) unacknowledged
-/// rather than 128 packets (512 KiB, more than a receiver's socket buffer
-/// holds under QEMU), and asks for an ACK every half window, so the second
-/// half is on the wire while the first is being acknowledged.
+/// keeps at most `max_inflight_bytes` (256 KiB: 64 packets) unacknowledged
+/// rather than 128 packets (512 KiB), and asks for an ACK every half window,
+/// so the second half is on the wire while the first is being acknowledged.
 #[test]
 fn the_window_is_capped_in_bytes_and_asks_for_acks_every_half_window() {
     use rdma::rxe::sink::VecSink;
     let link = Link { mtu: rdma::core::port::IbMtu::Mtu4096, ..Link::default() };
     let (mut sim, [a, b]) = setup(Faults::NONE, &link);
-    let len = 256 * 1024;
+    let len = 384 * 1024;
     let data = pattern(len, 9);
     fill(&mut sim, 0, 0, &data);
     let s = [sge(&a, 0, len as u32)];
-    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s).with_remote(MEM_BASE + 0x40000, b.mr.raw());
+    let wr = SendWr::new(1, WrOpcode::RdmaWrite, &s).with_remote(MEM_BASE + 0x60000, b.mr.raw());
     sim.nodes[0].post_send(a.qp, &wr).expect("post");
     let now = Instant::from_micros(0);
     let mut out = VecSink::default();
     sim.nodes[0].poll(now, &mut out);
-    assert_eq!(out.frames.len(), 24, "96 KiB of 4 KiB packets, then the window is full");
+    assert_eq!(out.frames.len(), 64, "256 KiB of 4 KiB packets, then the window is full");
     let asks: Vec<usize> = out
         .frames
         .iter()
@@ -636,16 +635,16 @@ fn the_window_is_capped_in_bytes_and_asks_for_acks_every_half_window() {
         .filter(|(_, f)| wire_frame::parse(f).expect("a valid frame").repr.roce.bth.ack_req)
         .map(|(i, _)| i + 1)
         .collect();
-    assert_eq!(asks, [12, 24], "every half window");
+    assert_eq!(asks, [32, 64], "every half window");
     // The first half's ACK opens the window by the half it acknowledges.
     let mut acks = VecSink::default();
-    for f in &out.frames[..12] {
+    for f in &out.frames[..32] {
         sim.nodes[1].receive(f, now, &mut acks);
     }
     assert_eq!(acks.frames.len(), 1);
     let mut more = VecSink::default();
     sim.nodes[0].receive(&acks.frames[0], now, &mut more);
-    assert_eq!(more.frames.len(), 12);
+    assert_eq!(more.frames.len(), 32);
 }
 
 /// Without the byte cap the window is `max_window` packets, as before.

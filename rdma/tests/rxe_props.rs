@@ -335,8 +335,7 @@ fn regression_retries_exhausted_by_the_wire() {
     ];
     // The window as it was when the seed was found: another one moves which
     // frames the wire hits.
-    let config =
-        rdma::rxe::device::Config { coalesce_acks: true, max_inflight_bytes: 96 * 1024, ..Default::default() };
+    let config = rdma::rxe::device::Config { coalesce_acks: true, max_inflight_bytes: 96 * 1024, ..Default::default() };
     let r = check_with(16819607775214746036, faults, rdma::core::port::IbMtu::Mtu1024, &ops, config, &[]);
     assert_eq!(r, Ok(Outcome::RetryExhausted { op: 3 }));
 }
