@@ -14,8 +14,9 @@
 
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 /// The receive buffer a deep wire end asks for: room for ~240 frames of
 /// 4 KiB, the order of a NIC's receive ring.
@@ -38,10 +39,19 @@ pub fn socket(local: u16, peer: u16, buffer: usize) -> std::io::Result<OwnedFd> 
 /// (7.2's `dgram` backend still `sendto`s a zeroed address, which a connected
 /// UDP socket refuses).
 pub fn qemu_takes_connected_socket(qemu: &Path) -> bool {
-    let Ok(out) = Command::new(qemu).arg("--version").output() else { return false };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let major = text.split("version ").nth(1).and_then(|v| v.split('.').next()).and_then(|m| m.parse::<u32>().ok());
-    major.is_some_and(|m| m >= 8)
+    // Asked once per binary: every QEMU a run starts would ask again.
+    static KNOWN: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, takes)) = known.iter().find(|(q, _)| q == qemu) {
+        return *takes;
+    }
+    let major = Command::new(qemu).arg("--version").output().ok().and_then(|out| {
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split("version ").nth(1)?.split('.').next()?.parse::<u32>().ok()
+    });
+    let takes = major.is_some_and(|m| m >= 8);
+    known.push((qemu.to_path_buf(), takes));
+    takes
 }
 
 /// QEMU's `-netdev` for the socket `fd`, which `cmd`'s child inherits.

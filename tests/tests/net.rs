@@ -276,6 +276,34 @@ fn rdma_link_follows_the_netdev() {
     assert_eq!(a.cmd("rdma link show").unwrap().trim(), "");
 }
 
+/// A deep wire (`Nic::deep`): the harness opens each end, bound and connected
+/// to its peer with a 2 MiB receive buffer, and QEMU sends and receives on
+/// the socket it is handed. Pings cross it both ways, and the sockets on its
+/// ports hold the buffer asked for (`ss`'s `rb`), ten times QEMU's own.
+#[test]
+fn a_deep_wire_carries_frames_with_the_buffer_asked_for() {
+    use tests::udp_wire::{DEEP_BUFFER, qemu_takes_connected_socket};
+    assert!(qemu_takes_connected_socket(&tests::qemu_binary()), "the set-up installs QEMU 10, which takes a socket");
+    let (p1, p2) = (free_udp_port(), free_udp_port());
+    let deep = |mac: &str, local, peer, ip: &str| Options {
+        nic: Some(Nic::new(mac, local, peer).deep()),
+        ..node(mac, local, peer, ip)
+    };
+    let mut a = Appliance::boot(deep("52:54:00:00:00:01", p1, p2, "10.0.0.1/24")).unwrap();
+    let mut b = Appliance::boot(deep("52:54:00:00:00:02", p2, p1, "10.0.0.2/24")).unwrap();
+    let out = a.cmd("ping 10.0.0.2 -c 3 -i 100").unwrap();
+    assert!(out.contains("3 packets transmitted, 3 received"), "{out}");
+    let out = b.cmd("ping 10.0.0.1 -c 2 -i 100 -s 1000").unwrap();
+    assert!(out.contains("2 packets transmitted, 2 received"), "{out}");
+    for port in [p1, p2] {
+        let ss = std::process::Command::new("ss").args(["-u", "-a", "-n", "-m", &format!("sport = :{port}")]).output();
+        let text = ss.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let rb: Option<usize> =
+            text.split("rb").nth(1).and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok());
+        assert!(rb.is_some_and(|rb| rb >= DEEP_BUFFER), "port {port}: {text}");
+    }
+}
+
 #[test]
 fn netbench_frames_reach_the_peer() {
     let (mut a, mut b) = pair("10.0.0.1/24", "10.0.0.2/24");

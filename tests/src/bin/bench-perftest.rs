@@ -1,8 +1,8 @@
 //! perftest figures for Linux rxe and the appliance, measured in one run on
-//! one kind of wire (a UDP wire over 127.0.0.1, 9000-byte netdevs, RoCE MTU
-//! 4096; each end a deep socket the harness hands QEMU, `tests::udp_wire`,
-//! or with `BENCH_WIRE=qemu` QEMU's own socket netdev, whose 208 KiB receive
-//! buffer holds ~24 frames of 4 KiB): Linux<->Linux with Linux's `ib_*` programs; the appliance (host
+//! one kind of wire (UDP over 127.0.0.1, 9000-byte netdevs, RoCE MTU 4096;
+//! each end a deep socket the harness hands QEMU, `tests::udp_wire`, or with
+//! `BENCH_WIRE=qemu` QEMU's own socket netdev, whose 208 KiB receive buffer
+//! holds ~24 frames of 4 KiB): Linux<->Linux with Linux's `ib_*` programs; the appliance (host
 //! tools through its verbs ring) against Linux, in both roles; appliance<->
 //! appliance; the wire's own limits between the same two appliances
 //! (`netbench`) at the frame size of an MTU-4096 WRITE: the raw frame limit
@@ -354,8 +354,7 @@ fn wire(mac: &str, local: u16, peer: u16) -> Nic {
     if deep_wire() { nic.deep() } else { nic }
 }
 
-/// Whether the wires are deep (see the module's doc): unless `BENCH_WIRE=qemu`,
-/// where the QEMU takes a socket.
+/// The run's wire, for its header and notes.
 fn wire_kind() -> String {
     if deep_wire() {
         format!("UDP, each end's receive buffer {} KiB", tests::udp_wire::DEEP_BUFFER >> 10)
@@ -364,6 +363,8 @@ fn wire_kind() -> String {
     }
 }
 
+/// Whether the wires are deep (see the module's doc): unless `BENCH_WIRE=qemu`,
+/// where the QEMU takes a socket.
 fn deep_wire() -> bool {
     std::env::var("BENCH_WIRE").as_deref() != Ok("qemu")
         && tests::udp_wire::qemu_takes_connected_socket(&tests::qemu_binary())
