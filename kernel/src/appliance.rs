@@ -39,10 +39,12 @@ impl Task for Appliance {
         if let Some(verbs) = self.verbs.as_mut() {
             busy |= verbs.poll(now, self.net.as_mut());
         }
+        let t = crate::prof::start();
         if let Some(net) = self.net.as_mut() {
             busy |= self.jobs.poll(net, now);
         }
         busy |= self.shell.poll(now, timers, self.net.as_mut(), self.verbs.as_mut(), &mut self.jobs);
+        crate::prof::SHELL.add(t);
         busy
     }
 

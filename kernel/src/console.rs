@@ -1,7 +1,9 @@
 //! The serial console: COM1, shared by the shell, the logger and the fault
 //! reporters. `print!`/`println!` write here.
 
+use crate::arch::irq::{self, IRQ_COM1};
 use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use drivers::serial::{ByteIo, COM1, Uart16550};
 use spin::Mutex;
 
@@ -27,9 +29,35 @@ pub fn write_bytes(bytes: &[u8]) {
     }
 }
 
+/// COM1 interrupts the reader has seen.
+static RX_IRQS_SEEN: AtomicU64 = AtomicU64::new(0);
+/// The UART may hold received bytes: set by a new receive interrupt (and at
+/// boot, for bytes typed before the line was unmasked), cleared only when a
+/// read finds it empty.
+static RX_PENDING: AtomicBool = AtomicBool::new(true);
+
 /// A received byte, if one is waiting.
+///
+/// The UART is read only after its receive interrupt: under emulation each
+/// register read is a trap into QEMU that waits for its lock, and reading on
+/// every pass of the loop cost ~14 us of each network frame's turnaround.
+/// The UART raises its line while data waits (the FIFO's trigger level or its
+/// timeout) and drops it only when emptied, so a reader that stops early
+/// keeps `RX_PENDING` and reads again on its next call; an interrupt after the
+/// read that found it empty counts anew and is not lost.
 pub fn read_byte() -> Option<u8> {
-    UART.lock().read_byte()
+    let irqs = irq::count(IRQ_COM1);
+    if RX_IRQS_SEEN.swap(irqs, Ordering::Relaxed) != irqs {
+        RX_PENDING.store(true, Ordering::Relaxed);
+    }
+    if !RX_PENDING.load(Ordering::Relaxed) {
+        return None;
+    }
+    let byte = UART.lock().read_byte();
+    if byte.is_none() {
+        RX_PENDING.store(false, Ordering::Relaxed);
+    }
+    byte
 }
 
 /// Prints from a fault handler: takes the console even if the faulting code held

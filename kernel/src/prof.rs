@@ -95,8 +95,12 @@ pub static TRANSPORT: Span = Span::new("net: rxe poll");
 /// ringing the device's doorbell when the driver holds it until then).
 pub static KICK: Span = Span::new("nic: doorbell");
 
-pub static ALL: [&Span; 14] =
-    [&IDLE, &WAKE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM];
+/// The console's and the jobs' share of each pass (reading the UART,
+/// ping, pingpong, netbench).
+pub static SHELL: Span = Span::new("shell, jobs");
+
+pub static ALL: [&Span; 15] =
+    [&IDLE, &WAKE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM, &SHELL];
 
 /// TSC at the last reset.
 static SINCE: AtomicU64 = AtomicU64::new(0);

@@ -105,6 +105,27 @@ fn sleep_waits_on_the_timer_queue_and_the_clock_advances() {
     assert!(halts > 0, "{out}");
 }
 
+/// The UART is read only after its receive interrupt: lines typed while a
+/// command runs, longer than its FIFO's trigger level or shorter, and one
+/// byte alone, all reach the shell.
+#[test]
+fn lines_typed_while_a_command_runs_are_read_after_it() {
+    let mut a = boot();
+    a.send(b"sleep 300\rversion\rlog level error\r").unwrap();
+    // The echo, then the output.
+    a.wait_for_text("log level error\r\nlog level error", std::time::Duration::from_secs(30)).unwrap();
+    let log = a.transcript();
+    let version = log.rfind("RoCE appliance firmware ").unwrap_or_else(|| panic!("{log}"));
+    assert!(log[..version].contains("sleep 300"), "{log}");
+    // Fewer bytes than the FIFO's trigger level: the UART's timeout raises
+    // the interrupt, and the shell echoes them before the line ends.
+    let wait = std::time::Duration::from_secs(10);
+    a.send(b"uptime").unwrap();
+    a.wait_for_text("uptime", wait).unwrap();
+    a.send(b"\r").unwrap();
+    a.wait_for_text(" idle halts, ", wait).unwrap();
+}
+
 /// `icrc=` forces a CRC path; both compute the same ICRCs, as the RDMA tests
 /// show when run with `APPLIANCE_APPEND=icrc=pclmulqdq`.
 #[test]

@@ -194,7 +194,7 @@ fn main() -> Res<()> {
     let stack = p.per_echo(&["net: smoltcp"]);
     let reply = p.per_echo(&["nic: doorbell"]);
     let pass = p.per_echo(&["net task"]);
-    let other_tasks = p.per_echo(&["verbs pump", "verbs tick", "rdma_cm"]);
+    let other_tasks = p.per_echo(&["verbs pump", "verbs tick", "rdma_cm", "shell, jobs"]);
     let rest = pass.1 - nic_rx.1 - stack.1 - reply.1;
     let in_guest = wake.1 + pass.1 + other_tasks.1;
     let mean = sums[0].1.mean;
@@ -209,7 +209,7 @@ fn main() -> Res<()> {
         ("stack: smoltcp reads the request, answers, queues the reply", "net: smoltcp", stack.0, stack.1),
         ("reply: the device told of it, sent buffers reclaimed", "nic: doorbell", reply.0, reply.1),
         ("the rest of the network pass (RDMA timers, neighbours, events)", "net task less the above", pass.0, rest),
-        ("in the guest, in all", "wake; net task; verbs; rdma_cm", f64::NAN, in_guest),
+        ("in the guest, in all", "wake; net task; verbs; rdma_cm; shell, jobs", f64::NAN, in_guest),
         (
             "outside the guest: QEMU's socket and device model, interrupt delivery, the host's UDP",
             "",
