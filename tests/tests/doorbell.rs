@@ -1,8 +1,9 @@
 //! The ring's doorbell end to end (QEMU's `ivshmem-doorbell`, an ivshmem
 //! server in this process per ring, `verbs_ring::wake`): host programs
 //! that block on completion events are woken by the appliance's CQEs, the
-//! appliance halts until hosts ring it, and a host program blocked on
-//! completion events costs (nearly) no CPU. And the fallback: the same
+//! appliance halts until hosts ring it (its heartbeat slowed while no host
+//! is attached), and a host program blocked on completion events costs
+//! (nearly) no CPU. And the fallback: the same
 //! programs on `ivshmem-plain` rings, polled both ways.
 //!
 //! Two appliances on one wire; `rc_pingpong -e` (our tool) and Debian's
@@ -233,4 +234,39 @@ fn blocked_waiters_cost(s1: &Ivshmem, doorbell: bool) {
             assert!(share < 50.0, "{name} used {share:.1}% of a core while waiting");
         }
     }
+}
+
+/// Timer interrupts the appliance took so far (`uptime`'s `irqs: timer N`).
+fn timer_irqs(a: &mut Appliance) -> u64 {
+    let out = a.cmd("uptime").unwrap();
+    let mut w = out.split_whitespace().skip_while(|w| *w != "timer");
+    w.nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no timer count in:\n{out}"))
+}
+
+/// With a doorbell and no host attached the heartbeat slows (an idle
+/// appliance halts instead of waking for a 1 ms beat nobody needs); a host
+/// that attaches is served at once (its ring brings the tick that attaches
+/// it) and brings the 1 ms beat back, which its lease counts. Counted in
+/// the appliance's timer interrupts over two spells of the same length:
+/// nominally 50 ms against 1 ms a beat; asserted only far apart.
+#[test]
+fn an_idle_ring_beats_slowly_until_a_host_attaches() {
+    let (mut a, _b, s1, _s2) = pair("beat", true);
+    const SPELL: Duration = Duration::from_secs(2);
+    let spell = |a: &mut Appliance| {
+        let before = timer_irqs(a);
+        std::thread::sleep(SPELL);
+        timer_irqs(a) - before
+    };
+    let idle = spell(&mut a);
+    // A host waiting on completion events holds a context.
+    let port = tests::free_tcp_port();
+    let mut c = ours(&s1.path, &format!("-d rxe0 -g 1 -p {port} -e"));
+    let mut server = Killed::new(c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let _client = fake_client(port);
+    let attached = spell(&mut a);
+    assert!(server.running(), "the server is not waiting: it exited");
+    println!("timer interrupts in {SPELL:?}: {idle} with no host, {attached} with one attached");
+    assert!(idle < 300, "{idle} timer interrupts in {SPELL:?} with no host attached");
+    assert!(attached > 5 * idle.max(20), "{attached} timer interrupts with a host attached, {idle} without");
 }

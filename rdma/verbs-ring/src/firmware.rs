@@ -223,6 +223,12 @@ impl Firmware {
         Ok(report)
     }
 
+    /// Whether any context is attached: its lease counts beats, and its
+    /// commands are served.
+    pub fn any_attached(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s, Slot::Active { .. }))
+    }
+
     /// Whether an attached context published a command since the last
     /// look (a host that broke its ring counts: the next tick reclaims
     /// it). What the appliance looks at after asking to be rung, before it

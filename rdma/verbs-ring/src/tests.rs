@@ -660,10 +660,14 @@ fn fast_register_and_window_commands() {
 #[test]
 fn attach_command_detach_round_trip() {
     let (mem, mut fw) = appliance();
+    assert!(!fw.fw.any_attached());
     let mut host = HostContext::attach(&mem, 4242).unwrap();
     assert_eq!(host.ctx(), 0);
     assert_eq!(slot_state(&mem, &fw, 0).host_pid, 4242);
+    // The firmware counts it attached from the tick that sees its claim.
+    assert!(!fw.fw.any_attached());
     let _: Empty = call(&mem, &mut fw, &mut host, nr::NOP, Empty {}).unwrap();
+    assert!(fw.fw.any_attached());
     let pd: HandleResp = call(&mem, &mut fw, &mut host, nr::ALLOC_PD, DevReq::default()).unwrap();
     let (buf, _) = host.buf_area();
     let _: RegMrResp = call(
@@ -690,6 +694,7 @@ fn attach_command_detach_round_trip() {
     assert!(
         matches!(r.events[..], [SlotEvent::Reclaimed { ctx: 0, reason: reclaim_reason::DETACHED, report }] if report.total() == 2)
     );
+    assert!(!fw.fw.any_attached());
     let s = slot_state(&mem, &fw, 0);
     assert_eq!(
         (s.state, s.generation, s.reclaim_reason, s.host_pid),
