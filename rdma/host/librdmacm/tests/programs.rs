@@ -30,7 +30,13 @@ fn finish(mut child: Child, what: &str) -> (bool, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = child.wait_with_output().unwrap();
-    (out.status.success(), text(&out))
+    let mut said = text(&out);
+    if !out.status.success() {
+        // A program that failed without a word (a signal, an exit code)
+        // still says how it ended.
+        said.push_str(&format!("{what}: {}\n", out.status));
+    }
+    (out.status.success(), said)
 }
 
 /// Collects what `out` says, as it says it.
