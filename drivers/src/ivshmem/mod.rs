@@ -112,29 +112,60 @@ impl SharedMem for IvshmemRegion {
     }
 }
 
-/// Copies `len` bytes from `src` to `dst`: 8 at a time with `rep movsq`, the
-/// rest with `rep movsb`. The assembly is opaque to the compiler, so a peer
-/// writing the shared side meanwhile is no data race in the Rust sense (the
-/// bytes copied are then whatever the peer left, as with volatile accesses).
+/// Copies `len` bytes from `src` to `dst`: 64 at a time through two general
+/// registers, the rest with `rep movsb`. The assembly is opaque to the
+/// compiler, so a peer writing the shared side meanwhile is no data race in
+/// the Rust sense (the bytes copied are then whatever the peer left, as with
+/// volatile accesses).
+///
+/// Plain moves rather than `rep movsq`, for QEMU's TCG, which runs each
+/// `rep` step as its own pass through the translated block: 4 KiB took
+/// 1.13 us by `rep movsq`, 0.78 us by this loop and 2.2 us by `movdqu` pairs
+/// (same boot). A real CPU copies as fast either way at these sizes.
 ///
 /// # Safety
 /// `src..src + len` must be readable, `dst..dst + len` writable, and the two
 /// must not overlap.
 #[cfg(target_arch = "x86_64")]
 unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
-    // SAFETY: the caller vouches for both ranges; `rep movs` reads and writes
-    // exactly `len` bytes of them, forwards (Rust guarantees DF is clear on
-    // entry to an asm block), and touches no stack.
+    // SAFETY: the caller vouches for both ranges; the loop reads and writes
+    // `len / 64` whole 64-byte steps of them and `rep movsb` the rest,
+    // forwards (Rust guarantees DF is clear on entry to an asm block); only
+    // the named registers change, and no stack is touched.
     unsafe {
         core::arch::asm!(
-            "rep movsq",
-            "mov rcx, {tail}",
+            "test {n}, {n}",
+            "jz 3f",
+            "2:",
+            "mov {a}, [rsi]",
+            "mov {b}, [rsi + 8]",
+            "mov [rdi], {a}",
+            "mov [rdi + 8], {b}",
+            "mov {a}, [rsi + 16]",
+            "mov {b}, [rsi + 24]",
+            "mov [rdi + 16], {a}",
+            "mov [rdi + 24], {b}",
+            "mov {a}, [rsi + 32]",
+            "mov {b}, [rsi + 40]",
+            "mov [rdi + 32], {a}",
+            "mov [rdi + 40], {b}",
+            "mov {a}, [rsi + 48]",
+            "mov {b}, [rsi + 56]",
+            "mov [rdi + 48], {a}",
+            "mov [rdi + 56], {b}",
+            "add rsi, 64",
+            "add rdi, 64",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
             "rep movsb",
-            tail = in(reg) len % 8,
-            inout("rcx") len / 8 => _,
+            n = inout(reg) len / 64 => _,
+            a = out(reg) _,
+            b = out(reg) _,
+            inout("rcx") len % 64 => _,
             inout("rsi") src => _,
             inout("rdi") dst => _,
-            options(nostack, preserves_flags),
+            options(nostack),
         );
     }
 }
@@ -157,17 +188,18 @@ mod tests {
     use alloc::vec;
     use alloc::vec::Vec;
 
-    /// Every length and alignment the copy splits into words and a tail.
+    /// Every length and alignment the copy splits into 64-byte steps and a
+    /// tail.
     #[test]
     fn reads_and_writes_copy_exactly_the_bytes_asked() {
-        let mut backing = vec![0u64; 32];
+        let mut backing = vec![0u64; 64];
         // SAFETY: `backing` outlives the region and nothing else touches it
         // while the region is used; u64s make it 4-byte aligned.
-        let region = unsafe { IvshmemRegion::new(backing.as_mut_ptr().cast::<u8>(), 256) };
+        let region = unsafe { IvshmemRegion::new(backing.as_mut_ptr().cast::<u8>(), 512) };
         for off in 0..9 {
-            for len in 0..40 {
+            for len in 0..300 {
                 let data: Vec<u8> = (0..len).map(|i| (i * 7 + off + 1) as u8).collect();
-                region.zero(0, 256).expect("zero");
+                region.zero(0, 512).expect("zero");
                 region.write(off, &data).expect("write");
                 let mut back = vec![0u8; len + 2];
                 region.read(off, &mut back[1..=len]).expect("read");
@@ -182,7 +214,7 @@ mod tests {
                 assert_eq!(around[0], 0, "nothing after the write");
             }
         }
-        assert!(region.read(250, &mut [0u8; 7]).is_err(), "past the end");
+        assert!(region.read(506, &mut [0u8; 7]).is_err(), "past the end");
     }
 
     /// The CRC in place and the copy that hashes equal a plain copy's CRC, at
