@@ -40,7 +40,7 @@ static RX_PENDING: AtomicBool = AtomicBool::new(true);
 ///
 /// The UART is read only after its receive interrupt: under emulation each
 /// register read is a trap into QEMU that waits for its lock, and reading on
-/// every pass of the loop cost ~14 us of each network frame's turnaround.
+/// every pass of the loop cost ~14 us a pass.
 /// The UART raises its line while data waits (the FIFO's trigger level or its
 /// timeout) and drops it only when emptied, so a reader that stops early
 /// keeps `RX_PENDING` and reads again on its next call; an interrupt after the
