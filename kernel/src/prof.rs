@@ -99,8 +99,10 @@ pub static KICK: Span = Span::new("nic: doorbell");
 /// ping, pingpong, netbench).
 pub static SHELL: Span = Span::new("shell, jobs");
 
-pub static ALL: [&Span; 15] =
-    [&IDLE, &WAKE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM, &SHELL];
+pub static ALL: [&Span; 15] = [
+    &IDLE, &WAKE, &NET, &IRQ, &SMOLTCP, &TRANSPORT, &RX_NIC, &RX_ROCE, &TX_FILL, &TX_QUEUE, &KICK, &PUMP, &TICK, &CM,
+    &SHELL,
+];
 
 /// TSC at the last reset.
 static SINCE: AtomicU64 = AtomicU64::new(0);

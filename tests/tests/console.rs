@@ -106,8 +106,8 @@ fn sleep_waits_on_the_timer_queue_and_the_clock_advances() {
 }
 
 /// The UART is read only after its receive interrupt: lines typed while a
-/// command runs, longer than its FIFO's trigger level or shorter, and one
-/// byte alone, all reach the shell.
+/// command runs (together longer than its FIFO's trigger level), and a few
+/// bytes alone, fewer than it, all reach the shell.
 #[test]
 fn lines_typed_while_a_command_runs_are_read_after_it() {
     let mut a = boot();

@@ -3,8 +3,8 @@
 //! that block on completion events are woken by the appliance's CQEs, the
 //! appliance halts until hosts ring it (its heartbeat slowed while no host
 //! is attached), and a host program blocked on completion events costs
-//! (nearly) no CPU. And the fallback: the same
-//! programs on `ivshmem-plain` rings, polled both ways.
+//! (nearly) no CPU. And the fallback: the same programs on `ivshmem-plain`
+//! rings, polled both ways.
 //!
 //! Two appliances on one wire; `rc_pingpong -e` (our tool) and Debian's
 //! unmodified `ibv_rc_pingpong -e` over our libibverbs, whose completion
@@ -239,8 +239,8 @@ fn blocked_waiters_cost(s1: &Ivshmem, doorbell: bool) {
 /// Timer interrupts the appliance took so far (`uptime`'s `irqs: timer N`).
 fn timer_irqs(a: &mut Appliance) -> u64 {
     let out = a.cmd("uptime").unwrap();
-    let mut w = out.split_whitespace().skip_while(|w| *w != "timer");
-    w.nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no timer count in:\n{out}"))
+    let n = tests::report::number_after(&out, "timer").unwrap_or_else(|| panic!("no timer count in:\n{out}"));
+    n as u64
 }
 
 /// With a doorbell and no host attached the heartbeat slows (an idle
