@@ -1,7 +1,8 @@
 //! CRC-32 by carry-less multiplication (PCLMULQDQ), after Intel's white paper
 //! "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ" (Gopal et
 //! al., 2009): fold the message 64 bytes at a time in four 128-bit lanes, fold
-//! the lanes into one, then reduce that to 32 bits with Barrett. The constants
+//! the lanes into one (a message under 64 bytes folds 16 bytes at a time in one
+//! lane), then reduce that to 32 bits with Barrett. The constants
 //! and the bit-order argument are in [`crate::consts`].
 //!
 //! Two loops share the folding and the reduction: [`update_blocks_raw`] only
@@ -27,9 +28,11 @@
 
 use crate::consts::CONSTS;
 
-/// Bytes below which the table is used instead: the first four blocks seed the
-/// four lanes.
-pub const MIN_LEN: usize = 64;
+/// Bytes below which the table is used instead: one whole block. From four
+/// blocks on, the first four seed four lanes; fewer fold in one lane, which
+/// still beats the table from the first block (two multiplications instead of
+/// sixteen table loads), and RoCE headers are such short strings.
+pub const MIN_LEN: usize = 16;
 
 /// Whether this CPU has PCLMULQDQ (CPUID leaf 1, ECX bit 1). SSE2 is part of
 /// x86-64 itself.
@@ -145,7 +148,7 @@ pub fn update_blocks(register: u32, data: &[u8]) -> (u32, usize) {
 /// PCLMULQDQ and SSE must be enabled.
 pub unsafe fn update_blocks_raw(register: u32, src: *const u8, len: usize) -> (u32, usize) {
     let blocks = len / 16;
-    if blocks < MIN_LEN / 16 {
+    if blocks == 0 {
         return (register, 0);
     }
     let out: u32;
@@ -157,13 +160,23 @@ pub unsafe fn update_blocks_raw(register: u32, src: *const u8, len: usize) -> (u
     // two calls without the compiler seeing it.
     unsafe {
         core::arch::asm!(
-            // The four lanes take the first 64 bytes; the register is added
-            // to the first 32 bits of the message.
+            // The register is added to the first 32 bits of the message.
+            "movd xmm4, {r:e}",
+            "cmp {n}, 4",
+            "jae 8f",
+            // Under four blocks: one lane from the first block on.
+            "movdqu xmm3, [{p}]",
+            "pxor xmm3, xmm4",
+            "add {p}, 16",
+            "dec {n}",
+            "movdqa xmm4, [{k} + 16]",
+            "jmp 7f",
+            // The four lanes take the first 64 bytes.
+            "8:",
             "movdqu xmm0, [{p}]",
             "movdqu xmm1, [{p} + 16]",
             "movdqu xmm2, [{p} + 32]",
             "movdqu xmm3, [{p} + 48]",
-            "movd xmm4, {r:e}",
             "pxor xmm0, xmm4",
             "add {p}, 64",
             "sub {n}, 4",
@@ -183,6 +196,7 @@ pub unsafe fn update_blocks_raw(register: u32, src: *const u8, len: usize) -> (u
             "3:",
             merge_lanes!(),
             // The remaining whole blocks, one at a time.
+            "7:",
             "test {n}, {n}",
             "jz 5f",
             "4:",
@@ -220,7 +234,7 @@ pub unsafe fn update_blocks_raw(register: u32, src: *const u8, len: usize) -> (u
 /// what was hashed). The CPU must have PCLMULQDQ and SSE must be enabled.
 pub unsafe fn copy_blocks_raw(register: u32, src: *const u8, dst: *mut u8, len: usize) -> (u32, usize) {
     let blocks = len / 16;
-    if blocks < MIN_LEN / 16 {
+    if blocks == 0 {
         return (register, 0);
     }
     let out: u32;
@@ -231,6 +245,18 @@ pub unsafe fn copy_blocks_raw(register: u32, src: *const u8, dst: *mut u8, len: 
     // checks are the caller's, as for `update_blocks_raw`.
     unsafe {
         core::arch::asm!(
+            "movd xmm4, {r:e}",
+            "cmp {n}, 4",
+            "jae 8f",
+            "movdqu xmm3, [{p}]",
+            "movdqu [{d}], xmm3",
+            "pxor xmm3, xmm4",
+            "add {p}, 16",
+            "add {d}, 16",
+            "dec {n}",
+            "movdqa xmm4, [{k} + 16]",
+            "jmp 7f",
+            "8:",
             "movdqu xmm0, [{p}]",
             "movdqu [{d}], xmm0",
             "movdqu xmm1, [{p} + 16]",
@@ -239,7 +265,6 @@ pub unsafe fn copy_blocks_raw(register: u32, src: *const u8, dst: *mut u8, len: 
             "movdqu [{d} + 32], xmm2",
             "movdqu xmm3, [{p} + 48]",
             "movdqu [{d} + 48], xmm3",
-            "movd xmm4, {r:e}",
             "pxor xmm0, xmm4",
             "add {p}, 64",
             "add {d}, 64",
@@ -259,6 +284,7 @@ pub unsafe fn copy_blocks_raw(register: u32, src: *const u8, dst: *mut u8, len: 
             "jae 2b",
             "3:",
             merge_lanes!(),
+            "7:",
             "test {n}, {n}",
             "jz 5f",
             "4:",
@@ -305,7 +331,7 @@ mod test {
             return;
         }
         let data: std::vec::Vec<u8> = (0..300u32).map(|i| (i * 7 + i / 5) as u8).collect();
-        for len in [0, 63, 64, 65, 79, 80, 127, 128, 129, 191, 192, 255, 256, 300] {
+        for len in 0..=300 {
             let (register, done) = update_blocks(0x1234_5678, &data[..len]);
             if len < MIN_LEN {
                 assert_eq!((register, done), (0x1234_5678, 0));
@@ -322,7 +348,7 @@ mod test {
             return;
         }
         let data: std::vec::Vec<u8> = (0..300u32).map(|i| (i * 13 + i / 3) as u8).collect();
-        for len in [0, 63, 64, 65, 79, 80, 127, 128, 129, 191, 192, 255, 256, 300] {
+        for len in 0..=300 {
             let mut out = std::vec![0xEEu8; len + 16];
             // SAFETY: `data` holds `len` bytes and `out` more, apart.
             let (register, done) = unsafe { copy_blocks_raw(7, data.as_ptr(), out.as_mut_ptr(), len) };
