@@ -245,7 +245,7 @@ pub struct SendQueue {
 impl SendQueue {
     pub fn new(cap: &QpCap) -> SendQueue {
         let ring: Ring<SendWqe> = Ring::new(cap.max_send_wr as usize);
-        let slots = ring.capacity();
+        let slots = ring.slot_count();
         SendQueue {
             sges: vec![Sge::default(); slots * cap.max_send_sge as usize],
             inline: vec![0; slots * cap.max_inline_data as usize],

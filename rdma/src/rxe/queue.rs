@@ -25,19 +25,31 @@ pub enum PostError {
 /// A ring of `T` with free-running positions.
 #[derive(Debug)]
 pub struct Ring<T> {
+    /// A power of two of them, at least `capacity`, as Linux rounds its queues: a
+    /// position's slot is then a mask, not a 64-bit division (tens of cycles, and
+    /// the packet path maps positions several times a frame).
     slots: Vec<T>,
+    capacity: usize,
     head: u64,
     tail: u64,
 }
 
 impl<T: Clone + Default> Ring<T> {
     pub fn new(capacity: usize) -> Ring<T> {
-        Ring { slots: vec![T::default(); capacity.max(1)], head: 0, tail: 0 }
+        let capacity = capacity.max(1);
+        Ring { slots: vec![T::default(); capacity.next_power_of_two()], capacity, head: 0, tail: 0 }
     }
 }
 
 impl<T> Ring<T> {
+    /// The most entries it holds.
     pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// How many slots [`Ring::slot_of`] maps positions to: the size of a slab kept
+    /// beside the ring, one entry (or a fixed run of them) per slot.
+    pub fn slot_count(&self) -> usize {
         self.slots.len()
     }
 
@@ -58,12 +70,12 @@ impl<T> Ring<T> {
     }
 
     pub fn is_full(&self) -> bool {
-        self.len() >= self.slots.len()
+        self.len() >= self.capacity
     }
 
     /// The slot a position maps to.
     pub fn slot_of(&self, pos: u64) -> usize {
-        (pos % self.slots.len() as u64) as usize
+        (pos & (self.slots.len() as u64 - 1)) as usize
     }
 
     /// The entry at `pos`, if it is queued.
@@ -122,7 +134,7 @@ pub struct RecvQueue {
 impl RecvQueue {
     pub fn new(max_wr: usize, max_sge: usize) -> RecvQueue {
         let ring = Ring::new(max_wr);
-        let sges = vec![Sge::default(); ring.capacity() * max_sge];
+        let sges = vec![Sge::default(); ring.slot_count() * max_sge];
         RecvQueue { ring, sges, max_sge }
     }
 
@@ -203,6 +215,29 @@ mod test {
         assert_eq!(r.get(0), None);
         assert_eq!(r.get(2), Some(&3));
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn a_ring_of_any_size_holds_exactly_its_capacity_and_wraps() {
+        for capacity in [1usize, 3, 5, 7, 8, 100] {
+            let mut q = RecvQueue::new(capacity, 1);
+            let sge = |n: u64| [Sge { addr: n, length: 1, lkey: 9 }];
+            // Several laps, the queue full each time: every WQE comes back with its SGE.
+            let mut next = 0u64;
+            for _ in 0..3 {
+                for _ in 0..capacity {
+                    q.post(&RecvWr { wr_id: next, sg_list: &sge(next) }).expect("room");
+                    next += 1;
+                }
+                assert_eq!(q.post(&RecvWr { wr_id: 0, sg_list: &[] }), Err(PostError::Full), "capacity {capacity}");
+                for expect in next - capacity as u64..next {
+                    let (wqe, list) = q.front().expect("posted");
+                    assert_eq!((wqe.wr_id, list), (expect, &sge(expect)[..]), "capacity {capacity}");
+                    q.pop();
+                }
+                assert!(q.is_empty());
+            }
+        }
     }
 
     #[test]
