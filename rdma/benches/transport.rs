@@ -5,7 +5,8 @@
 //! parsing, the state machines and the payload copies). Then the cost of scale: 64 B
 //! WRITEs spread over 1, 100 and 1000 active QP pairs, wall time per frame (the
 //! transport's poll visits the QPs with work, and QPN lookup is an index, so this
-//! should stay flat). The output is Markdown tables that name the ICRC's CRC path:
+//! should stay flat). Each figure is the median of five timed runs. The output is
+//! Markdown tables that name the ICRC's CRC path:
 //! PCLMULQDQ folding where the CPU has it (`RDMA_ICRC=table` measures the table).
 //! `cargo bench -p rdma --bench transport` (`-- 64` measures only the message
 //! sizes given, and skips the scale table unless 64 is among them).
@@ -162,6 +163,17 @@ fn scale(qps: u32, active: usize, msgs: u64) -> f64 {
     start.secs() * 1e9 / (sim.wire.stats.sent - frames_before) as f64
 }
 
+/// Timed runs of each case; the table gives the median run.
+const RUNS: usize = 5;
+
+/// The median by `key` of `runs` results of `f`: this machine's speed drifts
+/// from one run to the next, and CPU time is read in scheduler ticks.
+fn median_of<T>(runs: usize, mut f: impl FnMut() -> T, key: impl Fn(&T) -> f64) -> T {
+    let mut results: Vec<T> = (0..runs).map(|_| f()).collect();
+    results.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    results.swap_remove(runs / 2)
+}
+
 /// The CRC path the ICRC takes in this run: `$RDMA_ICRC` (`table` or
 /// `pclmulqdq`) when set, else PCLMULQDQ folding where the CPU has it.
 fn choose_icrc_path() -> Path {
@@ -205,7 +217,7 @@ fn main() {
             // About the same number of frames for every size.
             let msgs = (400_000 / u64::from(size.div_ceil(4096))).max(2_000);
             run(op, size, msgs / 10); // warm-up
-            let r = run(op, size, msgs);
+            let r = median_of(RUNS, || run(op, size, msgs), |r| r.secs);
             let rate = r.msgs as f64 / r.secs;
             let gbps = rate * f64::from(size) * 8.0 / 1e9;
             let ns_frame = r.secs * 1e9 / r.frames as f64;
@@ -233,7 +245,7 @@ fn main() {
     }
     for &(qps, active) in scales {
         scale(qps, active, 20_000); // warm-up
-        let ns = scale(qps, active, 200_000);
+        let ns = median_of(RUNS, || scale(qps, active, 200_000), |&ns| ns);
         println!("| {qps} | {active} | {ns:.0} |");
         if qps == active as u32 {
             headline.push(format!("{active} active QP{} {ns:.0} ns per frame", if active == 1 { "" } else { "s" }));
