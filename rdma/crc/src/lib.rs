@@ -24,7 +24,7 @@ mod clmul;
 pub mod consts;
 
 use core::fmt;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// How a CRC is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,8 +32,8 @@ pub enum Path {
     /// crc32fast's table code (16 bytes a step through 16 KiB of tables),
     /// built without its `std` feature so it never picks SIMD itself.
     Table,
-    /// PCLMULQDQ folding, 64 bytes a step (16 under 64 bytes); inputs or
-    /// tails under 16 bytes use the table.
+    /// PCLMULQDQ folding, 64 bytes a step (16 under 64 bytes); inputs
+    /// shorter than [`clmul_from`] and tails under 16 bytes use the table.
     Clmul,
 }
 
@@ -114,23 +114,83 @@ pub const TIMING_LEN: usize = 4096;
 /// cost what nobody can predict, e.g. QEMU's TCG, which emulates PCLMULQDQ bit
 /// by bit (7.2) and may make it slower than the table.
 pub fn time_paths(mut ticks: impl FnMut() -> u64) -> [(Path, Option<u64>); 2] {
-    const RUNS: usize = 5;
     static DATA: [u8; TIMING_LEN] = [0x5A; TIMING_LEN];
-    Path::ALL.map(|path| {
-        let cost = Hasher::with_path(0, path).map(|h| {
-            (0..RUNS)
-                .map(|_| {
-                    let mut h = h.clone();
-                    let start = ticks();
-                    h.update(core::hint::black_box(&DATA));
-                    core::hint::black_box(h.finalize());
-                    ticks().saturating_sub(start)
-                })
-                .min()
-                .unwrap_or(u64::MAX)
-        });
-        (path, cost)
-    })
+    Path::ALL.map(|path| (path, cost_of(path, &DATA, 1, &mut ticks)))
+}
+
+/// The input lengths [`time_crossover`] tries, shortest first.
+pub const CROSSOVER_LENS: [usize; 6] = [16, 32, 64, 128, 256, 512];
+
+/// Times both paths on the [`CROSSOVER_LENS`] and makes the PCLMULQDQ path
+/// fold inputs from the first of them from which folding is no slower at
+/// every longer one tried; shorter inputs take the table. Returns that
+/// length (past the longest tried when folding never won; one 16-byte block
+/// natively, where two multiplications beat sixteen table loads). For the
+/// same reason as [`time_paths`]: under QEMU's TCG each PCLMULQDQ is a call
+/// into the emulator, and the reduction's five of them cost more than a
+/// RoCE header's bytes by table. Changes nothing where the CPU has no
+/// PCLMULQDQ.
+pub fn time_crossover(mut ticks: impl FnMut() -> u64) -> usize {
+    static DATA: [u8; CROSSOVER_LENS[CROSSOVER_LENS.len() - 1]] = [0x5A; CROSSOVER_LENS[CROSSOVER_LENS.len() - 1]];
+    if !Path::Clmul.available() {
+        return clmul_from();
+    }
+    // Each path from the shortest input on, so the comparison is the
+    // paths', whatever threshold was set before.
+    set_clmul_from(MIN_FOLD);
+    // Enough calls per run that the clock's own cost does not decide.
+    const REPS: usize = 32;
+    let mut from = 2 * CROSSOVER_LENS[CROSSOVER_LENS.len() - 1];
+    for len in CROSSOVER_LENS.into_iter().rev() {
+        let data = &DATA[..len];
+        let (table, clmul) =
+            (cost_of(Path::Table, data, REPS, &mut ticks), cost_of(Path::Clmul, data, REPS, &mut ticks));
+        if clmul > table {
+            break;
+        }
+        from = len;
+    }
+    set_clmul_from(from);
+    from
+}
+
+/// The lowest of a few runs' ticks for `reps` CRCs of `data` on `path`;
+/// `None` if this CPU lacks it.
+fn cost_of(path: Path, data: &[u8], reps: usize, ticks: &mut impl FnMut() -> u64) -> Option<u64> {
+    const RUNS: usize = 5;
+    let h = Hasher::with_path(0, path)?;
+    (0..RUNS)
+        .map(|_| {
+            let start = ticks();
+            for _ in 0..reps {
+                let mut h = h.clone();
+                h.update(core::hint::black_box(data));
+                core::hint::black_box(h.finalize());
+            }
+            ticks().saturating_sub(start)
+        })
+        .min()
+}
+
+/// The shortest input (or part of one) the PCLMULQDQ path folds; see
+/// [`time_crossover`].
+static CLMUL_FROM: AtomicUsize = AtomicUsize::new(MIN_FOLD);
+
+#[cfg(target_arch = "x86_64")]
+const MIN_FOLD: usize = clmul::MIN_LEN;
+#[cfg(not(target_arch = "x86_64"))]
+const MIN_FOLD: usize = 16;
+
+/// The shortest input the PCLMULQDQ path folds rather than hashing by
+/// table: one 16-byte block unless [`time_crossover`] or [`set_clmul_from`]
+/// found or set more.
+pub fn clmul_from() -> usize {
+    CLMUL_FROM.load(Ordering::Relaxed)
+}
+
+/// Sets [`clmul_from`]; values under one 16-byte block count as one.
+pub fn set_clmul_from(len: usize) {
+    CLMUL_FROM.store(len.max(MIN_FOLD), Ordering::Relaxed);
 }
 
 /// Makes the cheaper of `costs` (from [`time_paths`]) the best path and
@@ -197,7 +257,7 @@ impl Hasher {
         self.crc = match self.path {
             Path::Table => table(self.crc, data),
             #[cfg(target_arch = "x86_64")]
-            Path::Clmul if data.len() >= clmul::MIN_LEN => {
+            Path::Clmul if data.len() >= clmul_from() => {
                 let (register, done) = clmul::update_blocks(!self.crc, data);
                 table(!register, data.get(done..).unwrap_or_default())
             }
@@ -214,7 +274,7 @@ impl Hasher {
     pub unsafe fn update_raw(&mut self, src: *const u8, len: usize) {
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if self.path == Path::Clmul && len >= clmul::MIN_LEN {
+        if self.path == Path::Clmul && len >= clmul_from() {
             // SAFETY: the caller vouches for the range; the path is only
             // chosen on a CPU that has PCLMULQDQ (`with_path`, `best`).
             let (register, blocks) = unsafe { clmul::update_blocks_raw(!self.crc, src, len) };
@@ -248,7 +308,7 @@ impl Hasher {
         let len = dst.len();
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if self.path == Path::Clmul && len >= clmul::MIN_LEN {
+        if self.path == Path::Clmul && len >= clmul_from() {
             // SAFETY: the caller vouches for the source; `dst` is ours for
             // `len` bytes and apart from it; the path is only chosen on a
             // CPU that has PCLMULQDQ.

@@ -151,9 +151,31 @@ proptest! {
     }
 }
 
-/// The only test here that changes the process-wide best path.
+/// The only test here that changes the process-wide best path and the
+/// length from which the PCLMULQDQ path folds.
 #[test]
 fn timing_covers_the_available_paths_and_choice_sets_best() {
+    let clock = std::time::Instant::now();
+    let from = crc::time_crossover(|| clock.elapsed().as_nanos() as u64);
+    assert_eq!(crc::clmul_from(), from);
+    if Path::Clmul.available() {
+        assert!(crc::CROSSOVER_LENS.contains(&from) || from == 2 * 512, "{from}");
+    }
+    // Wherever the threshold lies, both paths give the table's value.
+    let data: Vec<u8> = (0..1500u32).map(|i| (i * 31 + i / 7) as u8).collect();
+    for from in [0, 16, 48, 64, 100, 1024] {
+        crc::set_clmul_from(from);
+        assert_eq!(crc::clmul_from(), from.max(16));
+        for len in [0, 15, 16, 17, 47, 48, 63, 64, 65, 99, 100, 101, 1023, 1024, 1025, 1500] {
+            let mut h = Hasher::with_path(7, Path::best()).expect("best is available");
+            h.update(&data[..len]);
+            let mut t = Hasher::with_path(7, Path::Table).expect("always");
+            t.update(&data[..len]);
+            assert_eq!(h.finalize(), t.finalize(), "from {from}, length {len}");
+        }
+    }
+    crc::set_clmul_from(16);
+
     let clock = std::time::Instant::now();
     let costs = crc::time_paths(|| clock.elapsed().as_nanos() as u64);
     for (path, cost) in costs {

@@ -8,7 +8,7 @@
 //! ICRC. The result is the standard (zlib) CRC-32 of that byte string, computed by the
 //! `crc` crate: PCLMULQDQ folding where the CPU has it, else a table.
 
-pub use crc::{Hasher, Path, choose_cheaper, time_paths};
+pub use crc::{Hasher, Path, choose_cheaper, clmul_from, time_crossover, time_paths};
 
 use super::{Error, Result, bth, ipv4, ipv6, udp};
 
