@@ -6,7 +6,7 @@
 //! moves ([`super::gather`]). Shared by requester and responder.
 
 use crate::core::counters::RxeCounter;
-use crate::wire::frame::{self, IpId, Path};
+use crate::wire::frame::{self, IpId, Layout, Path};
 use crate::wire::icrc::{Hasher, ICRC_LEN};
 use crate::wire::{AethRepr, BthRepr, ExtHeaders, Opcode, Psn, RoceRepr, Syndrome};
 
@@ -69,17 +69,17 @@ fn send_hashed<S: FrameSink + ?Sized>(
     fill: &mut dyn FnMut(&mut [u8], &mut Hasher) -> bool,
 ) -> bool {
     let mut good = false;
-    let sent = match frame::split_lens(path, roce, payload_len) {
-        Ok((head_len, body_len)) if payload_len > 0 => {
-            sink.transmit_parts(head_len, body_len, &mut |head: &mut [u8], body: &mut [u8]| {
-                let built = frame::emit_parts_hashed(head, body, path, ip_id.next_id(), roce, payload_len, &mut *fill);
+    let sent = match Layout::new(path, roce, payload_len) {
+        Ok(layout) if payload_len > 0 => {
+            sink.transmit_parts(layout.head_len(), layout.body_len(), &mut |head: &mut [u8], body: &mut [u8]| {
+                let built = frame::emit_parts_hashed(head, body, path, ip_id.next_id(), roce, &layout, &mut *fill);
                 good = seal(built, head, body);
             })
         }
         // No payload: one piece.
-        Ok((head_len, body_len)) => sink.transmit(head_len + body_len, &mut |buf: &mut [u8]| {
-            let (head, body) = buf.split_at_mut(head_len.min(buf.len()));
-            let built = frame::emit_parts_hashed(head, body, path, ip_id.next_id(), roce, payload_len, &mut *fill);
+        Ok(layout) => sink.transmit(layout.frame_len(), &mut |buf: &mut [u8]| {
+            let (head, body) = buf.split_at_mut(layout.head_len().min(buf.len()));
+            let built = frame::emit_parts_hashed(head, body, path, ip_id.next_id(), roce, &layout, &mut *fill);
             good = seal(built, head, body);
         }),
         Err(e) => sink.transmit(path.frame_len(roce.header_len(), payload_len), &mut |buf: &mut [u8]| {
@@ -110,11 +110,11 @@ pub fn send_from_memory<S: FrameSink + ?Sized, M: Memory + ?Sized>(
         && let room = sink.gather_room()
         && room > 0
         && let Some(spans) = gather::spans(runs, mem, room)
-        && let Ok((head_len, tail_len)) = frame::around_lens(path, roce, payload_len)
+        && let Ok(layout) = Layout::new(path, roce, payload_len)
     {
         let mut good = false;
-        let sent = sink.transmit_gather(head_len, spans.as_slice(), tail_len, &mut |head, tail| {
-            let built = frame::emit_around(head, tail, path, ip_id.next_id(), roce, payload_len, |icrc| {
+        let sent = sink.transmit_gather(layout.head_len(), spans.as_slice(), layout.tail_len(), &mut |head, tail| {
+            let built = frame::emit_around(head, tail, path, ip_id.next_id(), roce, &layout, |icrc| {
                 gather::hash(runs, mem, icrc)
             });
             good = seal(built, head, tail);

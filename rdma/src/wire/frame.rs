@@ -188,43 +188,79 @@ pub fn emit<R>(
     payload_len: usize,
     fill_payload: impl FnOnce(&mut [u8]) -> R,
 ) -> Result<(usize, R), EmitError> {
-    let (head_len, body_len) = split_lens(path, roce, payload_len)?;
-    let frame_len = head_len + body_len;
+    let layout = Layout::new(path, roce, payload_len)?;
+    let frame_len = layout.frame_len();
     let frame = buffer.get_mut(..frame_len).ok_or(EmitError::BufferTooSmall { needed: frame_len })?;
-    let (head, body) = frame.split_at_mut(head_len);
+    let (head, body) = frame.split_at_mut(layout.head_len());
     emit_parts(head, body, path, ip_id, roce, payload_len, fill_payload)
 }
 
-/// The two pieces of a frame built by [`emit_parts`]: the headers (Ethernet through the
-/// last RoCE extension header), then payload, pad and ICRC. Fails as `emit` would for a
-/// frame that cannot be built.
-pub fn split_lens(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(usize, usize), EmitError> {
-    layout(path, roce, payload_len).map(|(_, head_len, body_len)| (head_len, body_len))
+/// A frame's shape, checked once: its repr against the opcode table and its
+/// lengths against IP's. Whoever sizes the buffers makes it; the emitters take
+/// it rather than checking the same frame again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    info: &'static OpcodeInfo,
+    bth_offset: usize,
+    payload_len: usize,
 }
 
-/// [`split_lens`], with the opcode's row.
-fn layout(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(&'static OpcodeInfo, usize, usize), EmitError> {
-    // No datagram holds more than 64 KiB; refusing here keeps the sums below small.
-    if payload_len > usize::from(u16::MAX) {
-        return Err(EmitError::TooLong);
+impl Layout {
+    /// The layout of a frame on `path` with the headers of `roce` and a payload of
+    /// `payload_len` bytes; fails as [`emit`] would for a frame that cannot be built.
+    pub fn new(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<Layout, EmitError> {
+        // No datagram holds more than 64 KiB; refusing here keeps the sums below small.
+        if payload_len > usize::from(u16::MAX) {
+            return Err(EmitError::TooLong);
+        }
+        let info = roce.check(payload_len)?;
+        let layout = Layout { info, bth_offset: path.bth_offset(), payload_len };
+        let udp_len = udp::HEADER_LEN + info.header_len() + layout.body_len();
+        // IPv4 counts its header in the total length, IPv6 does not; UDP has its own limit.
+        let ip_length_field = match path.ip {
+            IpPath::V4 { .. } => path.ip_header_len() + udp_len,
+            IpPath::V6 { .. } => udp_len,
+        };
+        if ip_length_field > usize::from(u16::MAX) || udp_len > usize::from(u16::MAX) {
+            return Err(EmitError::TooLong);
+        }
+        Ok(layout)
     }
-    let info = roce.check(payload_len)?;
-    let body_len = payload_len + roce::pad_len(payload_len) + ICRC_LEN;
-    let udp_len = udp::HEADER_LEN + info.header_len() + body_len;
-    // IPv4 counts its header in the total length, IPv6 does not; UDP has its own limit.
-    let ip_length_field = match path.ip {
-        IpPath::V4 { .. } => path.ip_header_len() + udp_len,
-        IpPath::V6 { .. } => udp_len,
-    };
-    if ip_length_field > usize::from(u16::MAX) || udp_len > usize::from(u16::MAX) {
-        return Err(EmitError::TooLong);
+
+    /// The headers: Ethernet through the last RoCE extension header.
+    pub fn head_len(&self) -> usize {
+        self.bth_offset + self.info.header_len()
     }
-    Ok((info, path.bth_offset() + info.header_len(), body_len))
+
+    /// Payload, pad and ICRC.
+    pub fn body_len(&self) -> usize {
+        self.payload_len + self.tail_len()
+    }
+
+    /// Pad and ICRC.
+    pub fn tail_len(&self) -> usize {
+        roce::pad_len(self.payload_len) + ICRC_LEN
+    }
+
+    pub fn payload_len(&self) -> usize {
+        self.payload_len
+    }
+
+    /// The whole frame.
+    pub fn frame_len(&self) -> usize {
+        self.head_len() + self.body_len()
+    }
+
+    /// Whether it was made for a frame on `path` with `roce`'s opcode: an emitter
+    /// handed another frame's layout refuses it rather than build a broken frame.
+    fn fits(&self, path: &Path, roce: &RoceRepr) -> bool {
+        self.bth_offset == path.bth_offset() && self.info.opcode == roce.bth.opcode
+    }
 }
 
 /// [`emit`] into two buffers, for a NIC that gathers a frame from several (the first
-/// [`split_lens`] bytes into `head`, the rest into `body`): the same frame, byte for
-/// byte. `fill_payload` writes the payload, which is then hashed for the ICRC; see
+/// [`Layout::head_len`] bytes into `head`, the rest into `body`): the same frame, byte
+/// for byte. `fill_payload` writes the payload, which is then hashed for the ICRC; see
 /// [`emit_parts_hashed`] for a caller that hashes while it writes.
 pub fn emit_parts<R>(
     head: &mut [u8],
@@ -235,65 +271,60 @@ pub fn emit_parts<R>(
     payload_len: usize,
     fill_payload: impl FnOnce(&mut [u8]) -> R,
 ) -> Result<(usize, R), EmitError> {
-    emit_parts_hashed(head, body, path, ip_id, roce, payload_len, |payload, icrc| {
+    let layout = Layout::new(path, roce, payload_len)?;
+    emit_parts_hashed(head, body, path, ip_id, roce, &layout, |payload, icrc| {
         let filled = fill_payload(payload);
         icrc.update(payload);
         filled
     })
 }
 
-/// [`emit_parts`] for a `fill_payload` that adds every byte it writes to the ICRC
-/// hasher it is handed, in order (e.g. with a copy that hashes as it goes,
-/// [`crc::Hasher::copy_update`]): the payload is then touched once. A fill that
-/// hashes something else gives a frame whose ICRC no receiver accepts.
+/// [`emit_parts`] of a frame laid out as `layout`, for a `fill_payload` that adds
+/// every byte it writes to the ICRC hasher it is handed, in order (e.g. with a copy
+/// that hashes as it goes, [`crc::Hasher::copy_update`]): the payload is then touched
+/// once. A fill that hashes something else gives a frame whose ICRC no receiver
+/// accepts.
 pub fn emit_parts_hashed<R>(
     head: &mut [u8],
     body: &mut [u8],
     path: &Path,
     ip_id: u16,
     roce: &RoceRepr,
-    payload_len: usize,
+    layout: &Layout,
     fill_payload: impl FnOnce(&mut [u8], &mut icrc::Hasher) -> R,
 ) -> Result<(usize, R), EmitError> {
-    let (head_len, body_len) = split_lens(path, roce, payload_len)?;
-    let needed = head_len + body_len;
-    let Some(body) = body.get_mut(..body_len) else {
-        return Err(EmitError::BufferTooSmall { needed });
+    let Some(body) = body.get_mut(..layout.body_len()) else {
+        return Err(EmitError::BufferTooSmall { needed: layout.frame_len() });
     };
-    let (payload, tail) = body.split_at_mut(payload_len);
-    emit_around(head, tail, path, ip_id, roce, payload_len, |icrc| fill_payload(payload, icrc))
+    let (payload, tail) = body.split_at_mut(layout.payload_len);
+    emit_around(head, tail, path, ip_id, roce, layout, |icrc| fill_payload(payload, icrc))
 }
 
-/// The lengths of the two pieces [`emit_around`] writes around a payload of
-/// `payload_len` bytes: the headers (as [`split_lens`]'s first) and the tail (pad
-/// and ICRC).
-pub fn around_lens(path: &Path, roce: &RoceRepr, payload_len: usize) -> Result<(usize, usize), EmitError> {
-    let (head_len, body_len) = split_lens(path, roce, payload_len)?;
-    Ok((head_len, body_len - payload_len))
-}
-
-/// Builds a frame whose payload is not in either buffer: the headers into `head`
-/// (the first [`around_lens`] bytes), the pad and ICRC into `tail` (the second). The
-/// payload goes between them on the wire, from wherever it lies (a NIC reads it by
-/// DMA from registered memory); `hash_payload` adds its `payload_len` bytes, in
-/// order, to the ICRC hasher it is handed, and its result is returned with the
-/// frame's length. The frame is the one [`emit`] builds around the same bytes.
+/// Builds a frame laid out as `layout` whose payload is not in either buffer: the
+/// headers into `head` (the first [`Layout::head_len`] bytes), the pad and ICRC into
+/// `tail` (the first [`Layout::tail_len`]). The payload goes between them on the wire,
+/// from wherever it lies (a NIC reads it by DMA from registered memory);
+/// `hash_payload` adds its bytes, in order, to the ICRC hasher it is handed, and its
+/// result is returned with the frame's length. The frame is the one [`emit`] builds
+/// around the same bytes.
 pub fn emit_around<R>(
     head: &mut [u8],
     tail: &mut [u8],
     path: &Path,
     ip_id: u16,
     roce: &RoceRepr,
-    payload_len: usize,
+    layout: &Layout,
     hash_payload: impl FnOnce(&mut icrc::Hasher) -> R,
 ) -> Result<(usize, R), EmitError> {
-    let (info, head_len, body_len) = layout(path, roce, payload_len)?;
-    let needed = head_len + body_len;
-    let pad = roce::pad_len(payload_len);
-    let (Some(head), Some(tail)) = (head.get_mut(..head_len), tail.get_mut(..pad + ICRC_LEN)) else {
+    if !layout.fits(path, roce) {
+        return Err(EmitError::HeaderMismatch);
+    }
+    let (info, needed) = (layout.info, layout.frame_len());
+    let pad = roce::pad_len(layout.payload_len);
+    let (Some(head), Some(tail)) = (head.get_mut(..layout.head_len()), tail.get_mut(..layout.tail_len())) else {
         return Err(EmitError::BufferTooSmall { needed });
     };
-    let udp_len = udp::HEADER_LEN + info.header_len() + body_len;
+    let udp_len = udp::HEADER_LEN + info.header_len() + layout.body_len();
 
     let (eth, rest) = head.split_at_mut(ethernet::HEADER_LEN);
     let (ip_header, rest) = rest.split_at_mut(path.ip_header_len());
@@ -584,7 +615,8 @@ mod test {
             let fill = |p: &mut [u8]| p.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
             let mut whole = vec![0u8; 9000];
             let (len, ()) = emit(&mut whole, &path, 5, &roce, payload_len, fill).expect("fits");
-            let (head_len, body_len) = split_lens(&path, &roce, payload_len).expect("lengths");
+            let layout = Layout::new(&path, &roce, payload_len).expect("lengths");
+            let (head_len, body_len) = (layout.head_len(), layout.body_len());
             assert_eq!((head_len, head_len + body_len), (path.bth_offset() + 12, len));
             let (mut head, mut body) = (vec![0u8; head_len], vec![0u8; body_len]);
             let (n, ()) = emit_parts(&mut head, &mut body, &path, 5, &roce, payload_len, fill).expect("fits");
@@ -617,10 +649,11 @@ mod test {
             let payload: alloc::vec::Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
             let mut whole = vec![0u8; 9000];
             let (n, ()) = emit(&mut whole, &path, 3, &roce, len, |p| p.copy_from_slice(&payload)).expect("fits");
-            let (head_len, tail_len) = around_lens(&path, &roce, len).expect("lengths");
+            let layout = Layout::new(&path, &roce, len).expect("lengths");
+            let (head_len, tail_len) = (layout.head_len(), layout.tail_len());
             assert_eq!(head_len + len + tail_len, n);
             let (mut head, mut tail) = (vec![0xEEu8; head_len], vec![0xEEu8; tail_len]);
-            let (m, read) = emit_around(&mut head, &mut tail, &path, 3, &roce, len, |h| {
+            let (m, read) = emit_around(&mut head, &mut tail, &path, 3, &roce, &layout, |h| {
                 // In two runs, as a payload over two pages.
                 let cut = len / 3;
                 h.update(&payload[..cut]);
@@ -631,7 +664,7 @@ mod test {
             assert_eq!((m, read), (n, true));
             assert_eq!([&head[..], &payload, &tail].concat(), whole[..n], "{len} B around");
             let (mut head, mut body) = (vec![0u8; head_len], vec![0u8; len + tail_len]);
-            let (m, ()) = emit_parts_hashed(&mut head, &mut body, &path, 3, &roce, len, |out, h| {
+            let (m, ()) = emit_parts_hashed(&mut head, &mut body, &path, 3, &roce, &layout, |out, h| {
                 h.copy_update(&payload, out);
             })
             .expect("fits");
@@ -639,14 +672,27 @@ mod test {
             assert_eq!([head, body].concat(), whole[..n], "{len} B copied and hashed");
         }
         let (mut head, mut tail) = ([0u8; 54], [0u8; 4]);
+        let layout = |len| Layout::new(&path_v4(), &send, len).expect("lengths");
         assert_eq!(
-            emit_around(&mut head, &mut tail[..3], &path_v4(), 0, &send, 4, |_| ()),
+            emit_around(&mut head, &mut tail[..3], &path_v4(), 0, &send, &layout(4), |_| ()),
             Err(EmitError::BufferTooSmall { needed: 62 })
         );
         assert_eq!(
-            emit_around(&mut head, &mut tail, &path_v4(), 0, &send, 5, |_| ()),
+            emit_around(&mut head, &mut tail, &path_v4(), 0, &send, &layout(5), |_| ()),
             Err(EmitError::BufferTooSmall { needed: 66 }),
             "5 bytes need 3 of pad"
+        );
+        // A layout made for another frame is refused, not followed.
+        let mut big = [0u8; 100];
+        assert_eq!(
+            emit_around(&mut big, &mut tail, &path_v6(), 0, &send, &layout(4), |_| ()),
+            Err(EmitError::HeaderMismatch),
+            "made for IPv4"
+        );
+        assert_eq!(
+            emit_around(&mut big, &mut tail, &path_v4(), 0, &write, &layout(4), |_| ()),
+            Err(EmitError::HeaderMismatch),
+            "made for a SEND"
         );
     }
 
