@@ -251,8 +251,10 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
     let psn = qp.req.psn;
     let rc = qp.qp_type == QpType::Rc;
 
-    // Where to, and as which QP.
-    let (path, dest_qpn): (Path, u32) = if qp.qp_type.is_datagram() {
+    // Where to, and as which QP. A connected QP's path is borrowed, not copied:
+    // this runs for every packet.
+    let ud_path: Path;
+    let (path, dest_qpn): (&Path, u32) = if qp.qp_type.is_datagram() {
         let Some(ud) = wqe.ud else { return false };
         let Some(ah) = dev.ahs.get(ud.ah.0) else { return false };
         let Ok(path) = ah.attr.path(&dev.port, sport::src_port_for_qpn(qp.qpn)) else {
@@ -260,9 +262,10 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
             fail(qp, pos, WcStatus::LocQpOpErr);
             return true;
         };
-        (path, ud.remote_qpn)
+        ud_path = path;
+        (&ud_path, ud.remote_qpn)
     } else {
-        let Some(path) = qp.path else { return false };
+        let Some(path) = qp.path.as_ref() else { return false };
         (path, qp.attr.dest_qp_num)
     };
 
@@ -348,18 +351,18 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
 
     let Device { mem, mrs, stats, ip_id, .. } = dev;
     let sent = if payload_len == 0 {
-        tx::send(sink, stats, ip_id, &path, &roce, 0, &mut |_| true)
+        tx::send(sink, stats, ip_id, path, &roce, 0, &mut |_| true)
     } else if wqe.opcode == WrOpcode::AtomicWrite {
         // The 8 bytes live in the WQE (`ibv_wr_atomic_write` copies them in).
         let bytes = wqe.remote.compare_add.to_ne_bytes();
-        tx::send(sink, stats, ip_id, &path, &roce, 8, &mut |out| {
+        tx::send(sink, stats, ip_id, path, &roce, 8, &mut |out| {
             out.copy_from_slice(&bytes);
             true
         })
     } else if wqe.inline {
         let data = qp.sq.inline_data(pos);
         let chunk = data.get(offset as usize..offset as usize + payload_len);
-        tx::send(sink, stats, ip_id, &path, &roce, payload_len, &mut |out| match chunk {
+        tx::send(sink, stats, ip_id, path, &roce, payload_len, &mut |out| match chunk {
             Some(c) => {
                 out.copy_from_slice(c);
                 true
@@ -368,7 +371,7 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
         })
     } else {
         let runs = sgl::SgeRuns { sges: qp.sq.sges(pos), offset: u64::from(offset), len: payload_len, mrs, pd: qp.pd };
-        tx::send_from_memory(sink, stats, ip_id, &path, &roce, payload_len, &runs, &*mem)
+        tx::send_from_memory(sink, stats, ip_id, path, &roce, payload_len, &runs, &*mem)
     };
     if !sent {
         return false;

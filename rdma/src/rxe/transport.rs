@@ -139,7 +139,8 @@ pub struct RxeTransport<M> {
     gsi: Option<QpHandle>,
     /// QP1 for the firmware's agents while no consumer created a GSI QP.
     mad: MadPort,
-    /// Frames received since the batch began (see [`RxeTransport::end_batch`]).
+    /// Frames received since the batch began or the held ACKs last went (see
+    /// [`RxeTransport::end_batch`]).
     batch_frames: u32,
     /// The QPs (pool indices) that came to hold an ACK back while frames
     /// were received: what a flush visits, rather than every ready QP (a
@@ -856,15 +857,18 @@ impl<M: Memory> RxeTransport<M> {
     ) {
         let mut sink = Watched::new(sink);
         self.receive_one(frame, ip_header_verified, now, &mut sink);
+        // A count down to the flush, not a remainder: a division per frame costs
+        // more than the rest of this function.
         self.batch_frames += 1;
-        if self.batch_frames.is_multiple_of(self.dev.config.ack_batch.max(1)) {
+        if self.batch_frames >= self.dev.config.ack_batch.max(1) {
+            self.batch_frames = 0;
             self.flush_acks(&mut sink);
         }
         sink.flush_if_sent();
     }
 
     /// Ends a batch of received frames: what is still held back goes now (and the
-    /// sink is flushed if anything went). Cheap when no frame came.
+    /// sink is flushed if anything went). Cheap when no frame came since they last went.
     pub fn end_batch<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
         if self.batch_frames == 0 {
             return;
