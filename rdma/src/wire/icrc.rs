@@ -18,8 +18,8 @@ pub const ICRC_LEN: usize = 4;
 /// The bytes of ones that open the covered string, for the LRH.
 const ONES_LEN: usize = 8;
 
-/// Most bytes the masked prefix can span: the ones, IPv6 header, UDP header, BTH.
-const MAX_MASKED: usize = ONES_LEN + ipv6::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
+/// Most bytes the masked prefix can span: the ones and the longest headers.
+const MAX_MASKED: usize = ONES_LEN + MAX_HEADERS;
 
 /// Computes the ICRC of `packet`, which runs from the first byte of the IP header to the
 /// last byte before the ICRC (pad included).
@@ -87,35 +87,68 @@ pub fn verify(packet: &[u8]) -> bool {
 /// Copies the IP, UDP and BTH headers of `packet` into `out` with the variant fields
 /// set to ones, and returns how many bytes it copied.
 fn mask_headers(packet: &[u8], out: &mut [u8]) -> Result<usize> {
+    const V4: usize = ipv4::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
+    const V6: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
     let first = *packet.first().ok_or(Error)?;
-    let ip_len = match first >> 4 {
-        4 => usize::from(first & 0x0F) * 4,
-        6 => ipv6::HEADER_LEN,
-        _ => return Err(Error),
-    };
-    if ip_len < ipv4::HEADER_LEN {
-        return Err(Error);
-    }
-    let masked_len = ip_len + udp::HEADER_LEN + bth::HEADER_LEN;
-    let headers = packet.get(..masked_len).ok_or(Error)?;
-    let out = out.get_mut(..masked_len).ok_or(Error)?;
-    out.copy_from_slice(headers);
-
-    if first >> 4 == 4 {
-        for at in ipv4::ICRC_MASKED {
-            out[at] = 0xFF;
+    match (first >> 4, usize::from(first & 0x0F) * 4) {
+        (4, ipv4::HEADER_LEN) => or_mask::<V4>(packet, out, &V4_MASK),
+        (4, ip_len) if ip_len > ipv4::HEADER_LEN => {
+            let mask = variant_mask(ip_len, false);
+            let masked_len = ip_len + udp::HEADER_LEN + bth::HEADER_LEN;
+            let headers = packet.get(..masked_len).ok_or(Error)?;
+            let out = out.get_mut(..masked_len).ok_or(Error)?;
+            for ((out, byte), ones) in out.iter_mut().zip(headers).zip(mask) {
+                *out = byte | ones;
+            }
+            Ok(masked_len)
         }
-    } else {
-        // Keep the version nibble; traffic class and flow label fill the rest of the
-        // first word.
-        out[0] |= 0x0F;
-        out[1..4].fill(0xFF);
-        out[ipv6::HOP_LIMIT_OFFSET] = 0xFF;
+        (6, _) => or_mask::<V6>(packet, out, &V6_MASK),
+        _ => Err(Error),
     }
-    let udp_checksum = ip_len + udp::CHECKSUM_OFFSET;
-    out[udp_checksum..udp_checksum + 2].fill(0xFF);
-    out[ip_len + udp::HEADER_LEN + bth::VARIANT_BYTE] = 0xFF;
-    Ok(masked_len)
+}
+
+/// The first `N` bytes of `packet` OR `mask` into `out`: a fixed length, which the
+/// compiler turns into a few vector operations.
+fn or_mask<const N: usize>(packet: &[u8], out: &mut [u8], mask: &[u8; MAX_HEADERS]) -> Result<usize> {
+    let headers: &[u8; N] = packet.get(..N).and_then(|h| h.try_into().ok()).ok_or(Error)?;
+    let out: &mut [u8; N] = out.get_mut(..N).and_then(|o| o.try_into().ok()).ok_or(Error)?;
+    for i in 0..N {
+        out[i] = headers[i] | mask[i];
+    }
+    Ok(N)
+}
+
+/// Most bytes of headers the ICRC masks: an IPv4 header with all its options, UDP, BTH.
+const MAX_HEADERS: usize = 60 + udp::HEADER_LEN + bth::HEADER_LEN;
+
+/// The masks OR-ed over the common headers: a word per packet instead of a
+/// store per masked field.
+const V4_MASK: [u8; MAX_HEADERS] = variant_mask(ipv4::HEADER_LEN, false);
+const V6_MASK: [u8; MAX_HEADERS] = variant_mask(ipv6::HEADER_LEN, true);
+
+/// Ones over the variant fields of an IP header of `ip_len` bytes (IPv6 if `v6`)
+/// and the UDP header and BTH after it, zeros elsewhere.
+const fn variant_mask(ip_len: usize, v6: bool) -> [u8; MAX_HEADERS] {
+    let mut mask = [0u8; MAX_HEADERS];
+    if v6 {
+        // The version nibble stays; traffic class and flow label fill the rest of the
+        // first word.
+        mask[0] = 0x0F;
+        mask[1] = 0xFF;
+        mask[2] = 0xFF;
+        mask[3] = 0xFF;
+        mask[ipv6::HOP_LIMIT_OFFSET] = 0xFF;
+    } else {
+        let mut i = 0;
+        while i < ipv4::ICRC_MASKED.len() {
+            mask[ipv4::ICRC_MASKED[i]] = 0xFF;
+            i += 1;
+        }
+    }
+    mask[ip_len + udp::CHECKSUM_OFFSET] = 0xFF;
+    mask[ip_len + udp::CHECKSUM_OFFSET + 1] = 0xFF;
+    mask[ip_len + udp::HEADER_LEN + bth::VARIANT_BYTE] = 0xFF;
+    mask
 }
 
 #[cfg(test)]
@@ -195,6 +228,34 @@ mod test {
         let mut h = Hasher::new();
         h.update(&s);
         assert_eq!(compute(&p[..104]), Ok(h.finalize()));
+    }
+
+    /// IPv4 with options (IHL 6 and 15): the options are covered, the UDP and BTH
+    /// masks move with them.
+    #[test]
+    fn ipv4_options_are_covered_and_shift_the_masks() {
+        let p = send_only();
+        for options in [4usize, 40] {
+            let mut q = std::vec![0u8; 104 + options];
+            q[..20].copy_from_slice(&p[..20]);
+            q[0] = 0x45 + (options / 4) as u8;
+            for (i, b) in q[20..20 + options].iter_mut().enumerate() {
+                *b = 0x30 + i as u8;
+            }
+            q[20 + options..].copy_from_slice(&p[20..104]);
+            let mut s = std::vec![0xFFu8; 8];
+            s.extend_from_slice(&q);
+            let u = 8 + 20 + options;
+            for at in [8 + 1, 8 + 8, 8 + 10, 8 + 11, u + 6, u + 7, u + 8 + 4] {
+                s[at] = 0xFF;
+            }
+            let mut h = Hasher::new();
+            h.update(&s);
+            assert_eq!(compute(&q), Ok(h.finalize()), "{options} bytes of options");
+        }
+        let mut short = p;
+        short[0] = 0x44;
+        assert_eq!(compute(&short[..104]), Err(Error), "IHL under 5");
     }
 
     #[test]
