@@ -171,6 +171,10 @@ impl RoceRepr {
         Ok(())
     }
 
+    // Not inlined: inlined into `emit`'s loop, the compiler hoisted the byte-order
+    // work of every header type out of it and did it for each frame, present or not
+    // (some hundred instructions, against a call per header present).
+    #[inline(never)]
     fn emit_header(&self, header: Header, bytes: &mut [u8]) -> Option<()> {
         let ext = &self.ext;
         match header {
