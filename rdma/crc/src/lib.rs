@@ -131,7 +131,8 @@ pub const CROSSOVER_LENS: [usize; 6] = [16, 32, 64, 128, 256, 512];
 /// RoCE header's bytes by table. Changes nothing where the CPU has no
 /// PCLMULQDQ.
 pub fn time_crossover(mut ticks: impl FnMut() -> u64) -> usize {
-    static DATA: [u8; CROSSOVER_LENS[CROSSOVER_LENS.len() - 1]] = [0x5A; CROSSOVER_LENS[CROSSOVER_LENS.len() - 1]];
+    const LONGEST: usize = CROSSOVER_LENS[CROSSOVER_LENS.len() - 1];
+    static DATA: [u8; LONGEST] = [0x5A; LONGEST];
     if !Path::Clmul.available() {
         return clmul_from();
     }
@@ -140,7 +141,7 @@ pub fn time_crossover(mut ticks: impl FnMut() -> u64) -> usize {
     set_clmul_from(MIN_FOLD);
     // Enough calls per run that the clock's own cost does not decide.
     const REPS: usize = 32;
-    let mut from = 2 * CROSSOVER_LENS[CROSSOVER_LENS.len() - 1];
+    let mut from = 2 * LONGEST;
     for len in CROSSOVER_LENS.into_iter().rev() {
         let data = &DATA[..len];
         let (table, clmul) =

@@ -242,10 +242,6 @@ impl Layout {
         roce::pad_len(self.payload_len) + ICRC_LEN
     }
 
-    pub fn payload_len(&self) -> usize {
-        self.payload_len
-    }
-
     /// The whole frame.
     pub fn frame_len(&self) -> usize {
         self.head_len() + self.body_len()

@@ -119,7 +119,7 @@ fn or_mask<const N: usize>(packet: &[u8], out: &mut [u8], mask: &[u8; MAX_HEADER
 }
 
 /// Most bytes of headers the ICRC masks: an IPv4 header with all its options, UDP, BTH.
-const MAX_HEADERS: usize = 60 + udp::HEADER_LEN + bth::HEADER_LEN;
+const MAX_HEADERS: usize = ipv4::MAX_HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
 
 /// The masks OR-ed over the common headers: a word per packet instead of a
 /// store per masked field.

@@ -40,6 +40,8 @@ mod field {
 
 /// Length of an IPv4 header without options: the only length RoCE v2 frames use.
 pub const HEADER_LEN: usize = field::DST.end;
+/// The longest header, options included: IHL counts at most 15 words.
+pub const MAX_HEADER_LEN: usize = 15 * 4;
 /// Offsets the ICRC masks to ones: TOS, TTL and the header checksum.
 pub const ICRC_MASKED: [usize; 4] = [field::TOS, field::TTL, field::CHECKSUM.start, field::CHECKSUM.start + 1];
 
