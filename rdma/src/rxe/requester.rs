@@ -269,7 +269,10 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
         (path, qp.attr.dest_qp_num)
     };
 
-    let mut ext = ExtHeaders::NONE;
+    // Built in place (the headers are 144 bytes); the BTH is set once its opcode
+    // and flags are known.
+    let mut roce = RoceRepr { bth: tx::bth(Opcode::RcSendOnly, dest_qpn, psn, false, false), ext: ExtHeaders::NONE };
+    let ext = &mut roce.ext;
     let (opcode, payload_len, last, psns) = match wqe.opcode {
         WrOpcode::RdmaRead => {
             let remaining = wqe.length - offset;
@@ -347,7 +350,7 @@ fn send_one<M: Memory, S: FrameSink + ?Sized>(
     let ack_req = rc && (ends_burst || fills_window || qp.req.noack_pkts + 1 >= ack_every);
     let solicited = last && wqe.flags.has(SendFlags::SOLICITED) && wqe.opcode.is_send()
         || last && wqe.opcode == WrOpcode::RdmaWriteWithImm && wqe.flags.has(SendFlags::SOLICITED);
-    let roce = RoceRepr { bth: tx::bth(opcode, dest_qpn, psn, ack_req, solicited), ext };
+    roce.bth = tx::bth(opcode, dest_qpn, psn, ack_req, solicited);
 
     let Device { mem, mrs, stats, ip_id, .. } = dev;
     let sent = if payload_len == 0 {

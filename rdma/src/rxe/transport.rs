@@ -880,16 +880,18 @@ impl<M: Memory> RxeTransport<M> {
     }
 
     fn receive_one<S: FrameSink + ?Sized>(&mut self, frame: &[u8], ip_ok: bool, now: Instant, sink: &mut S) {
-        let rx = match frame::parse_with(frame, ip_ok) {
+        // Borrowed from the result, not moved out of it: the repr is over 200 bytes.
+        let parsed = frame::parse_with(frame, ip_ok);
+        let rx = match &parsed {
             Ok(rx) => rx,
             Err(reason) => {
-                self.dev.stats.drop(reason);
+                self.dev.stats.drop(*reason);
                 return;
             }
         };
         self.dev.stats.inc(crate::core::counters::RxeCounter::RcvdPkts);
         if rx.repr.roce.bth.dest_qpn == mcast::MULTICAST_QPN {
-            self.receive_mcast(&rx, frame, now, sink);
+            self.receive_mcast(rx, frame, now, sink);
             return;
         }
         if !self.is_local(&rx.repr.path.ip) {
@@ -902,7 +904,7 @@ impl<M: Memory> RxeTransport<M> {
             return;
         }
         if bth.dest_qpn == GSI_QPN && self.gsi.is_none() {
-            self.receive_mad(&rx);
+            self.receive_mad(rx);
             return;
         }
         let Some(h) = self.qp_by_qpn(bth.dest_qpn) else {
@@ -912,7 +914,7 @@ impl<M: Memory> RxeTransport<M> {
         let Self { dev, qps, sched, owing, .. } = self;
         let Some(qp) = qps.get_mut(h.0) else { return };
         let owed_before = qp.resp.owed_ack.is_some();
-        deliver(qp, dev, &rx, frame, sink, now);
+        deliver(qp, dev, rx, frame, sink, now);
         let index = split(h.0).0;
         if !owed_before && qp.resp.owed_ack.is_some() {
             owing.push(index);

@@ -21,8 +21,8 @@ use super::ip::{self, Ecn};
 use super::opcode_table::OpcodeInfo;
 use super::roce::{self, RoceRepr};
 use super::{
-    EtherType, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet, Ipv6Repr,
-    MacAddr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
+    BthPacket, EtherType, EthernetPacket, EthernetRepr, Ipv4Address, Ipv4Packet, Ipv4Repr, Ipv6Address, Ipv6Packet,
+    Ipv6Repr, MacAddr, UdpPacket, UdpRepr, ethernet, ipv4, ipv6, udp,
 };
 use vocab::ROCE_V2_UDP_PORT;
 
@@ -361,9 +361,10 @@ pub fn emit_around<R>(
     UdpRepr { src_port: path.src_port, dst_port: ROCE_V2_UDP_PORT, payload_len: udp_len - udp::HEADER_LEN }
         .emit(&mut UdpPacket::new_unchecked(udp_header));
 
-    let mut headers = *roce;
-    headers.bth.pad_count = pad as u8;
-    headers.emit(info, roce_headers)?;
+    // The pad count is the layout's, whatever the repr says; set in place rather than
+    // on a copy of the repr.
+    roce.emit(info, roce_headers)?;
+    BthPacket::new_unchecked(&mut *roce_headers).set_pad_count(pad as u8);
 
     // The IP, UDP and BTH headers were written above, so the ICRC input is well formed;
     // the error arm cannot be taken.
@@ -384,6 +385,9 @@ pub fn parse(frame: &[u8]) -> Result<RxFrame<'_>, DropReason> {
 /// As [`parse`], but with `ip_header_verified` (the NIC checked this frame's
 /// IPv4 header checksum and found it right) the header checksum is not
 /// summed again. Every other check stays, the ICRC's first.
+// Inlined into its callers (`parse` and the transport's receive): returned by value, the
+// frame's repr (over 200 bytes) was copied out of here and again into the caller's variable.
+#[inline(always)]
 pub fn parse_with(frame: &[u8], ip_header_verified: bool) -> Result<RxFrame<'_>, DropReason> {
     let eth = EthernetPacket::new_checked(frame).map_err(|_| DropReason::Truncated)?;
     let ip_bytes = eth.payload();

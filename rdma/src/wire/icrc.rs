@@ -107,13 +107,19 @@ fn mask_headers(packet: &[u8], out: &mut [u8]) -> Result<usize> {
     }
 }
 
-/// The first `N` bytes of `packet` OR `mask` into `out`: a fixed length, which the
-/// compiler turns into a few vector operations.
+/// The first `N` bytes of `packet` OR `mask` into `out`, a word at a time: byte by
+/// byte, the compiler knows the mask and copies each run of unmasked bytes apart
+/// (some thirty moves for an IPv4 frame's 40 bytes).
 fn or_mask<const N: usize>(packet: &[u8], out: &mut [u8], mask: &[u8; MAX_HEADERS]) -> Result<usize> {
     let headers: &[u8; N] = packet.get(..N).and_then(|h| h.try_into().ok()).ok_or(Error)?;
     let out: &mut [u8; N] = out.get_mut(..N).and_then(|o| o.try_into().ok()).ok_or(Error)?;
-    for i in 0..N {
-        out[i] = headers[i] | mask[i];
+    for ((out, bytes), ones) in out.chunks_mut(8).zip(headers.chunks(8)).zip(mask.chunks(8)) {
+        match (<[u8; 8]>::try_from(bytes), <[u8; 8]>::try_from(ones)) {
+            (Ok(bytes), Ok(ones)) => {
+                out.copy_from_slice(&(u64::from_ne_bytes(bytes) | u64::from_ne_bytes(ones)).to_ne_bytes())
+            }
+            _ => out.iter_mut().zip(bytes.iter().zip(ones)).for_each(|(out, (byte, ones))| *out = byte | ones),
+        }
     }
     Ok(N)
 }
