@@ -370,7 +370,10 @@ pub fn emit_around<R>(
     // the error arm cannot be taken.
     let mut hasher = icrc::start(&head[ethernet::HEADER_LEN..]).map_err(|_| EmitError::BufferTooSmall { needed })?;
     let hashed = hash_payload(&mut hasher);
-    pad_bytes.fill(0);
+    // At most 3 bytes, usually none: a loop, where `fill` calls memset.
+    for byte in pad_bytes.iter_mut() {
+        *byte = 0;
+    }
     hasher.update(pad_bytes);
     icrc_bytes.copy_from_slice(&hasher.finalize().to_le_bytes());
     Ok((needed, hashed))

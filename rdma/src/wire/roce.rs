@@ -167,8 +167,9 @@ impl RoceRepr {
             let bytes = buffer.get_mut(start..end).ok_or(EmitError::HeaderMismatch)?;
             self.emit_header(at.header, bytes).ok_or(EmitError::HeaderMismatch)?;
         }
-        // Only a CNP has bytes left: its reserved block.
-        if let Some(reserved) = buffer.get_mut(end..) {
+        // Only a CNP has bytes left: its reserved block. (Tested first: `fill` calls
+        // memset, even for nothing.)
+        if let Some(reserved) = buffer.get_mut(end..).filter(|r| !r.is_empty()) {
             reserved.fill(0);
         }
         Ok(())
