@@ -122,8 +122,8 @@ impl RoceRepr {
     /// Parses the headers of `packet`, which runs from the BTH to the end of the pad
     /// (the ICRC already removed and checked). Returns the repr, its table row and the
     /// payload without pad.
-    // Inlined into its one caller, `frame::parse_with`, which builds its repr in place
-    // instead of copying this 144-byte one into it.
+    // Inlined into its one caller, `frame::parse_with`: returned by value, this 144-byte
+    // repr was copied once more on its way into the frame's.
     #[inline(always)]
     pub fn parse(packet: &[u8]) -> Result<(RoceRepr, &'static OpcodeInfo, &[u8]), DropReason> {
         let bth = BthPacket::new_checked(packet).map_err(|_| DropReason::Truncated)?;
