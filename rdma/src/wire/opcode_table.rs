@@ -142,6 +142,9 @@ pub struct OpcodeInfo {
     pub payload_offset: u8,
     /// Whether the packet may carry a payload (it may still be empty).
     pub payload: bool,
+    /// `headers` as a set, computed with the table: every frame built or parsed
+    /// compares against it.
+    header_set: u8,
 }
 
 impl OpcodeInfo {
@@ -156,8 +159,8 @@ impl OpcodeInfo {
     }
 
     /// The extension headers it carries, one [`Header::bit`] each.
-    pub fn header_set(&self) -> u8 {
-        self.headers.iter().fold(0, |set, at| set | at.header.bit())
+    pub const fn header_set(&self) -> u8 {
+        self.header_set
     }
 
     /// Bytes from the BTH start to the payload.
@@ -197,7 +200,13 @@ const fn row(
     payload_offset: u8,
     payload: bool,
 ) -> OpcodeInfo {
-    OpcodeInfo { opcode, name, operation, direction, position, qp_types, headers, payload_offset, payload }
+    let mut header_set = 0;
+    let mut i = 0;
+    while i < headers.len() {
+        header_set |= headers[i].header.bit();
+        i += 1;
+    }
+    OpcodeInfo { opcode, name, operation, direction, position, qp_types, headers, payload_offset, payload, header_set }
 }
 
 use Direction::{Notification as NOTE, Request as REQ, Response as RESP};
