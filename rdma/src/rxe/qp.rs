@@ -16,7 +16,7 @@ use super::mr::AccessFlags;
 use super::pd::PdHandle;
 use super::pool::handle_type;
 use super::qp_state::{QpState, QpType};
-use super::queue::{PostError, RecvQueue, Ring};
+use super::queue::{PostError, RecvQueue, Ring, store_sges};
 use super::srq::SrqHandle;
 use super::time::Instant;
 use super::wc::WcStatus;
@@ -293,7 +293,7 @@ impl SendQueue {
             self.inline[base..base + wr.inline_data.len()].copy_from_slice(wr.inline_data);
         } else {
             let base = slot * self.max_sge;
-            self.sges[base..base + wr.sg_list.len()].copy_from_slice(wr.sg_list);
+            store_sges(&mut self.sges[base..base + wr.sg_list.len()], wr.sg_list);
         }
         Ok(pos)
     }

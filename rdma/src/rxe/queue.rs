@@ -165,7 +165,7 @@ impl RecvQueue {
         let wqe = RecvWqe { wr_id: wr.wr_id, num_sge: wr.sg_list.len() as u32, length };
         let pos = self.ring.push(wqe)?;
         let base = self.ring.slot_of(pos) * self.max_sge;
-        self.sges[base..base + wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        store_sges(&mut self.sges[base..base + wr.sg_list.len()], wr.sg_list);
         Ok(())
     }
 
@@ -197,6 +197,16 @@ impl RecvQueue {
         }
         *self = bigger;
         Ok(())
+    }
+}
+
+/// Copies a work request's SGEs into its slot of a queue (`dst` as long as
+/// `src`). One SGE, nearly every WR, is a plain move: for a length it cannot
+/// see, `copy_from_slice` calls memcpy.
+pub(crate) fn store_sges(dst: &mut [Sge], src: &[Sge]) {
+    match (dst, src) {
+        ([one], [sge]) => *one = *sge,
+        (dst, src) => dst.copy_from_slice(src),
     }
 }
 
