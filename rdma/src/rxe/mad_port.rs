@@ -116,10 +116,16 @@ pub fn sgid_index(port: &LocalPort, local: &Gid) -> Option<u8> {
 /// The sender's and the receiver's GIDs of a received frame's IP header.
 pub(crate) fn gids_of(ip: &IpPath) -> (Gid, Gid, u32) {
     match *ip {
-        IpPath::V4 { src, dst } => {
-            (Gid::from_ipv4(core::net::Ipv4Addr::from(src.0)), Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)), 0)
-        }
-        IpPath::V6 { src, dst, flow_label } => (Gid(src.0), Gid(dst.0), flow_label),
+        IpPath::V4 { src, .. } => (Gid::from_ipv4(core::net::Ipv4Addr::from(src.0)), dst_gid(ip), 0),
+        IpPath::V6 { src, flow_label, .. } => (Gid(src.0), dst_gid(ip), flow_label),
+    }
+}
+
+/// The receiver's GID alone: what every received frame is checked against.
+pub(crate) fn dst_gid(ip: &IpPath) -> Gid {
+    match *ip {
+        IpPath::V4 { dst, .. } => Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)),
+        IpPath::V6 { dst, .. } => Gid(dst.0),
     }
 }
 

@@ -831,11 +831,7 @@ impl<M: Memory> RxeTransport<M> {
     fn is_local(&self, ip: &IpPath) -> bool {
         // The GID the destination maps to, compared whole: decoding each GID of
         // the table instead cost more than the rest of this check.
-        let gid = match ip {
-            IpPath::V4 { dst, .. } => Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)),
-            IpPath::V6 { dst, .. } => Gid(dst.0),
-        };
-        self.dev.port.gids.contains(&gid)
+        self.dev.port.gids.contains(&mad_port::dst_gid(ip))
     }
 
     /// Takes one received frame (from the Ethernet header on), one of a batch the
@@ -937,10 +933,7 @@ impl<M: Memory> RxeTransport<M> {
         now: Instant,
         sink: &mut S,
     ) {
-        let gid = match rx.repr.path.ip {
-            IpPath::V4 { dst, .. } => Gid::from_ipv4(core::net::Ipv4Addr::from(dst.0)),
-            IpPath::V6 { dst, .. } => Gid(dst.0),
-        };
+        let gid = mad_port::dst_gid(&rx.repr.path.ip);
         let bth = rx.repr.roce.bth;
         if bth.pkey & 0x7FFF != 0x7FFF {
             self.dev.stats.drop(DropReason::BadPkey);
