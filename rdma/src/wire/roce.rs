@@ -62,18 +62,18 @@ impl ExtHeaders {
     }
 
     /// The headers present, one [`Header::bit`] each.
-    // Spelled out: over `ALL_HEADERS` through `has`, the compiler kept the loop
-    // and its match, on every frame built.
+    // Spelled out: over `ALL_HEADERS`, the compiler kept the loop and `has`'s
+    // match, on every frame built; with each header named, `has` folds away.
     pub fn set(&self) -> u8 {
-        let bit = |present: bool, header: Header| if present { header.bit() } else { 0 };
-        bit(self.deth.is_some(), Header::Deth)
-            | bit(self.reth.is_some(), Header::Reth)
-            | bit(self.atomic_eth.is_some(), Header::AtomicEth)
-            | bit(self.aeth.is_some(), Header::Aeth)
-            | bit(self.atomic_ack_eth.is_some(), Header::AtomicAckEth)
-            | bit(self.immdt.is_some(), Header::ImmDt)
-            | bit(self.ieth.is_some(), Header::Ieth)
-            | bit(self.feth.is_some(), Header::Feth)
+        let bit = |header: Header| if self.has(header) { header.bit() } else { 0 };
+        bit(Header::Deth)
+            | bit(Header::Reth)
+            | bit(Header::AtomicEth)
+            | bit(Header::Aeth)
+            | bit(Header::AtomicAckEth)
+            | bit(Header::ImmDt)
+            | bit(Header::Ieth)
+            | bit(Header::Feth)
     }
 
     /// Whether exactly the headers `info` lists are present (a set compare:
